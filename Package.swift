@@ -1,0 +1,63 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+let strict: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "keyfob",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "WebAuthn", targets: ["WebAuthn"]),
+        .library(name: "Nostr", targets: ["Nostr"]),
+        .library(name: "KeyfobStore", targets: ["KeyfobStore"]),
+        .library(name: "KeyfobServer", targets: ["KeyfobServer"]),
+        .executable(name: "keyfob", targets: ["keyfob"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    ],
+    targets: [
+        // System libraries: one module map each, wrapped once by the Swift modules below.
+        .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSecp256k1", pkgConfig: "libsecp256k1", providers: [.apt(["libsecp256k1-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+
+        // Pure cores: no HTTP, no database.
+        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL"], swiftSettings: strict),
+        .target(name: "Nostr", dependencies: ["CSecp256k1", "COpenSSL", "CZlib"], swiftSettings: strict),
+
+        // Persistence behind protocols.
+        .target(name: "KeyfobStore", dependencies: ["CSQLite"], swiftSettings: strict),
+
+        // The Hummingbird application and the executable.
+        .target(
+            name: "KeyfobServer",
+            dependencies: [
+                "WebAuthn", "Nostr", "KeyfobStore", "COpenSSL",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "keyfob",
+            dependencies: ["KeyfobServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: strict),
+
+        // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
+        .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn"], swiftSettings: strict),
+
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "COpenSSL"], swiftSettings: strict),
+        .testTarget(name: "NostrTests", dependencies: ["Nostr"], swiftSettings: strict),
+        .testTarget(
+            name: "KeyfobServerTests",
+            dependencies: [
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "COpenSSL",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+            ],
+            swiftSettings: strict),
+    ]
+)

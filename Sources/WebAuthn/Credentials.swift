@@ -1,0 +1,125 @@
+/// A registration response in the WebAuthn JSON form (`RegistrationResponseJSON`).
+public struct RegistrationCredential: Sendable, Codable {
+    public struct Response: Sendable, Codable {
+        public var clientDataJSON: String
+        public var attestationObject: String
+        public var transports: [String]?
+        public init(clientDataJSON: String, attestationObject: String, transports: [String]? = nil) {
+            self.clientDataJSON = clientDataJSON
+            self.attestationObject = attestationObject
+            self.transports = transports
+        }
+    }
+    public var id: String
+    public var rawId: String
+    public var type: String
+    public var response: Response
+    public var authenticatorAttachment: String?
+
+    public init(id: String, rawId: String, type: String = "public-key", response: Response,
+                authenticatorAttachment: String? = nil) {
+        self.id = id
+        self.rawId = rawId
+        self.type = type
+        self.response = response
+        self.authenticatorAttachment = authenticatorAttachment
+    }
+}
+
+/// An authentication response in the WebAuthn JSON form (`AuthenticationResponseJSON`).
+public struct AuthenticationCredential: Sendable, Codable {
+    public struct Response: Sendable, Codable {
+        public var clientDataJSON: String
+        public var authenticatorData: String
+        public var signature: String
+        public var userHandle: String?
+        public init(clientDataJSON: String, authenticatorData: String, signature: String, userHandle: String? = nil) {
+            self.clientDataJSON = clientDataJSON
+            self.authenticatorData = authenticatorData
+            self.signature = signature
+            self.userHandle = userHandle
+        }
+    }
+    public var id: String
+    public var rawId: String
+    public var type: String
+    public var response: Response
+
+    public init(id: String, rawId: String, type: String = "public-key", response: Response) {
+        self.id = id
+        self.rawId = rawId
+        self.type = type
+        self.response = response
+    }
+}
+
+/// What a relying party stored about a credential at registration.
+public struct StoredCredential: Sendable {
+    public var id: [UInt8]
+    public var publicKey: CredentialPublicKey
+    public var signCount: UInt32
+    /// The user handle (`user.id`) the credential was created for.
+    public var userHandle: [UInt8]?
+    /// BE at registration; nil when unknown. BE may never change afterwards.
+    public var backupEligible: Bool?
+
+    public init(id: [UInt8], publicKey: CredentialPublicKey, signCount: UInt32,
+                userHandle: [UInt8]? = nil, backupEligible: Bool? = nil) {
+        self.id = id
+        self.publicKey = publicKey
+        self.signCount = signCount
+        self.userHandle = userHandle
+        self.backupEligible = backupEligible
+    }
+}
+
+/// How an attestation statement was made (WebAuthn §6.5.4).
+public enum AttestationType: String, Sendable, Codable {
+    case none, `self`, basic, attCA = "attca", anonCA = "anonca"
+}
+
+/// Whether the attestation chain reached a trust anchor.
+public enum TrustStatus: String, Sendable, Codable {
+    /// No chain to judge (`none`, self attestation).
+    case notApplicable = "not_applicable"
+    /// A chain was presented but no anchors were configured.
+    case notEstablished = "not_established"
+    /// The chain reached a configured anchor.
+    case trusted
+}
+
+/// The outcome of checking an attestation statement.
+public struct AttestationResult: Sendable, Equatable {
+    public let format: String
+    public let type: AttestationType
+    public let trust: TrustStatus
+    /// DER certificates of the statement, leaf first.
+    public let certificateChain: [[UInt8]]
+}
+
+/// A registration that passed every check; the caller stores it.
+public struct VerifiedRegistration: Sendable {
+    public let credentialID: [UInt8]
+    public let publicKey: CredentialPublicKey
+    public let signCount: UInt32
+    public let flags: AuthenticatorData.Flags
+    public let aaguid: [UInt8]
+    public let attestation: AttestationResult
+    public let extensions: CBOR?
+
+    public var userVerified: Bool { flags.contains(.userVerified) }
+    public var backupEligible: Bool { flags.contains(.backupEligible) }
+    public var backupState: Bool { flags.contains(.backupState) }
+}
+
+/// An authentication that passed every check; the caller updates the counter.
+public struct VerifiedAuthentication: Sendable {
+    public let credentialID: [UInt8]
+    public let newSignCount: UInt32
+    public let flags: AuthenticatorData.Flags
+    public let extensions: CBOR?
+
+    public var userVerified: Bool { flags.contains(.userVerified) }
+    public var backupEligible: Bool { flags.contains(.backupEligible) }
+    public var backupState: Bool { flags.contains(.backupState) }
+}
