@@ -50,12 +50,15 @@ let package = Package(
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
         .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn"], swiftSettings: strict),
 
-        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "COpenSSL"], swiftSettings: strict),
+        // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
+        .target(name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "COpenSSL"],
+                path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "COpenSSL",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "WebAuthnTestSupport",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: strict),

@@ -143,3 +143,39 @@ func pemToDER(_ pem: String) -> [UInt8] {
     let body = pem.split(separator: "\n").filter { !$0.hasPrefix("-----") }.joined()
     return [UInt8](Data(base64Encoded: body) ?? Data())
 }
+
+/// Trust anchors: the TPM vector's own intermediate as the anchor for `tpm` makes
+/// the chain trusted; an anchor configured for another format leaves it unjudged.
+@Suite struct TrustAnchorTests {
+    let v: [String: Any]
+    let credential: RegistrationCredential
+    let intermediate: [UInt8]
+
+    init() throws {
+        v = try Vectors.json("webauthn", "swa-reg-verify-tpm-response.json")
+        credential = try Vectors.decode(RegistrationCredential.self, from: v["credential"]!)
+        let object = try CBORDecoder.decode(Base64URL.decode(credential.response.attestationObject)!)
+        intermediate = object[text: "attStmt"]![text: "x5c"]!.array!.last!.bytes!
+    }
+
+    func verify(_ anchors: [String: [[UInt8]]], at time: String = "2025-01-30T23:59:59.000Z") throws -> AttestationResult {
+        try WebAuthnVectorTests.relyingParty(v).verifyRegistration(
+            credential, challenge: Base64URL.decode(v["expected_challenge_b64url"] as! String)!,
+            requireUserVerification: false, attestation: .init(trustAnchors: anchors), now: Vectors.date(time)!
+        ).attestation
+    }
+
+    @Test func aChainThatReachesAnAnchorIsTrusted() throws {
+        let result = try verify(["tpm": [intermediate]])
+        #expect(result.trust == .trusted && result.type == .attCA && result.certificateChain.count >= 2)
+    }
+
+    @Test func withoutAnchorsTrustIsNotEstablished() throws {
+        #expect(try verify([:]).trust == .notEstablished)
+        #expect(try verify(["packed": [intermediate]]).trust == .notEstablished)
+    }
+
+    @Test func anExpiredChainFailsAgainstAnAnchor() {
+        #expect(throws: WebAuthnError.self) { _ = try verify(["tpm": [intermediate]], at: "2045-01-01T00:00:00Z") }
+    }
+}
