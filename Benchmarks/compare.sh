@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Runs the WebAuthn benchmarks and `openssl speed` on this machine, and prints
+# each end-to-end figure as a ratio of the raw OpenSSL operation it rests on.
+set -euo pipefail
+cd "$(dirname "$0")"
+raw=$(openssl speed -seconds 3 -elapsed ecdsap256 rsa2048 ed25519 2>/dev/null)
+p256=$(awk '/256 bits ecdsa \(nistp256\)/ {print $NF}' <<<"$raw")
+rsa=$(awk '/^rsa 2048 bits/ {print $NF}' <<<"$raw")
+ed=$(awk '/253 bits EdDSA \(Ed25519\)/ {print $NF}' <<<"$raw")
+swift package benchmark --format markdown --no-progress --filter '.*' < /dev/null > /tmp/keyfob-bench.md 2>/dev/null
+p50() { awk -v name="$1" '$0 ~ "^### " name {f=1} f && /Throughput/ {gsub(/ /,""); split($0,a,"|"); print a[5]; exit}' /tmp/keyfob-bench.md; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.0f%%", 100 * a / b }'; }
+cat /tmp/keyfob-bench.md
+echo
+echo "| operation | keyfob p50 (ops/s) | raw OpenSSL verify (ops/s) | ratio |"
+echo "|---|---|---|---|"
+for row in "ES256 assertion verify (end to end)|$p256" "ES256 signature verify only (cached key)|$p256" \
+           "RS256 assertion verify (end to end)|$rsa" "EdDSA assertion verify (end to end)|$ed"; do
+  name=${row%|*}; base=${row##*|}
+  ours=$(p50 "$(sed 's/[()]/./g' <<<"$name")")
+  echo "| $name | $ours | $base | $(ratio "${ours//K/000}" "$base") |"
+done

@@ -1,0 +1,74 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import NIOCore
+import WebAuthn
+
+/// An error a client sees: `{"error": code, "message": text}` with a fitting 4xx status.
+/// Codes are DESIGN.md §7's and stable; messages never carry secrets.
+public struct APIError: Error, HTTPResponseError, Sendable {
+    public let code: String
+    public let message: String
+    public let status: HTTPResponse.Status
+
+    public init(_ code: String, _ message: String, status: HTTPResponse.Status = .badRequest) {
+        self.code = code
+        self.message = message
+        self.status = status
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response {
+        jsonResponse(["error": code, "message": message], status: status)
+    }
+
+    static func invalid(_ message: String) -> APIError { .init("invalid_request", message) }
+    static let unauthorized = APIError("unauthorized", "sign in with a passkey first", status: .unauthorized)
+    static let notFound = APIError("invalid_request", "no such endpoint", status: .notFound)
+
+    /// The client-facing form of a verification failure.
+    init(_ error: WebAuthnError) {
+        let status: HTTPResponse.Status
+        switch error.code {
+        case .credentialNotFound: status = .notFound
+        case .counterRegression: status = .conflict
+        case .signatureInvalid, .userHandleMismatch: status = .unauthorized
+        case .userPresenceRequired, .userVerificationRequired: status = .forbidden
+        default: status = .badRequest
+        }
+        self.init(error.code.rawValue, error.message, status: status)
+    }
+}
+
+/// A JSON response from an encodable value.
+func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    let data = (try? encoder.encode(value)) ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8)
+    var fields = headers
+    fields[.contentType] = "application/json; charset=utf-8"
+    fields[.cacheControl] = "no-store"
+    return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+/// Turns every error into the JSON error shape, so no handler can answer with HTML or a bare 500.
+struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            if error.status.code >= 500 { context.logger.error("request failed", metadata: ["code": "\(error.code)"]) }
+            return jsonResponse(["error": error.code, "message": error.message], status: error.status)
+        } catch let error as HTTPResponseError {
+            let status = error.status
+            let code = status == .contentTooLarge ? "payload_too_large" : status.code >= 500 ? "internal_error" : "invalid_request"
+            let message = status == .notFound ? "no such endpoint" : status.reasonPhrase
+            return jsonResponse(["error": code, "message": message], status: status)
+        } catch {
+            context.logger.error("unexpected error", metadata: ["type": "\(type(of: error))"])
+            return jsonResponse(["error": "internal_error", "message": "something went wrong on the server"],
+                                status: .internalServerError)
+        }
+    }
+}

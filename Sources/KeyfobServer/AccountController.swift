@@ -1,0 +1,81 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import WebAuthn
+
+/// Who is signed in, signing out, and the account's passkeys.
+struct AccountController: Sendable {
+    let store: any KeyfobStore
+    let sessions: Sessions
+    let events: EventLog
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.get("/session", use: session)
+        router.post("/logout", use: logout)
+        router.get("/account/credentials", use: credentials)
+        router.delete("/account/credentials/:id", use: deleteCredential)
+    }
+
+    struct SessionResponse: Encodable {
+        let username: String
+        let isAnonymous: Bool
+        let expiresAt: Date
+        let signerLocked: Bool
+        let signerUnlockedUntil: Date?
+    }
+
+    @Sendable func session(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let unlocked = auth.session.unlockedUntil.map { $0 > now() } ?? false
+        return jsonResponse(SessionResponse(
+            username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
+            signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil))
+    }
+
+    @Sendable func logout(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        if let auth = try await sessions.authenticate(request) {
+            try await store.deleteSession(tokenHash: auth.session.tokenHash)
+            events.record(.signedOut, username: auth.user.username)
+        }
+        return jsonResponse(["signedOut": true], headers: [.setCookie: sessions.clearingCookie])
+    }
+
+    struct CredentialInfo: Encodable {
+        let id: String
+        let algorithm: Int
+        let attestationFormat: String
+        let aaguid: String
+        let transports: [String]
+        let backedUp: Bool
+        let createdAt: Date
+        let lastUsedAt: Date?
+    }
+
+    @Sendable func credentials(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let list = try await store.credentials(ofUser: auth.user.id).map {
+            CredentialInfo(id: Base64URL.encode($0.id), algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
+                           aaguid: $0.aaguid.map { String(format: "%02x", $0) }.joined(), transports: $0.transports,
+                           backedUp: $0.backupState, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
+        }
+        return jsonResponse(["credentials": list])
+    }
+
+    @Sendable func deleteCredential(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
+            throw APIError.invalid("credential id is not base64url")
+        }
+        do {
+            guard try await store.deleteCredential(id: id, ofUser: auth.user.id) else {
+                throw APIError("credential_not_found", "you have no passkey with this id", status: .notFound)
+            }
+        } catch StoreError.conflict {
+            throw APIError("invalid_request", "this is your only passkey; add another before removing it", status: .conflict)
+        }
+        events.record(.credentialRemoved, username: auth.user.username)
+        return jsonResponse(["deleted": true])
+    }
+}

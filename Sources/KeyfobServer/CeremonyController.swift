@@ -1,0 +1,300 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import Logging
+import WebAuthn
+
+/// The four passkey ceremony endpoints of DESIGN.md §2, in the shapes of
+/// `specs/passkey-server-ios-guide.md`.
+///
+///     client                        keyfob                         store
+///       | GET  /generate-registration-options?username=alice      |
+///       |---------------------------->| insert challenge ---------->|
+///       |<---- options + challengeKey-|                             |
+///       |  (authenticator creates a passkey)                        |
+///       | POST /verify-registration {username, challengeKey, cred}  |
+///       |---------------------------->| consume challenge --------->|
+///       |                             | verify (WebAuthn §7.1)      |
+///       |                             | user+credential+session --->| (one transaction)
+///       |<---- {verified, token, ...} + session cookie              |
+struct CeremonyController: Sendable {
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let sessions: Sessions
+    let keys: CredentialKeyCache
+    let events: EventLog
+    let challenges: ChallengeGenerator
+    let now: @Sendable () -> Date
+
+    var relyingParty: RelyingParty { configuration.relyingParty }
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.get("/generate-registration-options", use: registrationOptions)
+        router.post("/generate-registration-options", use: registrationOptions)
+        router.post("/verify-registration", use: verifyRegistration)
+        router.get("/generate-authentication-options", use: authenticationOptions)
+        router.post("/generate-authentication-options", use: authenticationOptions)
+        router.post("/verify-authentication", use: verifyAuthentication)
+    }
+
+    // MARK: - Registration
+
+    struct OptionsRequest: Decodable { var username: String? }
+
+    /// The username from `?username=` or a JSON body `{"username": ...}`.
+    func requestedUsername(_ request: Request) async throws -> String? {
+        var name = request.uri.queryParameters.get("username")
+        if request.method == .post {
+            let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
+            try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+            if !bytes.isEmpty {
+                guard let body = try? JSONDecoder().decode(OptionsRequest.self, from: Data(bytes)) else {
+                    throw APIError.invalid("request body must be a JSON object like {\"username\": \"alice\"}")
+                }
+                name = body.username ?? name
+            }
+        }
+        let trimmed = name?.trimmingCharacters(in: .whitespaces) ?? ""
+        return trimmed.isEmpty ? nil : trimmed
+    }
+
+    @Sendable func registrationOptions(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let username = try await requestedUsername(request)
+        let challenge = challenges.generate()
+        var record: ChallengeRecord
+        var exclude: [CredentialDescriptor] = []
+        let expires = now().addingTimeInterval(TimeInterval(configuration.challengeTimeout))
+
+        if let username {
+            try Usernames.validate(username)
+            if let existing = try await store.user(named: username) {
+                // Adding a passkey to an account needs that account's session.
+                guard let auth = try await sessions.authenticate(request), auth.user.id == existing.id else {
+                    throw APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it",
+                                   status: .conflict)
+                }
+                exclude = try await store.credentials(ofUser: existing.id).map {
+                    CredentialDescriptor(id: $0.id, transports: $0.transports)
+                }
+                record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: existing.username,
+                                         userID: existing.id, username: existing.username,
+                                         isAnonymous: existing.isAnonymous, existingUser: true, expiresAt: expires)
+            } else {
+                record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: username,
+                                         userID: Base64URL.encode(secureRandomBytes(32)), username: username,
+                                         expiresAt: expires)
+            }
+        } else {
+            let generated = Usernames.anonymous()
+            record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: generated,
+                                     userID: Base64URL.encode(secureRandomBytes(32)), username: generated,
+                                     isAnonymous: true, expiresAt: expires)
+        }
+        record.algorithms = configuration.algorithms.map(\.rawValue)
+        try await store.insertChallenge(record, now: now())
+
+        let options = relyingParty.creationOptions(
+            challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: record.username!,
+            algorithms: configuration.algorithms, excludeCredentials: exclude,
+            userVerification: configuration.requireUserVerification ? .required : .preferred,
+            timeoutSeconds: configuration.challengeTimeout)
+        return jsonResponse(WithChallengeKey(options: options, challengeKey: record.key))
+    }
+
+    struct VerifyRegistrationRequest: Decodable {
+        var username: String?
+        var challengeKey: String?
+        var cred: RegistrationCredential
+    }
+
+    struct VerifyRegistrationResponse: Encodable {
+        let verified: Bool
+        let username: String
+        let isAnonymous: Bool
+        let credentialId: String
+        let token: String
+        let expiresAt: Date
+    }
+
+    @Sendable func verifyRegistration(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
+        let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
+                                                 ceremony: .registration, key: body.challengeKey)
+        guard let userID = pending.userID, let username = pending.username else {
+            throw APIError("challenge_not_found", "this challenge was not issued for a registration")
+        }
+        if let sent = body.username, !sent.isEmpty, sent.lowercased() != username.lowercased() {
+            throw APIError.invalid("username \"\(sent)\" is not the one these options were made for")
+        }
+        if pending.existingUser {
+            guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
+                throw APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it",
+                               status: .conflict)
+            }
+        }
+
+        let verified: VerifiedRegistration
+        do {
+            verified = try relyingParty.verifyRegistration(
+                body.cred, challenge: pending.challenge,
+                requireUserVerification: configuration.requireUserVerification,
+                allowedAlgorithms: pending.algorithms.compactMap(COSEAlgorithm.init(rawValue:)), now: now())
+        } catch {
+            events.record(.registrationFailed, username: username, code: error.code.rawValue)
+            throw APIError(error)
+        }
+
+        let created = now()
+        let credential = CredentialRecord(
+            id: verified.credentialID, userID: userID, publicKey: verified.publicKey.cose,
+            algorithm: verified.publicKey.algorithm.rawValue, signCount: verified.signCount,
+            transports: (body.cred.response.transports ?? []).filter { $0.count <= 32 }.prefix(8).map { $0 },
+            aaguid: verified.aaguid, attestationFormat: verified.attestation.format,
+            backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created)
+        let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
+        let (token, session) = sessions.create(userID: userID, unlocked: verified.userVerified)
+        do {
+            try await store.completeRegistration(user: user, createUser: !pending.existingUser,
+                                                 credential: credential, session: session)
+        } catch StoreError.usernameTaken {
+            events.record(.registrationFailed, username: username, code: "username_taken")
+            throw APIError("username_taken", "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
+        } catch StoreError.credentialExists {
+            events.record(.registrationFailed, username: username, code: "credential_exists")
+            throw APIError("credential_exists", "this passkey is registered already", status: .conflict)
+        }
+        events.record(.registered, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
+
+        let response = VerifyRegistrationResponse(
+            verified: true, username: username, isAnonymous: pending.isAnonymous,
+            credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt)
+        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
+    }
+
+    // MARK: - Authentication
+
+    @Sendable func authenticationOptions(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let username = try await requestedUsername(request)
+        let challenge = challenges.generate()
+        var allow: [CredentialDescriptor] = []
+        var userID: String?
+        // An unknown username gets discoverable-credential options, so the
+        // endpoint does not reveal which usernames exist.
+        if let username, let user = try await store.user(named: username) {
+            userID = user.id
+            allow = try await store.credentials(ofUser: user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        }
+        let key = Base64URL.encode(secureRandomBytes(16))
+        try await store.insertChallenge(
+            ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key, userID: userID,
+                            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout))),
+            now: now())
+        let options = relyingParty.requestOptions(
+            challenge: challenge, allowCredentials: allow,
+            userVerification: configuration.requireUserVerification ? .required : .preferred,
+            timeoutSeconds: configuration.challengeTimeout)
+        return jsonResponse(WithChallengeKey(options: options, challengeKey: key))
+    }
+
+    struct VerifyAuthenticationRequest: Decodable {
+        var challengeKey: String?
+        var cred: AuthenticationCredential
+    }
+
+    struct VerifyAuthenticationResponse: Encodable {
+        let verified: Bool
+        let username: String
+        let isAnonymous: Bool
+        let token: String
+        let expiresAt: Date
+    }
+
+    @Sendable func verifyAuthentication(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
+        let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
+                                                 ceremony: .authentication, key: body.challengeKey)
+        guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
+            throw APIError.invalid("rawId is not valid base64url")
+        }
+        guard let record = try await store.credential(id: credentialID),
+              pending.userID == nil || pending.userID == record.userID,
+              let user = try await store.user(id: record.userID) else {
+            events.record(.signInFailed, username: nil, code: "credential_not_found")
+            throw APIError("credential_not_found", "this passkey is not registered here", status: .notFound)
+        }
+
+        let verified: VerifiedAuthentication
+        do {
+            let stored = StoredCredential(
+                id: record.id, publicKey: try keys.key(for: record), signCount: record.signCount,
+                userHandle: Base64URL.decode(user.id), backupEligible: record.backupEligible)
+            verified = try relyingParty.verifyAuthentication(
+                body.cred, challenge: pending.challenge, stored: stored,
+                requireUserVerification: configuration.requireUserVerification)
+        } catch {
+            if error.code == .counterRegression {
+                context.logger.warning("sign counter regression: possible cloned authenticator",
+                                       metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
+            }
+            events.record(.signInFailed, username: user.username, code: error.code.rawValue)
+            throw APIError(error)
+        }
+
+        let (token, session) = sessions.create(userID: user.id, unlocked: verified.userVerified)
+        do {
+            try await store.completeAuthentication(
+                credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
+                backupState: verified.backupState, usedAt: now(), session: session)
+        } catch StoreError.conflict {
+            events.record(.signInFailed, username: user.username, code: "counter_regression")
+            throw APIError("counter_regression", "another sign-in with this passkey used the same counter", status: .conflict)
+        }
+        if verified.backupState != record.backupState {
+            context.logger.info("backup state changed", metadata: ["credential": "\(Base64URL.encode(record.id))",
+                                                                   "backedUp": "\(verified.backupState)"])
+        }
+        events.record(.signedIn, username: user.username, detail: "count=\(verified.newSignCount)")
+        let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
+                                                    token: token, expiresAt: session.expiresAt)
+        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
+    }
+
+    // MARK: - Challenges
+
+    /// Finds the pending ceremony by the challenge inside the client data and consumes it,
+    /// so a challenge is used once whether or not verification succeeds.
+    func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
+        let value: [UInt8]
+        do { value = try RelyingParty.challenge(inClientDataJSON: clientDataJSON) } catch { throw APIError(error) }
+        guard let pending = try await store.consumeChallenge(value), pending.ceremony == ceremony else {
+            throw APIError("challenge_not_found", "no pending \(ceremony.rawValue) has this challenge; request new options")
+        }
+        guard pending.expiresAt > now() else {
+            throw APIError("challenge_expired", "the challenge expired; request new options and try again")
+        }
+        if let key, !key.isEmpty, key != pending.key {
+            throw APIError("challenge_not_found", "challengeKey does not belong to this challenge")
+        }
+        return pending
+    }
+}
+
+/// Usernames people choose, and the ones anonymous accounts get.
+enum Usernames {
+    static let anonymousPrefix = "anon-"
+
+    static func validate(_ name: String) throws {
+        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "._-@+"))
+        guard (1...64).contains(name.count), name.unicodeScalars.allSatisfy(allowed.contains) else {
+            throw APIError.invalid("username must be 1 to 64 letters, digits or . _ - @ +")
+        }
+        guard !name.lowercased().hasPrefix(anonymousPrefix) else {
+            throw APIError.invalid("usernames starting with \"\(anonymousPrefix)\" are reserved for anonymous accounts")
+        }
+    }
+
+    static func anonymous() -> String {
+        anonymousPrefix + secureRandomBytes(6).map { String(format: "%02x", $0) }.joined()
+    }
+}

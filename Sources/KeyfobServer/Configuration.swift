@@ -1,0 +1,103 @@
+import Foundation
+import WebAuthn
+
+/// Every setting of DESIGN.md §6. `keyfob serve` fills it from flags, `KEYFOB_*`
+/// variables and an optional config file; tests build it directly.
+public struct ServerConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    public var port = 8080
+    public var rpID = "localhost"
+    public var rpName = "Keyfob"
+    /// Allowed origins; empty means `http://localhost:<port>` for rpId localhost, else `https://<rpId>`.
+    public var origins: [String] = []
+    public var dataDirectory = "./data"
+    /// `sqlite` (a file in the data directory), `sqlite:PATH`, or `:memory:` for tests.
+    public var database = "sqlite"
+    /// Seconds a ceremony's challenge stays valid (the options' `timeout`).
+    public var challengeTimeout = 60
+    /// Seconds a session lasts.
+    public var sessionTTL = 12 * 3600
+    /// Seconds the signer stays unlocked after a passkey assertion with user verification.
+    public var signerUnlockTTL = 600
+    public var admins: [String] = []
+    /// Addresses of reverse proxies whose X-Forwarded-For is believed.
+    public var trustedProxies: [String] = []
+    /// Folder of the static web UI.
+    public var publicDirectory = "Public"
+    /// Require user verification in ceremonies (DESIGN.md default: yes).
+    public var requireUserVerification = true
+    /// COSE algorithms offered at registration.
+    public var algorithms: [COSEAlgorithm] = COSEAlgorithm.serverDefaults
+    /// Largest request body accepted, in bytes.
+    public var maxBodySize = 64 * 1024
+
+    public init() {}
+
+    /// The origins in force: the configured ones, or the local default.
+    public var effectiveOrigins: [String] {
+        guard origins.isEmpty else { return origins }
+        return rpID == "localhost" ? ["http://localhost:\(port)"] : ["https://\(rpID)"]
+    }
+
+    /// Whether cookies must carry `Secure` (every origin is https).
+    public var secureCookies: Bool { effectiveOrigins.allSatisfy { $0.hasPrefix("https://") } }
+
+    public var relyingParty: RelyingParty {
+        RelyingParty(id: rpID, name: rpName, origins: effectiveOrigins)
+    }
+
+    /// The SQLite path the `database` setting names.
+    public var sqlitePath: String {
+        if database == ":memory:" { return ":memory:" }
+        if database.hasPrefix("sqlite:") { return String(database.dropFirst("sqlite:".count)) }
+        return (dataDirectory as NSString).appendingPathComponent("keyfob.sqlite")
+    }
+
+    /// A setting that cannot work, with what to do about it.
+    public struct Invalid: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Checks the settings before anything starts.
+    public func validate() throws(Invalid) {
+        guard !rpID.isEmpty, !rpID.contains("/"), !rpID.contains(":") else {
+            throw Invalid(description: "--rp-id \"\(rpID)\" must be a bare domain such as example.com (no scheme, port or path)")
+        }
+        for origin in effectiveOrigins where !RelyingParty.origin(origin, fitsRPID: rpID) {
+            throw Invalid(description: """
+                origin "\(origin)" does not belong to rpId "\(rpID)": its host must be \(rpID) or end with .\(rpID) \
+                (set --rp-id to the registrable domain, or fix --origin)
+                """)
+        }
+        guard (1...65535).contains(port) else { throw Invalid(description: "--port \(port) must be between 1 and 65535") }
+        guard challengeTimeout >= 10, challengeTimeout <= 600 else {
+            throw Invalid(description: "--challenge-timeout \(challengeTimeout) must be between 10 and 600 seconds")
+        }
+        guard sessionTTL >= 60 else { throw Invalid(description: "--session-ttl must be at least 60 seconds") }
+        guard signerUnlockTTL >= 0, signerUnlockTTL <= sessionTTL else {
+            throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
+        }
+        guard !algorithms.isEmpty else { throw Invalid(description: "at least one algorithm must be offered") }
+        guard database == "sqlite" || database == ":memory:" || database.hasPrefix("sqlite:") else {
+            throw Invalid(description: """
+                --database "\(database)" is not supported yet: use "sqlite" (a file in --data-dir) or "sqlite:/path/to/file"
+                """)
+        }
+    }
+
+    /// Creates the data directory if needed and checks it is writable.
+    public func prepareDataDirectory() throws(Invalid) {
+        guard sqlitePath != ":memory:" else { return }
+        let directory = (sqlitePath as NSString).deletingLastPathComponent
+        let dir = directory.isEmpty ? "." : directory
+        do {
+            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw Invalid(description: "cannot create data directory \(dir): \(error.localizedDescription) (set --data-dir to a writable folder)")
+        }
+        guard FileManager.default.isWritableFile(atPath: dir) else {
+            throw Invalid(description: "data directory \(dir) is not writable (set --data-dir to a writable folder)")
+        }
+    }
+}

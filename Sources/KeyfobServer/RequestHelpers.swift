@@ -1,0 +1,76 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension Request {
+    /// The body, refused with `payload_too_large` before it is read whole when it is
+    /// (or declares itself) larger than `limit`.
+    func bodyBytes(limit: Int) async throws -> [UInt8] {
+        if let declared = headers[.contentLength].flatMap(Int.init), declared > limit {
+            throw APIError("payload_too_large", "request body is over \(limit) bytes", status: .contentTooLarge)
+        }
+        do {
+            let buffer = try await body.collect(upTo: limit)
+            return Array(buffer.readableBytesView)
+        } catch {
+            throw APIError("payload_too_large", "request body is over \(limit) bytes", status: .contentTooLarge)
+        }
+    }
+
+    /// Decodes a JSON body, naming the field that is missing or of the wrong type.
+    func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
+        let bytes = try await bodyBytes(limit: limit)
+        try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        guard !bytes.isEmpty else { throw APIError.invalid("request body is empty; send a JSON object") }
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw APIError.invalid("field \"\(path(context.codingPath + [key]))\" is missing")
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw APIError.invalid("field \"\(path(context.codingPath))\" has the wrong type")
+        } catch let DecodingError.valueNotFound(_, context) {
+            throw APIError.invalid("field \"\(path(context.codingPath))\" is null")
+        } catch {
+            throw APIError.invalid("request body is not valid JSON")
+        }
+    }
+
+    /// A body, when there is one, must be declared as JSON.
+    func requireJSONContentType(bodyIsEmpty: Bool) throws {
+        guard !bodyIsEmpty else { return }
+        let type = headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") else {
+            throw APIError("invalid_request", "Content-Type must be application/json", status: .unsupportedMediaType)
+        }
+    }
+
+    private func path(_ keys: [CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            .replacingOccurrences(of: ".[", with: "[")
+    }
+
+    /// A cookie's value from the Cookie header.
+    func cookie(_ name: String) -> String? {
+        for header in headers[values: .cookie] {
+            for part in header.split(separator: ";") {
+                let pair = part.trimmingCharacters(in: .whitespaces)
+                if pair.hasPrefix(name + "=") { return String(pair.dropFirst(name.count + 1)) }
+            }
+        }
+        return nil
+    }
+}
+
+/// Encodes a value's fields plus `challengeKey` at the same level, as the iOS guide shows.
+struct WithChallengeKey<Options: Encodable>: Encodable {
+    let options: Options
+    let challengeKey: String
+
+    private enum Keys: String, CodingKey { case challengeKey }
+
+    func encode(to encoder: Encoder) throws {
+        try options.encode(to: encoder)
+        var container = encoder.container(keyedBy: Keys.self)
+        try container.encode(challengeKey, forKey: .challengeKey)
+    }
+}

@@ -1,0 +1,74 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import WebAuthn
+
+/// Sessions of DESIGN.md §3: a random 256-bit token, stored only as its SHA-256,
+/// sent as an HttpOnly SameSite=Lax cookie to browsers and as a bearer token to apps.
+struct Sessions: Sendable {
+    static let cookieName = "keyfob_session"
+
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let now: @Sendable () -> Date
+
+    /// A signed-in request: its session, its user, and how it proved it.
+    struct Authenticated: Sendable {
+        let session: SessionRecord
+        let user: UserRecord
+        let viaCookie: Bool
+    }
+
+    /// A new session for `userID`; the token is returned once and never stored.
+    func create(userID: String, unlocked: Bool) -> (token: String, record: SessionRecord) {
+        let token = secureRandomBytes(32)
+        let created = now()
+        let record = SessionRecord(
+            tokenHash: sha256(token), userID: userID, createdAt: created,
+            expiresAt: created.addingTimeInterval(TimeInterval(configuration.sessionTTL)),
+            unlockedUntil: unlocked ? created.addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)) : nil)
+        return (Base64URL.encode(token), record)
+    }
+
+    /// The session a request carries (bearer token first, then cookie), if valid.
+    func authenticate(_ request: Request) async throws -> Authenticated? {
+        var token: String?
+        var viaCookie = false
+        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
+            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        } else if let cookie = request.cookie(Self.cookieName) {
+            token = cookie
+            viaCookie = true
+        }
+        guard let token, let raw = Base64URL.decode(token), raw.count == 32 else { return nil }
+        guard let session = try await store.session(tokenHash: sha256(raw), now: now()),
+              let user = try await store.user(id: session.userID) else { return nil }
+        if viaCookie { try checkOrigin(request) }
+        return Authenticated(session: session, user: user, viaCookie: viaCookie)
+    }
+
+    /// Like `authenticate`, but a request without a valid session is `unauthorized`.
+    func require(_ request: Request) async throws -> Authenticated {
+        guard let auth = try await authenticate(request) else { throw APIError.unauthorized }
+        return auth
+    }
+
+    /// Cookie-authenticated state changes must come from an allowed Origin (CSRF defence).
+    func checkOrigin(_ request: Request) throws {
+        guard request.method != .get, request.method != .head, request.method != .options else { return }
+        guard let origin = request.headers[.origin], configuration.effectiveOrigins.contains(origin) else {
+            throw APIError("unauthorized", "this request needs an Origin header of an allowed origin", status: .forbidden)
+        }
+    }
+
+    func cookie(token: String, expires: Date) -> String {
+        let maxAge = max(0, Int(expires.timeIntervalSince(now())))
+        return "\(Self.cookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
+            + (configuration.secureCookies ? "; Secure" : "")
+    }
+
+    var clearingCookie: String {
+        "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (configuration.secureCookies ? "; Secure" : "")
+    }
+}

@@ -1,0 +1,47 @@
+import Foundation
+import KeyfobStore
+import Logging
+import NIOConcurrencyHelpers
+import WebAuthn
+
+/// Decoded credential keys, by credential id. Building the OpenSSL key is most of
+/// an assertion's cost besides the signature itself, and a key never changes.
+final class CredentialKeyCache: Sendable {
+    private let keys = NIOLockedValueBox<[[UInt8]: CredentialPublicKey]>([:])
+    private let limit: Int
+
+    init(limit: Int = 10_000) { self.limit = limit }
+
+    func key(for record: CredentialRecord) throws(WebAuthnError) -> CredentialPublicKey {
+        if let key = keys.withLockedValue({ $0[record.id] }), key.cose == record.publicKey { return key }
+        let key = try CredentialPublicKey(cose: record.publicKey)
+        keys.withLockedValue { cache in
+            if cache.count >= limit { cache.removeAll(keepingCapacity: true) }
+            cache[record.id] = key
+        }
+        return key
+    }
+}
+
+/// Ceremony outcomes as structured log lines (and, later, the dashboard's stream).
+/// Never records secrets: usernames, codes and counts only.
+struct EventLog: Sendable {
+    enum Kind: String, Sendable {
+        case registered = "registration.verified"
+        case registrationFailed = "registration.failed"
+        case signedIn = "authentication.verified"
+        case signInFailed = "authentication.failed"
+        case signedOut = "session.ended"
+        case credentialRemoved = "credential.removed"
+    }
+
+    let logger: Logger
+
+    func record(_ kind: Kind, username: String?, code: String? = nil, detail: String? = nil) {
+        var metadata: Logger.Metadata = ["event": "\(kind.rawValue)"]
+        if let username { metadata["user"] = "\(username)" }
+        if let code { metadata["code"] = "\(code)" }
+        if let detail { metadata["detail"] = "\(detail)" }
+        logger.log(level: code == nil ? .info : .notice, "\(kind.rawValue)", metadata: metadata)
+    }
+}

@@ -1,0 +1,125 @@
+import CSQLite
+import Foundation
+
+/// SQLite's "copy this buffer now" destructor; the C macro is not imported.
+private let SQLITE_TRANSIENT_ = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+/// Extended result codes (macros over other macros, not imported): SQLITE_CONSTRAINT | (n << 8).
+private let constraintPrimaryKey: Int32 = 19 | (6 << 8)
+private let constraintUnique: Int32 = 19 | (8 << 8)
+
+/// One SQLite connection. Not thread-safe: owned by the `SQLiteStore` actor.
+final class SQLiteConnection {
+    private var db: OpaquePointer?
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(path: String) throws {
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        guard sqlite3_open_v2(path, &db, flags, nil) == SQLITE_OK else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            sqlite3_close(db)
+            throw StoreError.database("cannot open \(path): \(message)")
+        }
+        sqlite3_busy_timeout(db, 5000)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close(db)
+    }
+
+    var errorMessage: String { String(cString: sqlite3_errmsg(db)) }
+
+    func execute(_ sql: String) throws {
+        var error: UnsafeMutablePointer<CChar>?
+        guard sqlite3_exec(db, sql, nil, nil, &error) == SQLITE_OK else {
+            let message = error.map { String(cString: $0) } ?? errorMessage
+            sqlite3_free(error)
+            throw StoreError.database(message)
+        }
+    }
+
+    /// Runs `sql` with bound values; returns every row as an array of column values.
+    /// Statements are prepared once and cached.
+    @discardableResult
+    func query(_ sql: String, _ values: [SQLValue] = []) throws -> [[SQLValue]] {
+        let statement = try prepared(sql)
+        defer { sqlite3_reset(statement); sqlite3_clear_bindings(statement) }
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            switch value {
+            case .null: sqlite3_bind_null(statement, index)
+            case .int(let n): sqlite3_bind_int64(statement, index, n)
+            case .real(let d): sqlite3_bind_double(statement, index, d)
+            case .text(let s): sqlite3_bind_text(statement, index, s, -1, SQLITE_TRANSIENT_)
+            case .blob(let b):
+                b.withUnsafeBytes { _ = sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), SQLITE_TRANSIENT_) }
+            }
+        }
+        var rows: [[SQLValue]] = []
+        while true {
+            let rc = sqlite3_step(statement)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else {
+                let code = sqlite3_extended_errcode(db)
+                throw code == constraintUnique || code == constraintPrimaryKey
+                    ? StoreError.conflict : StoreError.database(errorMessage)
+            }
+            var row: [SQLValue] = []
+            for column in 0..<sqlite3_column_count(statement) {
+                switch sqlite3_column_type(statement, column) {
+                case SQLITE_INTEGER: row.append(.int(sqlite3_column_int64(statement, column)))
+                case SQLITE_FLOAT: row.append(.real(sqlite3_column_double(statement, column)))
+                case SQLITE_TEXT: row.append(.text(String(cString: sqlite3_column_text(statement, column))))
+                case SQLITE_BLOB:
+                    let count = Int(sqlite3_column_bytes(statement, column))
+                    let pointer = sqlite3_column_blob(statement, column)
+                    row.append(.blob(count == 0 || pointer == nil ? [] : Array(UnsafeRawBufferPointer(start: pointer, count: count))))
+                default: row.append(.null)
+                }
+            }
+            rows.append(row)
+        }
+        return rows
+    }
+
+    var changes: Int { Int(sqlite3_changes(db)) }
+
+    /// Runs `body` inside BEGIN IMMEDIATE … COMMIT; rolls back on any error.
+    func transaction<T>(_ body: () throws -> T) throws -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func prepared(_ sql: String) throws -> OpaquePointer {
+        if let statement = statements[sql] { return statement }
+        var statement: OpaquePointer?
+        guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
+              let statement else { throw StoreError.database(errorMessage) }
+        statements[sql] = statement
+        return statement
+    }
+}
+
+/// A value bound to or read from SQLite.
+enum SQLValue: Equatable {
+    case null, int(Int64), real(Double), text(String), blob([UInt8])
+
+    var int: Int64? { if case .int(let n) = self { return n } else { return nil } }
+    var real: Double? {
+        switch self { case .real(let d): return d; case .int(let n): return Double(n); default: return nil }
+    }
+    var text: String? { if case .text(let s) = self { return s } else { return nil } }
+    var blob: [UInt8]? { if case .blob(let b) = self { return b } else { return nil } }
+    var date: Date? { real.map(Date.init(timeIntervalSince1970:)) }
+    var bool: Bool { int.map { $0 != 0 } ?? false }
+
+    static func date(_ d: Date?) -> SQLValue { d.map { .real($0.timeIntervalSince1970) } ?? .null }
+    static func bool(_ b: Bool) -> SQLValue { .int(b ? 1 : 0) }
+}

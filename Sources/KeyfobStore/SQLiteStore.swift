@@ -1,0 +1,227 @@
+import Foundation
+
+/// The embedded store: one SQLite file in WAL mode, one connection owned by an actor,
+/// so writes are serialized in-process and "database is locked" cannot happen between requests.
+public actor SQLiteStore: KeyfobStore {
+    private let connection: SQLiteConnection
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// `":memory:"` gives a private in-memory database (tests).
+    public init(path: String) throws {
+        let connection = try SQLiteConnection(path: path)
+        if path != ":memory:" {
+            let mode = try connection.query("PRAGMA journal_mode=WAL").first?.first?.text
+            guard mode == "wal" else { throw StoreError.database("could not switch \(path) to WAL (got \(mode ?? "nothing"))") }
+        }
+        try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        try Self.migrate(connection)
+        self.connection = connection
+    }
+
+    /// Each entry upgrades the schema by one version (`PRAGMA user_version`).
+    static let migrations: [String] = [
+        """
+        CREATE TABLE users (
+            id TEXT PRIMARY KEY,
+            username TEXT NOT NULL UNIQUE COLLATE NOCASE,
+            is_anonymous INTEGER NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE credentials (
+            id BLOB PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            public_key BLOB NOT NULL,
+            algorithm INTEGER NOT NULL,
+            sign_count INTEGER NOT NULL,
+            transports TEXT NOT NULL,
+            aaguid BLOB NOT NULL,
+            attestation_format TEXT NOT NULL,
+            backup_eligible INTEGER NOT NULL,
+            backup_state INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            last_used_at REAL
+        );
+        CREATE INDEX credentials_user ON credentials(user_id);
+        CREATE TABLE challenges (
+            challenge BLOB PRIMARY KEY,
+            ceremony TEXT NOT NULL,
+            challenge_key TEXT NOT NULL,
+            user_id TEXT,
+            username TEXT,
+            is_anonymous INTEGER NOT NULL,
+            existing_user INTEGER NOT NULL,
+            algorithms TEXT NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX challenges_expiry ON challenges(expires_at);
+        CREATE TABLE sessions (
+            token_hash BLOB PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            unlocked_until REAL
+        );
+        CREATE INDEX sessions_expiry ON sessions(expires_at);
+        """,
+    ]
+
+    static func migrate(_ connection: SQLiteConnection) throws {
+        let version = Int(try connection.query("PRAGMA user_version").first?.first?.int ?? 0)
+        guard version < migrations.count else { return }
+        try connection.transaction {
+            for (index, sql) in migrations.enumerated().dropFirst(version) {
+                try connection.execute(sql)
+                try connection.execute("PRAGMA user_version = \(index + 1)")
+            }
+        }
+    }
+
+    // MARK: Users
+
+    private static let userColumns = "id, username, is_anonymous, created_at"
+
+    private func userRow(_ row: [SQLValue]) -> UserRecord {
+        UserRecord(id: row[0].text ?? "", username: row[1].text ?? "", isAnonymous: row[2].bool,
+                   createdAt: row[3].date ?? .distantPast)
+    }
+
+    public func user(named username: String) throws -> UserRecord? {
+        try connection.query("SELECT \(Self.userColumns) FROM users WHERE username = ?", [.text(username)]).first.map(userRow)
+    }
+
+    public func user(id: String) throws -> UserRecord? {
+        try connection.query("SELECT \(Self.userColumns) FROM users WHERE id = ?", [.text(id)]).first.map(userRow)
+    }
+
+    // MARK: Credentials
+
+    private static let credentialColumns = """
+        id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
+        backup_eligible, backup_state, created_at, last_used_at
+        """
+
+    private func credentialRow(_ r: [SQLValue]) -> CredentialRecord {
+        CredentialRecord(
+            id: r[0].blob ?? [], userID: r[1].text ?? "", publicKey: r[2].blob ?? [], algorithm: Int(r[3].int ?? 0),
+            signCount: UInt32(clamping: r[4].int ?? 0),
+            transports: (r[5].text ?? "").split(separator: ",").map(String.init), aaguid: r[6].blob ?? [],
+            attestationFormat: r[7].text ?? "", backupEligible: r[8].bool, backupState: r[9].bool,
+            createdAt: r[10].date ?? .distantPast, lastUsedAt: r[11].date)
+    }
+
+    public func credential(id: [UInt8]) throws -> CredentialRecord? {
+        try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE id = ?", [.blob(id)]).first.map(credentialRow)
+    }
+
+    public func credentials(ofUser userID: String) throws -> [CredentialRecord] {
+        try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_id = ? ORDER BY created_at",
+                             [.text(userID)]).map(credentialRow)
+    }
+
+    public func deleteCredential(id: [UInt8], ofUser userID: String) throws -> Bool {
+        try connection.transaction {
+            let count = try connection.query("SELECT count(*) FROM credentials WHERE user_id = ?", [.text(userID)]).first?.first?.int ?? 0
+            guard try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                                       [.blob(id), .text(userID)]).first != nil else { return false }
+            guard count > 1 else { throw StoreError.conflict }
+            try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
+            return true
+        }
+    }
+
+    public func countUsersAndCredentials() throws -> (users: Int, credentials: Int) {
+        let users = try connection.query("SELECT count(*) FROM users").first?.first?.int ?? 0
+        let credentials = try connection.query("SELECT count(*) FROM credentials").first?.first?.int ?? 0
+        return (Int(users), Int(credentials))
+    }
+
+    // MARK: Challenges
+
+    public func insertChallenge(_ c: ChallengeRecord, now: Date) throws {
+        try connection.query("DELETE FROM challenges WHERE expires_at < ?", [.date(now)])
+        try connection.query(
+            """
+            INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
+                                    existing_user, algorithms, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.blob(c.challenge), .text(c.ceremony.rawValue), .text(c.key), c.userID.map(SQLValue.text) ?? .null,
+             c.username.map(SQLValue.text) ?? .null, .bool(c.isAnonymous), .bool(c.existingUser),
+             .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt)])
+    }
+
+    public func consumeChallenge(_ value: [UInt8]) throws -> ChallengeRecord? {
+        // DELETE … RETURNING: finding and consuming are one atomic step.
+        try connection.query(
+            """
+            DELETE FROM challenges WHERE challenge = ?
+            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at
+            """, [.blob(value)]
+        ).first.map { r in
+            ChallengeRecord(
+                challenge: r[0].blob ?? [], ceremony: ChallengeRecord.Ceremony(rawValue: r[1].text ?? "") ?? .authentication,
+                key: r[2].text ?? "", userID: r[3].text, username: r[4].text, isAnonymous: r[5].bool,
+                existingUser: r[6].bool, algorithms: (r[7].text ?? "").split(separator: ",").compactMap { Int($0) },
+                expiresAt: r[8].date ?? .distantPast)
+        }
+    }
+
+    // MARK: Sessions
+
+    public func session(tokenHash: [UInt8], now: Date) throws -> SessionRecord? {
+        try connection.query(
+            "SELECT token_hash, user_id, created_at, expires_at, unlocked_until FROM sessions WHERE token_hash = ? AND expires_at > ?",
+            [.blob(tokenHash), .date(now)]
+        ).first.map { r in
+            SessionRecord(tokenHash: r[0].blob ?? [], userID: r[1].text ?? "", createdAt: r[2].date ?? .distantPast,
+                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date)
+        }
+    }
+
+    public func deleteSession(tokenHash: [UInt8]) throws {
+        try connection.query("DELETE FROM sessions WHERE token_hash = ?", [.blob(tokenHash)])
+    }
+
+    private func insertSession(_ s: SessionRecord) throws {
+        try connection.query("DELETE FROM sessions WHERE expires_at < ?", [.date(s.createdAt)])
+        try connection.query(
+            "INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until) VALUES (?, ?, ?, ?, ?)",
+            [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil)])
+    }
+
+    // MARK: Multi-row writes
+
+    public func completeRegistration(user: UserRecord, createUser: Bool, credential c: CredentialRecord,
+                                     session: SessionRecord) throws {
+        try connection.transaction {
+            if createUser {
+                do {
+                    try connection.query("INSERT INTO users (id, username, is_anonymous, created_at) VALUES (?, ?, ?, ?)",
+                                         [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
+                } catch StoreError.conflict { throw StoreError.usernameTaken }
+            }
+            do {
+                try connection.query(
+                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
+                     .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
+                     .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt)])
+            } catch StoreError.conflict { throw StoreError.credentialExists }
+            try insertSession(session)
+        }
+    }
+
+    public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+                                       backupState: Bool, usedAt: Date, session: SessionRecord) throws {
+        try connection.transaction {
+            try connection.query(
+                "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
+                [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
+            guard connection.changes == 1 else { throw StoreError.conflict }
+            try insertSession(session)
+        }
+    }
+
+    public func healthCheck() throws {
+        try connection.query("SELECT 1")
+    }
+}

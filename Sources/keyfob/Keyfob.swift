@@ -1,0 +1,127 @@
+import ArgumentParser
+import Foundation
+import Hummingbird
+import KeyfobServer
+import Logging
+import WebAuthn
+
+@main
+struct Keyfob: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "keyfob",
+        abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
+        subcommands: [Serve.self])
+}
+
+/// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the Keyfob server.",
+        discussion: """
+            With no settings it serves http://localhost:8080 for rpId localhost with SQLite under ./data/.
+            Every option can also come from an environment variable (shown beside it) or from a JSON
+            config file (--config) whose keys are the option names, e.g. {"rp-id": "example.com",
+            "origin": ["https://example.com"]}. Flags beat variables, variables beat the file.
+            """)
+
+    @Option(help: "JSON config file. (env: KEYFOB_CONFIG)") var config: String?
+    @Option(help: "Address to listen on. (env: KEYFOB_HOST; default 127.0.0.1)") var host: String?
+    @Option(help: "Port to listen on. (env: KEYFOB_PORT; default 8080)") var port: Int?
+    @Option(name: .customLong("rp-id"), help: "WebAuthn relying party id: your registrable domain. (env: KEYFOB_RP_ID; default localhost)")
+    var rpID: String?
+    @Option(name: .customLong("rp-name"), help: "Name authenticators show. (env: KEYFOB_RP_NAME; default Keyfob)")
+    var rpName: String?
+    @Option(name: .customLong("origin"), help: "Allowed origin, repeatable; host must be the rpId or a subdomain. (env: KEYFOB_ORIGINS, comma-separated; default http://localhost:PORT)")
+    var origins: [String] = []
+    @Option(name: .customLong("data-dir"), help: "Folder for the database and key files. (env: KEYFOB_DATA_DIR; default ./data)")
+    var dataDir: String?
+    @Option(help: "Storage: sqlite (a file in --data-dir) or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    var database: String?
+    @Option(name: .customLong("challenge-timeout"), help: "Seconds a ceremony may take. (env: KEYFOB_CHALLENGE_TIMEOUT; default 60)")
+    var challengeTimeout: Int?
+    @Option(name: .customLong("session-ttl"), help: "Seconds a session lasts. (env: KEYFOB_SESSION_TTL; default 43200)")
+    var sessionTTL: Int?
+    @Option(name: .customLong("signer-unlock-ttl"), help: "Seconds the signer stays unlocked after a passkey check. (env: KEYFOB_SIGNER_UNLOCK_TTL; default 600)")
+    var signerUnlockTTL: Int?
+    @Option(name: .customLong("admin"), help: "Operator username, repeatable. (env: KEYFOB_ADMINS, comma-separated)")
+    var admins: [String] = []
+    @Option(name: .customLong("trusted-proxy"), help: "Reverse proxy address whose X-Forwarded-For is believed, repeatable. (env: KEYFOB_TRUSTED_PROXIES)")
+    var trustedProxies: [String] = []
+    @Option(name: .customLong("public-dir"), help: "Folder of the web pages. (env: KEYFOB_PUBLIC_DIR; default ./Public)")
+    var publicDir: String?
+    @Option(name: .customLong("user-verification"), help: "required or preferred. (env: KEYFOB_USER_VERIFICATION; default required)")
+    var userVerification: String?
+
+    func run() async throws {
+        let settings: ServerConfiguration
+        do { settings = try resolve() } catch {
+            throw ValidationError("\(error)")
+        }
+        do {
+            try settings.validate()
+            try settings.prepareDataDirectory()
+        } catch {
+            throw ValidationError(error.description)
+        }
+        var logger = Logger(label: "keyfob")
+        logger.logLevel = .info
+        let app = try await buildApplication(configuration: settings, logger: logger)
+        logger.info("keyfob serving", metadata: [
+            "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
+            "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.sqlitePath)",
+        ])
+        try await app.runService()
+    }
+
+    /// Flags, then `KEYFOB_*`, then the config file, then defaults.
+    func resolve() throws -> ServerConfiguration {
+        let env = ProcessInfo.processInfo.environment
+        var file: [String: Any] = [:]
+        if let path = config ?? env["KEYFOB_CONFIG"] {
+            guard let data = FileManager.default.contents(atPath: path),
+                  let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+                throw ValidationError("config file \(path) is missing or not a JSON object")
+            }
+            file = object
+        }
+        func string(_ flag: String?, _ variable: String, _ key: String) -> String? {
+            flag ?? env[variable] ?? (file[key] as? String)
+        }
+        func int(_ flag: Int?, _ variable: String, _ key: String) throws -> Int? {
+            if let flag { return flag }
+            if let text = env[variable] {
+                guard let value = Int(text) else { throw ValidationError("\(variable)=\(text) is not a whole number") }
+                return value
+            }
+            return file[key] as? Int
+        }
+        func list(_ flag: [String], _ variable: String, _ key: String) -> [String]? {
+            if !flag.isEmpty { return flag }
+            if let text = env[variable] {
+                return text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            }
+            return (file[key] as? [String]) ?? (file[key] as? String).map { [$0] }
+        }
+
+        var c = ServerConfiguration()
+        c.host = string(host, "KEYFOB_HOST", "host") ?? c.host
+        c.port = try int(port, "KEYFOB_PORT", "port") ?? c.port
+        c.rpID = string(rpID, "KEYFOB_RP_ID", "rp-id") ?? c.rpID
+        c.rpName = string(rpName, "KEYFOB_RP_NAME", "rp-name") ?? c.rpName
+        c.origins = list(origins, "KEYFOB_ORIGINS", "origin") ?? []
+        c.dataDirectory = string(dataDir, "KEYFOB_DATA_DIR", "data-dir") ?? c.dataDirectory
+        c.database = string(database, "KEYFOB_DATABASE", "database") ?? c.database
+        c.challengeTimeout = try int(challengeTimeout, "KEYFOB_CHALLENGE_TIMEOUT", "challenge-timeout") ?? c.challengeTimeout
+        c.sessionTTL = try int(sessionTTL, "KEYFOB_SESSION_TTL", "session-ttl") ?? c.sessionTTL
+        c.signerUnlockTTL = try int(signerUnlockTTL, "KEYFOB_SIGNER_UNLOCK_TTL", "signer-unlock-ttl") ?? c.signerUnlockTTL
+        c.admins = list(admins, "KEYFOB_ADMINS", "admin") ?? []
+        c.trustedProxies = list(trustedProxies, "KEYFOB_TRUSTED_PROXIES", "trusted-proxy") ?? []
+        c.publicDirectory = string(publicDir, "KEYFOB_PUBLIC_DIR", "public-dir") ?? c.publicDirectory
+        switch string(userVerification, "KEYFOB_USER_VERIFICATION", "user-verification") ?? "required" {
+        case "required": c.requireUserVerification = true
+        case "preferred": c.requireUserVerification = false
+        case let other: throw ValidationError("user verification \"\(other)\" must be required or preferred")
+        }
+        return c
+    }
+}
