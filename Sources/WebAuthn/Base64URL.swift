@@ -12,25 +12,41 @@ public enum Base64URL {
     }
 
     /// Decodes base64url; returns nil for anything that is not base64url.
+    /// One pass, one allocation: this runs on every assertion.
     public static func decode(_ string: String) -> [UInt8]? {
-        var utf8 = Array(string.utf8)
-        while utf8.last == UInt8(ascii: "=") { utf8.removeLast() }
-        guard utf8.count % 4 != 1 else { return nil }
-        for i in utf8.indices {
-            switch utf8[i] {
-            case UInt8(ascii: "-"): utf8[i] = UInt8(ascii: "+")
-            case UInt8(ascii: "_"): utf8[i] = UInt8(ascii: "/")
-            case UInt8(ascii: "+"), UInt8(ascii: "/"),
-                 UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"):
-                break
-            default: return nil
+        var string = string
+        return string.withUTF8 { input -> [UInt8]? in
+            var length = input.count
+            while length > 0 && input[length - 1] == UInt8(ascii: "=") { length -= 1 }
+            guard length % 4 != 1 else { return nil }
+            var out = [UInt8]()
+            out.reserveCapacity(length * 3 / 4)
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for i in 0..<length {
+                let value = decodeTable[Int(input[i])]
+                guard value != 0xff else { return nil }
+                accumulator = accumulator << 6 | UInt32(value)
+                bits += 6
+                if bits >= 8 {
+                    bits -= 8
+                    out.append(UInt8(truncatingIfNeeded: accumulator >> UInt32(bits)))
+                }
             }
+            return out
         }
-        while utf8.count % 4 != 0 { utf8.append(UInt8(ascii: "=")) }
-        guard let data = Data(base64Encoded: Data(utf8)) else { return nil }
-        return [UInt8](data)
     }
+
+    /// Sextet value of each byte; 0xff for bytes outside both alphabets.
+    private static let decodeTable: [UInt8] = {
+        var table = [UInt8](repeating: 0xff, count: 256)
+        for (i, c) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8.enumerated() { table[Int(c)] = UInt8(i) }
+        table[Int(UInt8(ascii: "-"))] = 62
+        table[Int(UInt8(ascii: "+"))] = 62
+        table[Int(UInt8(ascii: "_"))] = 63
+        table[Int(UInt8(ascii: "/"))] = 63
+        return table
+    }()
 
     /// Decodes a required field, naming it in the error.
     static func decode(_ string: String, field: String) throws(WebAuthnError) -> [UInt8] {

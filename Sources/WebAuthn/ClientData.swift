@@ -2,7 +2,7 @@ import Foundation
 
 /// Collected client data (WebAuthn Level 3 §5.8.1), parsed from the exact
 /// bytes the browser sent. Never compare it as a string: browsers may add keys.
-public struct CollectedClientData: Sendable, Decodable {
+public struct CollectedClientData: Sendable {
     public let type: String
     public let challenge: String
     public let origin: String
@@ -12,29 +12,34 @@ public struct CollectedClientData: Sendable, Decodable {
 
     /// Token binding (Level 2). Early browsers sent a bare string here (e.g. `"unused"`),
     /// which carries no status and is ignored.
-    public struct TokenBinding: Sendable, Decodable {
+    public struct TokenBinding: Sendable {
         public let status: String?
         public let id: String?
-
-        public init(from decoder: Decoder) throws {
-            if let object = try? decoder.container(keyedBy: CodingKeys.self) {
-                status = try object.decodeIfPresent(String.self, forKey: .status)
-                id = try object.decodeIfPresent(String.self, forKey: .id)
-            } else {
-                status = nil
-                id = nil
-            }
-        }
-        private enum CodingKeys: String, CodingKey { case status, id }
     }
 
-    /// Parses clientDataJSON; the challenge must be base64url.
+    /// Parses clientDataJSON; unknown members are ignored (browsers add some).
     public static func parse(_ bytes: [UInt8]) throws(WebAuthnError) -> CollectedClientData {
         guard bytes.count <= 64 * 1024 else { throw .malformed("clientDataJSON is too large") }
-        do {
-            return try JSONDecoder().decode(CollectedClientData.self, from: Data(bytes))
-        } catch {
-            throw .malformed("clientDataJSON is not the expected JSON object")
+        // JSONSerialization: measurably cheaper than JSONDecoder on this hot path.
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            throw .malformed("clientDataJSON is not a JSON object")
         }
+        guard let type = object["type"] as? String, let challenge = object["challenge"] as? String,
+              let origin = object["origin"] as? String else {
+            throw .malformed("clientDataJSON lacks type, challenge or origin as strings")
+        }
+        var crossOrigin: Bool?
+        if let value = object["crossOrigin"], !(value is NSNull) {
+            // Foundation may bridge 0/1 to Bool as well; 1 is then refused as cross-origin, which is safe.
+            guard let flag = value as? Bool else { throw .malformed("clientDataJSON.crossOrigin is not a boolean") }
+            crossOrigin = flag
+        }
+        let topOrigin = object["topOrigin"] as? String
+        var tokenBinding: TokenBinding?
+        if let binding = object["tokenBinding"] as? [String: Any] {
+            tokenBinding = TokenBinding(status: binding["status"] as? String, id: binding["id"] as? String)
+        }
+        return CollectedClientData(type: type, challenge: challenge, origin: origin, crossOrigin: crossOrigin,
+                                   topOrigin: topOrigin, tokenBinding: tokenBinding)
     }
 }

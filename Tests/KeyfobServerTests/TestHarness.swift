@@ -1,0 +1,133 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import KeyfobServer
+import KeyfobStore
+import NIOConcurrencyHelpers
+import NIOCore
+import WebAuthn
+import WebAuthnTestSupport
+
+/// A clock tests can move.
+final class TestClock: Sendable {
+    private let value = NIOLockedValueBox(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: Date { value.withLockedValue { $0 } }
+    func advance(_ seconds: TimeInterval) { value.withLockedValue { $0 += seconds } }
+}
+
+/// One application over an in-memory SQLite store, with helpers per endpoint.
+struct Harness {
+    static let origin = "http://localhost:8080"
+    let configuration: ServerConfiguration
+    let store: SQLiteStore
+    let clock = TestClock()
+
+    init(_ edit: (inout ServerConfiguration) -> Void = { _ in }) throws {
+        var c = ServerConfiguration()
+        c.database = ":memory:"
+        c.publicDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Public").path
+        edit(&c)
+        configuration = c
+        store = try SQLiteStore(path: ":memory:")
+    }
+
+    func run(_ test: @escaping @Sendable (Client) async throws -> Void) async throws {
+        let clock = self.clock
+        let router = buildRouter(configuration: configuration, store: store, clock: { clock.now })
+        let app = Application(router: router)
+        try await app.test(.router) { client in try await test(Client(raw: client, harness: self)) }
+    }
+
+    /// Users and credentials in the store: what "nothing was written" is checked against.
+    func counts() async throws -> [Int] {
+        let (users, credentials) = try await store.countUsersAndCredentials()
+        return [users, credentials]
+    }
+}
+
+/// A decoded JSON response.
+struct Reply: @unchecked Sendable {
+    let status: HTTPResponse.Status
+    let headers: HTTPFields
+    let json: [String: Any]
+
+    var error: String? { json["error"] as? String }
+    subscript(key: String) -> Any? { json[key] }
+}
+
+struct Client: Sendable {
+    let raw: any TestClientProtocol
+    let harness: Harness
+
+    func call(_ method: HTTPRequest.Method, _ uri: String, json: Any? = nil, body: [UInt8]? = nil,
+              contentType: String? = "application/json", headers: HTTPFields = [:]) async throws -> Reply {
+        var fields = headers
+        var buffer: ByteBuffer?
+        if let json { buffer = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)) }
+        if let body { buffer = ByteBuffer(bytes: body) }
+        if buffer != nil, let contentType { fields[.contentType] = contentType }
+        let response = try await raw.execute(uri: uri, method: method, headers: fields, body: buffer)
+        let object = (try? JSONSerialization.jsonObject(with: Data(response.body.readableBytesView))) as? [String: Any]
+        return Reply(status: response.status, headers: response.headers, json: object ?? [:])
+    }
+
+    static func bearer(_ token: String) -> HTTPFields { [.authorization: "Bearer \(token)"] }
+
+    // MARK: One helper per endpoint
+
+    func registrationOptions(username: String? = nil, headers: HTTPFields = [:]) async throws -> Reply {
+        let query = username.map { "?username=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
+        return try await call(.get, "/generate-registration-options" + query, headers: headers)
+    }
+
+    func verifyRegistration(_ credential: RegistrationCredential, username: String? = nil, challengeKey: String? = nil,
+                            headers: HTTPFields = [:]) async throws -> Reply {
+        var body: [String: Any] = ["cred": try jsonObject(credential)]
+        if let username { body["username"] = username }
+        if let challengeKey { body["challengeKey"] = challengeKey }
+        return try await call(.post, "/verify-registration", json: body, headers: headers)
+    }
+
+    func authenticationOptions(username: String? = nil) async throws -> Reply {
+        try await call(.get, "/generate-authentication-options" + (username.map { "?username=\($0)" } ?? ""))
+    }
+
+    func verifyAuthentication(_ credential: AuthenticationCredential, challengeKey: String? = nil) async throws -> Reply {
+        var body: [String: Any] = ["cred": try jsonObject(credential)]
+        if let challengeKey { body["challengeKey"] = challengeKey }
+        return try await call(.post, "/verify-authentication", json: body)
+    }
+
+    // MARK: Whole ceremonies
+
+    /// Options, then a response from `authenticator` (edited by `edit`), then verification.
+    func signUp(_ authenticator: inout SoftwareAuthenticator, username: String? = nil, headers: HTTPFields = [:],
+                edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) async throws -> Reply {
+        let options = try await registrationOptions(username: username, headers: headers)
+        guard options.status == .ok else { return options }
+        let challenge = Base64URL.decode(options["challenge"] as! String)!
+        authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
+        var fields = authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        edit(&fields)
+        return try await verifyRegistration(authenticator.register(fields), username: username,
+                                            challengeKey: options["challengeKey"] as? String, headers: headers)
+    }
+
+    /// Usernameless sign-in; the authenticator's counter moves forward when it succeeds.
+    func signIn(_ authenticator: inout SoftwareAuthenticator, username: String? = nil,
+                edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) async throws -> Reply {
+        let options = try await authenticationOptions(username: username)
+        let challenge = Base64URL.decode(options["challenge"] as! String)!
+        var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        edit(&fields)
+        let reply = try await verifyAuthentication(authenticator.authenticate(fields))
+        if reply.status == .ok { authenticator.signCount = fields.signCount }
+        return reply
+    }
+}
+
+func jsonObject(_ value: some Encodable) throws -> Any {
+    try JSONSerialization.jsonObject(with: JSONEncoder().encode(value))
+}
