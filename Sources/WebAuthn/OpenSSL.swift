@@ -140,6 +140,7 @@ public final class PublicKeyHandle: @unchecked Sendable {
     /// Checks `signature` over `message`. `digest` nil means a pure scheme (Ed25519);
     /// `pss` selects RSASSA-PSS with a salt as long as the digest.
     func verify(signature: [UInt8], message: [UInt8], digest: DigestAlgorithm?, pss: Bool = false) -> Bool {
+        if let digest, !pss { return verifyPrehashed(signature: signature, message: message, digest: digest) }
         guard let ctx = EVP_MD_CTX_new() else { return false }
         defer { EVP_MD_CTX_free(ctx) }
         var pctx: OpaquePointer?
@@ -156,6 +157,27 @@ public final class PublicKeyHandle: @unchecked Sendable {
         }
         if ok != 1 { ERR_clear_error() }
         return ok == 1
+    }
+
+    /// ECDSA and RSASSA-PKCS1-v1_5: hash once into a stack buffer, then `EVP_PKEY_verify`,
+    /// which skips the digest-context set-up `EVP_DigestVerifyInit` does on every call.
+    private func verifyPrehashed(signature: [UInt8], message: [UInt8], digest: DigestAlgorithm) -> Bool {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { hash in
+            var hashLength: UInt32 = 0
+            let hashed = message.withUnsafeBufferPointer {
+                EVP_Digest($0.baseAddress, $0.count, hash.baseAddress, &hashLength, digest.md, nil)
+            }
+            guard hashed == 1, let ctx = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { ERR_clear_error(); return false }
+            defer { EVP_PKEY_CTX_free(ctx) }
+            guard EVP_PKEY_verify_init(ctx) == 1, EVP_PKEY_CTX_set_signature_md(ctx, digest.md) == 1 else {
+                ERR_clear_error(); return false
+            }
+            let ok = signature.withUnsafeBufferPointer {
+                EVP_PKEY_verify(ctx, $0.baseAddress, $0.count, hash.baseAddress, Int(hashLength))
+            }
+            if ok != 1 { ERR_clear_error() }
+            return ok == 1
+        }
     }
 
     /// Whether two keys are the same public key.

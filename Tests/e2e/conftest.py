@@ -1,0 +1,68 @@
+"""Starts the real keyfob binary on a loopback port for the end-to-end tests, and stops it."""
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BINARY = os.environ.get("KEYFOB_BINARY", os.path.join(ROOT, ".build", "debug", "keyfob"))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    def __init__(self, args=(), env=None):
+        self.port = free_port()
+        self.data = tempfile.mkdtemp(prefix="keyfob-e2e-")
+        self.args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", self.data,
+                     "--public-dir", os.path.join(ROOT, "Public"), *args]
+        self.env = {**os.environ, **(env or {})}
+        self.process = None
+
+    @property
+    def url(self):
+        # Browsers allow WebAuthn on http://localhost, never on http://127.0.0.1.
+        return f"http://localhost:{self.port}"
+
+    def start(self):
+        self.log = open(os.path.join(self.data, "server.log"), "w")
+        self.process = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError("keyfob exited early: " + open(self.log.name).read())
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
+                    if json.load(r)["status"] == "ok":
+                        return self
+            except OSError:
+                time.sleep(0.1)
+        raise RuntimeError("keyfob did not become healthy")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        self.log.close()
+
+    def logs(self):
+        return open(self.log.name).read()
+
+
+@pytest.fixture
+def server():
+    s = Server().start()
+    yield s
+    s.stop()

@@ -1,0 +1,98 @@
+"""Real passkey ceremonies in headless Chromium with Chrome's virtual authenticator."""
+import json
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+@pytest.fixture
+def driver():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=430,932"):
+        options.add_argument(flag)
+    # An explicit driver path keeps Selenium Manager (and its network calls) out of it.
+    d = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+    yield d
+    d.quit()
+
+
+def add_authenticator(driver):
+    driver.add_virtual_authenticator(VirtualAuthenticatorOptions(
+        protocol="ctap2", transport="internal", has_resident_key=True, has_user_verification=True,
+        is_user_consenting=True, is_user_verified=True))
+
+
+def wait_for(driver, condition, timeout=15):
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
+
+
+def passkey_count(driver):
+    items = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")
+    return len(items)
+
+
+def test_sign_up_sign_out_and_sign_in_without_a_username(server, driver):
+    driver.get(server.url + "/?signedout")          # no autofill on this first visit
+    add_authenticator(driver)
+
+    # Sign up with a username.
+    driver.find_element(By.ID, "username").send_keys("alice")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    assert driver.find_element(By.ID, "username").text == "alice"
+    meta = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey .meta").text
+    assert "created" in meta and "last used never" in meta
+
+    # Sign out.
+    driver.find_element(By.ID, "signout").click()
+    wait_for(driver, lambda d: "signedout" in d.current_url)
+    session = driver.execute_async_script(
+        "fetch('/session').then(r => arguments[0](r.status))")
+    assert session == 401
+
+    # Sign in without typing a username (discoverable credential).
+    driver.find_element(By.ID, "signin").click()
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    assert driver.find_element(By.ID, "username").text == "alice"
+    meta = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey .meta").text
+    assert "last used never" not in meta          # the sign-in was recorded
+    driver.save_screenshot(server.data + "/account.png")
+
+    # The authenticator's counter and the server's agree.
+    credential = driver.get_credentials()[0]
+    assert credential.sign_count >= 1
+    assert "registration.verified" in server.logs() and "authentication.verified" in server.logs()
+
+
+def test_conditional_ui_signs_in_from_autofill(server, driver):
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "signup").click()      # anonymous account
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    assert driver.find_element(By.ID, "username").text.startswith("anon-")
+    driver.find_element(By.ID, "signout").click()
+    wait_for(driver, lambda d: "signedout" in d.current_url)
+    # A plain visit starts a conditional (autofill) request; Chrome's virtual
+    # authenticator answers it at once, as a user picking the passkey would.
+    driver.get(server.url + "/")
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+
+
+def test_adding_a_second_passkey_from_the_account_page(server, driver):
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "username").send_keys("bob")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    # A second authenticator (another device) adds a passkey to the same account.
+    driver.remove_virtual_authenticator()
+    add_authenticator(driver)
+    driver.find_element(By.ID, "add").click()
+    wait_for(driver, lambda d: passkey_count(d) == 2)
+    status = driver.find_element(By.ID, "status")
+    assert status.get_attribute("data-status") == "ok"
