@@ -17,6 +17,7 @@
 #include <openssl/objects.h>
 #include <openssl/crypto.h>
 #include <openssl/kdf.h>
+#include <openssl/hmac.h>
 
 // Macros that are expressions over other macros are not imported by Swift.
 static const int KF_EVP_PKEY_PUBLIC_KEY = EVP_PKEY_PUBLIC_KEY;

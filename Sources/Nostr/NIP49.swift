@@ -1,0 +1,53 @@
+import Foundation
+
+/// NIP-49 `ncryptsec`: a secret key encrypted under a password (scrypt + XChaCha20-Poly1305).
+public enum NIP49 {
+    /// How the key was handled before encryption (the associated data byte).
+    public enum KeySecurity: UInt8, Sendable {
+        case unknown = 0x02, insecure = 0x00, secure = 0x01
+    }
+
+    /// The password as NIP-49 wants it: NFKC-normalized UTF-8.
+    static func normalize(_ password: String) -> [UInt8] {
+        Array(password.precomposedStringWithCompatibilityMapping.utf8)
+    }
+
+    public static func encrypt(_ key: SecretKey, password: String, logN: UInt8 = 16,
+                               security: KeySecurity = .unknown) throws(NostrError) -> String {
+        let salt = randomBytes(16), nonce = randomBytes(24)
+        var pw = normalize(password)
+        defer { wipe(&pw) }
+        guard var symmetric = Symmetric.scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
+            throw .init(.internalError, "scrypt failed")
+        }
+        defer { wipe(&symmetric) }
+        let sealed = key.withUnsafeSecretBytes {
+            xchacha20Poly1305(encrypt: true, key: symmetric, nonce24: nonce, aad: [security.rawValue], input: $0)
+        }
+        guard let sealed else { throw .init(.internalError, "XChaCha20-Poly1305 failed") }
+        return Bech32.encode(hrp: "ncryptsec", data: [0x02, logN] + salt + nonce + [security.rawValue] + sealed)
+    }
+
+    /// Decrypts an ncryptsec; a wrong password or any tampering is `decrypt_failed`.
+    public static func decrypt(_ ncryptsec: String, password: String) throws(NostrError) -> SecretKey {
+        guard let (hrp, data) = Bech32.decode(ncryptsec), hrp == "ncryptsec", data.count == 91 else {
+            throw .content("not an ncryptsec string")
+        }
+        guard data[0] == 0x02 else { throw .content("ncryptsec version \(data[0]) is not supported") }
+        let logN = data[1]
+        guard logN <= 22 else { throw .content("ncryptsec asks for too much memory (log_n \(logN))") }
+        let salt = Array(data[2..<18]), nonce = Array(data[18..<42]), security = data[42]
+        var pw = normalize(password)
+        defer { wipe(&pw) }
+        guard var symmetric = Symmetric.scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
+            throw .init(.internalError, "scrypt failed")
+        }
+        defer { wipe(&symmetric) }
+        guard var secret = xchacha20Poly1305(encrypt: false, key: symmetric, nonce24: nonce, aad: [security],
+                                             input: Array(data[43...])), secret.count == 32 else {
+            throw .decrypt("wrong password or corrupted ncryptsec")
+        }
+        defer { wipe(&secret) }
+        return try SecretKey(bytes: secret)
+    }
+}

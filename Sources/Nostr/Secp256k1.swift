@@ -1,0 +1,150 @@
+import COpenSSL
+import CSecp256k1
+
+// The only file that calls libsecp256k1: keys, BIP-340 Schnorr signatures, x-only ECDH.
+
+/// The shared libsecp256k1 context. Randomized once; afterwards only read, which the
+/// library documents as thread-safe.
+final class Secp256k1Context: @unchecked Sendable {
+    static let shared = Secp256k1Context()
+    let pointer: OpaquePointer
+
+    private init() {
+        pointer = secp256k1_context_create(UInt32(SECP256K1_CONTEXT_NONE))!
+        var seed = randomBytes(32)
+        _ = secp256k1_context_randomize(pointer, &seed)
+        wipe(&seed)
+    }
+}
+
+/// Overwrites secret bytes in a way the optimizer keeps.
+func wipe(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+}
+
+/// Bytes from OpenSSL's CSPRNG.
+func randomBytes(_ count: Int) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: count)
+    let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+    precondition(ok == 1, "OpenSSL's random generator failed")
+    return out
+}
+
+/// An x-only public key (BIP-340): 32 bytes, a point on the curve with even y.
+public struct PublicKey: Sendable, Hashable, CustomStringConvertible {
+    public let bytes: [UInt8]
+
+    /// Parses 32 bytes; fails unless they are the x coordinate of a curve point.
+    public init(bytes: [UInt8]) throws(NostrError) {
+        guard bytes.count == 32 else { throw .init(.invalidPubkey, "a public key is 32 bytes") }
+        var key = secp256k1_xonly_pubkey()
+        guard secp256k1_xonly_pubkey_parse(Secp256k1Context.shared.pointer, &key, bytes) == 1 else {
+            throw .init(.invalidPubkey, "public key is not a point on secp256k1")
+        }
+        self.bytes = bytes
+    }
+
+    /// Parses 64 hex characters (either case).
+    public init(hex: String) throws(NostrError) {
+        guard hex.utf8.count == 64, let bytes = Hex.decode(hex) else {
+            throw .init(.invalidPubkey, "a public key is 64 hex characters")
+        }
+        try self.init(bytes: bytes)
+    }
+
+    public var hex: String { Hex.encode(bytes) }
+    public var description: String { hex }
+
+    /// Checks a BIP-340 signature over a message of any length.
+    public func isValidSignature(_ signature: [UInt8], for message: [UInt8]) -> Bool {
+        guard signature.count == 64 else { return false }
+        let ctx = Secp256k1Context.shared.pointer
+        var key = secp256k1_xonly_pubkey()
+        guard secp256k1_xonly_pubkey_parse(ctx, &key, bytes) == 1 else { return false }
+        return secp256k1_schnorrsig_verify(ctx, signature, message, message.count, &key) == 1
+    }
+}
+
+/// A secp256k1 secret key. Its bytes are wiped when the last copy goes away, and it
+/// never prints itself.
+public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
+    private var storage: [UInt8]
+    private var keypair = secp256k1_keypair()
+    public let publicKey: PublicKey
+
+    /// Takes 32 secret bytes; fails for zero or anything not below the curve order.
+    public init(bytes: [UInt8]) throws(NostrError) {
+        guard bytes.count == 32 else { throw .init(.invalidRequest, "a secret key is 32 bytes") }
+        let ctx = Secp256k1Context.shared.pointer
+        guard secp256k1_keypair_create(ctx, &keypair, bytes) == 1 else {
+            throw .init(.invalidRequest, "secret key is out of range")
+        }
+        var xonly = secp256k1_xonly_pubkey()
+        var parity: Int32 = 0
+        var out = [UInt8](repeating: 0, count: 32)
+        secp256k1_keypair_xonly_pub(ctx, &xonly, &parity, &keypair)
+        secp256k1_xonly_pubkey_serialize(ctx, &out, &xonly)
+        publicKey = try PublicKey(bytes: out)
+        storage = bytes
+    }
+
+    public convenience init(hex: String) throws(NostrError) {
+        guard hex.utf8.count == 64, var bytes = Hex.decode(hex) else {
+            throw .init(.invalidRequest, "a secret key is 64 hex characters")
+        }
+        defer { wipe(&bytes) }
+        try self.init(bytes: bytes)
+    }
+
+    /// A fresh key from OpenSSL's CSPRNG.
+    public static func generate() -> SecretKey {
+        while true {
+            var bytes = randomBytes(32)
+            defer { wipe(&bytes) }
+            if let key = try? SecretKey(bytes: bytes) { return key }
+        }
+    }
+
+    deinit {
+        wipe(&storage)
+        withUnsafeMutableBytes(of: &keypair) { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+
+    public var description: String { "SecretKey(<redacted>)" }
+
+    /// The secret bytes, for export (nsec, ncryptsec) and encrypted storage only.
+    public func withUnsafeSecretBytes<R>(_ body: ([UInt8]) throws -> R) rethrows -> R { try body(storage) }
+
+    /// BIP-340 Schnorr signature over `message` (any length), with fresh auxiliary randomness.
+    public func sign(_ message: [UInt8], auxiliaryRandomness: [UInt8]? = nil) -> [UInt8] {
+        var signature = [UInt8](repeating: 0, count: 64)
+        var aux = auxiliaryRandomness ?? randomBytes(32)
+        var params = secp256k1_schnorrsig_extraparams()
+        params.magic = (0xda, 0x6f, 0xb3, 0x8c)
+        let ok = aux.withUnsafeMutableBytes { auxPointer in
+            params.ndata = auxPointer.baseAddress
+            return secp256k1_schnorrsig_sign_custom(Secp256k1Context.shared.pointer, &signature, message, message.count,
+                                                    &keypair, &params)
+        }
+        precondition(ok == 1, "schnorr signing failed with a valid keypair")
+        wipe(&aux)
+        return signature
+    }
+
+    /// The x coordinate of this key times `peer` (unhashed), as NIP-04 and NIP-44 use it.
+    public func sharedX(with peer: PublicKey) -> [UInt8] {
+        let ctx = Secp256k1Context.shared.pointer
+        var point = secp256k1_pubkey()
+        // An x-only key stands for the point with even y: 0x02 || x.
+        let compressed = [0x02] + peer.bytes
+        guard secp256k1_ec_pubkey_parse(ctx, &point, compressed, 33) == 1 else { return [] }
+        let copyX: secp256k1_ecdh_hash_function = { output, x, _, _ in
+            guard let output, let x else { return 0 }
+            output.update(from: x, count: 32)
+            return 1
+        }
+        var out = [UInt8](repeating: 0, count: 32)
+        guard secp256k1_ecdh(ctx, &out, &point, storage, copyX, nil) == 1 else { return [] }
+        return out
+    }
+}

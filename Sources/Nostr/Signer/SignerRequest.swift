@@ -1,0 +1,133 @@
+import Foundation
+
+/// The NIP-55 methods every transport carries.
+public enum SignerMethod: String, Sendable, CaseIterable {
+    case getPublicKey = "get_public_key"
+    case signEvent = "sign_event"
+    case nip04Encrypt = "nip04_encrypt"
+    case nip04Decrypt = "nip04_decrypt"
+    case nip44Encrypt = "nip44_encrypt"
+    case nip44Decrypt = "nip44_decrypt"
+    case decryptZapEvent = "decrypt_zap_event"
+
+    /// Methods that need a peer public key.
+    public var needsPeer: Bool { [.nip04Encrypt, .nip04Decrypt, .nip44Encrypt, .nip44Decrypt].contains(self) }
+}
+
+/// One signer request, whichever wire form it arrived in (DIP-05, NIP-155 or a keyfob
+/// universal link), so the server has one dispatcher and one approval page.
+public struct SignerRequest: Sendable, Equatable {
+    public enum Transport: String, Sendable { case dip05, nip155, keyfobLink }
+    public enum Compression: String, Sendable { case none, gzip }
+
+    public var transport: Transport
+    public var method: SignerMethod
+    /// The payload, decoded: event JSON for sign_event and decrypt_zap_event, else plaintext or ciphertext.
+    public var content: String
+    /// The other party for encrypt/decrypt.
+    public var peer: PublicKey?
+    /// NIP-155 correlator, echoed in every callback.
+    public var correlationID: String?
+    /// `signature`, `event`, `ciphertext`, `plaintext` (DIP-05/NIP-155 `returnType`).
+    public var returnType: String?
+    public var compression: Compression
+    public var callbacks: Callbacks
+    /// The client's pubkey for the user, when it says (`current_user`).
+    public var currentUser: String?
+    /// What the client calls itself (`x-source`, keyfob `origin`), for display only.
+    public var clientName: String?
+    /// NIP-155 `get_public_key` permissions hint, raw JSON.
+    public var permissions: String?
+
+    /// Who is asking, for permissions: the callback's host, else its scheme, else "unknown".
+    public var client: String { callbacks.success.clientIdentifier }
+
+    /// The largest payload a request may carry after decompression.
+    public static let maxContentLength = 256 * 1024
+}
+
+/// Where results go. `success` is required; error and cancel fall back as each spec says.
+public struct Callbacks: Sendable, Equatable {
+    public var success: CallbackURL
+    public var error: CallbackURL?
+    public var cancel: CallbackURL?
+}
+
+/// A validated callback URL: absolute, with a scheme that cannot run code or re-enter the signer.
+public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
+    public let string: String
+    public let scheme: String
+    public let host: String?
+
+    /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations).
+    public static let refusedSchemes: Set<String> = ["javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner"]
+
+    public init(_ raw: String) throws(NostrError) {
+        guard !raw.isEmpty, raw.utf8.count <= 2048 else { throw .init(.invalidCallback, "callback URL is missing or too long") }
+        // Control characters and spaces can hide a scheme from naive checks (" javascript:").
+        guard !raw.unicodeScalars.contains(where: { $0.value <= 0x20 || $0.value == 0x7f }) else {
+            throw .init(.invalidCallback, "callback URL contains spaces or control characters")
+        }
+        guard let colon = raw.firstIndex(of: ":") else { throw .init(.invalidCallback, "callback URL has no scheme") }
+        let scheme = raw[..<colon].lowercased()
+        let allowed = CharacterSet.lowercaseLetters.union(.decimalDigits).union(CharacterSet(charactersIn: "+-."))
+        guard let first = scheme.unicodeScalars.first, CharacterSet.lowercaseLetters.contains(first),
+              scheme.unicodeScalars.allSatisfy({ allowed.contains($0) && $0.isASCII }) else {
+            throw .init(.invalidCallback, "callback URL scheme is not valid")
+        }
+        guard !Self.refusedSchemes.contains(scheme) else {
+            throw .init(.invalidCallback, "callback scheme \"\(scheme):\" is not allowed")
+        }
+        guard let components = URLComponents(string: raw) else { throw .init(.invalidCallback, "callback is not a URL") }
+        if scheme == "http" || scheme == "https" {
+            guard let host = components.host, !host.isEmpty else { throw .init(.invalidCallback, "web callback has no host") }
+        }
+        string = raw
+        self.scheme = scheme
+        host = components.host.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+    }
+
+    public var description: String { string }
+
+    /// DIP-05 client identification: host, else scheme, else "unknown".
+    public var clientIdentifier: String { host ?? (scheme.isEmpty ? "unknown" : scheme) }
+
+    /// The URL with `parameters` appended: `?` when it has no query yet, `&` otherwise,
+    /// before any fragment. Values are percent-encoded (RFC 3986 unreserved kept).
+    public func appending(_ parameters: [(String, String)]) -> String {
+        var base = string
+        var fragment = ""
+        if let hash = base.firstIndex(of: "#") {
+            fragment = String(base[hash...])
+            base = String(base[..<hash])
+        }
+        let query = parameters.map { "\(percentEncode($0.0))=\(percentEncode($0.1))" }.joined(separator: "&")
+        let separator = base.contains("?") ? (base.hasSuffix("?") || base.hasSuffix("&") ? "" : "&") : "?"
+        return base + separator + query + fragment
+    }
+}
+
+/// Percent-encodes everything but RFC 3986's unreserved characters.
+public func percentEncode(_ s: String) -> String {
+    var out = ""
+    for byte in s.utf8 {
+        switch byte {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            out.unicodeScalars.append(Unicode.Scalar(byte))
+        default:
+            out += String(format: "%%%02X", byte)
+        }
+    }
+    return out
+}
+
+/// The outcome of a request, to be written back to the client.
+public enum SignerOutcome: Sendable, Equatable {
+    /// `result` is the method's result; `event` the signed or decrypted event JSON when there is one.
+    case success(result: String, event: String?)
+    /// The user said no.
+    case rejected
+    /// Something failed; `code` is a DESIGN.md §7 code, each transport maps it onto its own.
+    case failure(code: String, message: String)
+}

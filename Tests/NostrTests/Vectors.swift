@@ -1,0 +1,24 @@
+import Foundation
+
+/// The shared nostr vectors (`../shared/vectors/nostr/`).
+enum NostrVectors {
+    static let root = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("shared/vectors/nostr")
+
+    static func json(_ name: String) throws -> [String: Any] {
+        try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(name))) as! [String: Any]
+    }
+
+    static func text(_ name: String) throws -> String {
+        try String(contentsOf: root.appendingPathComponent(name), encoding: .utf8)
+    }
+
+    static func jsonBytes(_ object: Any) throws -> [UInt8] {
+        [UInt8](try JSONSerialization.data(withJSONObject: object))
+    }
+}
+
+func hex(_ s: String) -> [UInt8] { Hex.decode(s)! }
+
+import Nostr
