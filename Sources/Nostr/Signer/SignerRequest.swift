@@ -89,8 +89,14 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { string }
 
-    /// DIP-05 client identification: host, else scheme, else "unknown".
-    public var clientIdentifier: String { host ?? (scheme.isEmpty ? "unknown" : scheme) }
+    /// Who the client is, for permissions. DIP-05's rule says "host, else scheme, else unknown", but its
+    /// own example names `primal` for `primal://nostrsigner`, whose URL host is `nostrsigner`. Taking the
+    /// host of an app scheme would let `evil://nostrsigner` share `primal://nostrsigner`'s grants, so:
+    /// web callbacks are named by host, app callbacks by scheme (as the example shows), else "unknown".
+    public var clientIdentifier: String {
+        if scheme == "http" || scheme == "https" { return host ?? "unknown" }
+        return scheme.isEmpty ? (host ?? "unknown") : scheme
+    }
 
     /// The URL with `parameters` appended: `?` when it has no query yet, `&` otherwise,
     /// before any fragment. Values are percent-encoded (RFC 3986 unreserved kept).

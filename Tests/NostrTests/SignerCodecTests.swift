@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+@testable import Nostr
+
+/// The request forms of DIP-05, NIP-155 and the keyfob links, from the specs' own examples.
+@Suite struct SignerCodecTests {
+    // MARK: DIP-05
+
+    @Test func dip05ExampleFlowRoundTrips() throws {
+        // specs/dip-05-nostrsigner-ios.md, "Example Flow".
+        let url = "nostrsigner:%7B%22kind%22%3A1%2C%22content%22%3A%22Hello%22%7D?type=sign_event&callbackUrl=primal%3A%2F%2Fnostrsigner&returnType=event"
+        let request = try SignerCodec.parse(nostrsignerURL: url)
+        #expect(request.transport == .dip05 && request.method == .signEvent)
+        #expect(request.content == #"{"kind":1,"content":"Hello"}"#)
+        #expect(request.client == "primal")
+        #expect(request.returnType == "event")
+
+        let event = #"{"id":"ab","sig":"abc123"}"#
+        let callback = SignerCodec.callback(for: request, outcome: .success(result: "abc123", event: event))!
+        #expect(callback == "primal://nostrsigner?result=abc123&event=%7B%22id%22%3A%22ab%22%2C%22sig%22%3A%22abc123%22%7D")
+    }
+
+    @Test func queryParametersAreAppendedWithQuestionMarkOrAmpersand() throws {
+        let plain = try CallbackURL("primal://nostrsigner")
+        #expect(plain.appending([("result", "sig")]) == "primal://nostrsigner?result=sig")
+        let withQuery = try CallbackURL("primal://callback?session=123")
+        #expect(withQuery.appending([("result", "sig")]) == "primal://callback?session=123&result=sig")
+        let withFragment = try CallbackURL("https://app.example/cb?x=1#top")
+        #expect(withFragment.appending([("a", "b c")]) == "https://app.example/cb?x=1&a=b%20c#top")
+    }
+
+    @Test func dangerousCallbackSchemesAreRefused() {
+        for scheme in ["javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,x", "file:///etc/passwd", "about:blank",
+                       "blob:https://x/y", "vbscript:x", "nostrsigner:loop", " javascript:alert(1)", "java\tscript:x", "//no-scheme", ""] {
+            #expect(throws: NostrError.self, "\(scheme)") { _ = try CallbackURL(scheme) }
+            let url = "nostrsigner:?type=get_public_key&callbackUrl=\(percentEncode(scheme))"
+            do { _ = try SignerCodec.parse(nostrsignerURL: url); Issue.record("accepted \(scheme)") } catch {
+                #expect(error.code == .invalidCallback, "\(scheme): \(error)")
+            }
+        }
+    }
+
+    @Test func reEntryThroughNostrsignerIsRefused() {
+        let url = "nostrsigner:?type=get_public_key&callbackUrl=nostrsigner%3A%3Ftype%3Dget_public_key"
+        do { _ = try SignerCodec.parse(nostrsignerURL: url); Issue.record("accepted a nostrsigner callback") } catch {
+            #expect(error.code == .invalidCallback)
+        }
+    }
+
+    @Test func aMissingCallbackIsRefused() {
+        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:?type=get_public_key"); Issue.record("accepted") } catch {
+            #expect(error.code == .invalidCallback)
+        }
+    }
+
+    @Test func clientIdentificationFallsBackFromHostToSchemeToUnknown() throws {
+        #expect(try CallbackURL("primal://nostrsigner").clientIdentifier == "primal")
+        #expect(try CallbackURL("https://Snort.Social/cb").clientIdentifier == "snort.social")
+        #expect(try CallbackURL("myapp:done").clientIdentifier == "myapp")
+        // App schemes are named by scheme: another app using the same "host" gets no shared grants.
+        #expect(try CallbackURL("evil://nostrsigner").clientIdentifier == "evil")
+    }
+
+    @Test func dip05Errors() throws {
+        let request = try SignerCodec.parse(nostrsignerURL: "nostrsigner:?type=get_public_key&callbackUrl=app%3A%2F%2Fcb")
+        #expect(SignerCodec.callback(for: request, outcome: .rejected) == "app://cb?error=user_rejected&rejected=true")
+        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "invalid_pubkey", message: "x")) == "app://cb?error=invalid_pubkey")
+        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "decrypt_failed", message: "x")) == "app://cb?error=invalid_content")
+    }
+
+    @Test func dip05EncryptNeedsAValidPubkey() throws {
+        let peer = SecretKey.generate().publicKey.hex
+        let ok = try SignerCodec.parse(nostrsignerURL: "nostrsigner:hello%20world?type=nip44_encrypt&pubkey=\(peer)&callbackUrl=app%3A%2F%2Fcb")
+        #expect(ok.content == "hello world" && ok.peer?.hex == peer)
+        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:hi?type=nip04_encrypt&pubkey=zz&callbackUrl=app%3A%2F%2Fcb"); Issue.record("accepted") } catch {
+            #expect(error.code == .invalidPubkey)
+        }
+        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:?type=sign_message&callbackUrl=app%3A%2F%2Fcb"); Issue.record("accepted") } catch {
+            #expect(error.code == .unsupportedType)
+        }
+    }
+
+    @Test func signer1GzipEventsDecodeToTheSameJSON() throws {
+        let v = try NostrVectors.json("generated_nip55_signer1_gzip.json")
+        let decoded = try SignerCodec.gunzipBase64(v["signer1"] as! String, prefix: "Signer1")
+        let a = try JSONSerialization.jsonObject(with: Data(decoded.utf8)) as! NSDictionary
+        let b = try JSONSerialization.jsonObject(with: Data((v["event_json"] as! String).utf8)) as! NSDictionary
+        #expect(a == b)
+
+        let request = try SignerCodec.parse(nostrsignerURL:
+            "nostrsigner:%7B%7D?type=sign_event&callbackUrl=app%3A%2F%2Fcb&returnType=event&compressionType=gzip")
+        let url = SignerCodec.callback(for: request, outcome: .success(result: "sig", event: v["event_json"] as! String))!
+        let event = URLComponents(string: url)!.queryItems!.first { $0.name == "event" }!.value!
+        #expect(event.hasPrefix("Signer1"))
+        #expect(try SignerCodec.gunzipBase64(event, prefix: "Signer1") == v["event_json"] as! String)
+    }
+
+    @Test func gzipBombsAreRefused() {
+        let bomb = SignerCodec.gzipBase64(String(repeating: "a", count: 2 * 1024 * 1024))
+        #expect(throws: NostrError.self) { _ = try SignerCodec.gunzipBase64(bomb, prefix: nil) }
+    }
+
+    // MARK: NIP-155
+
+    @Test func nip155SignEventExampleRoundTrips() throws {
+        // specs/nip-155-ios-signer.md §14.1 (line breaks removed).
+        let url = "nostrsigner://sign_event?type=sign_event&event=%7B%22kind%22%3A1%2C%22content%22%3A%22hello%22%7D&current_user=ABCDEF&id=42&returnType=signature&x-success=myapp://nostr/signed&x-error=myapp://nostr/error&x-source=MyNostrClient"
+        let request = try SignerCodec.parse(nostrsignerURL: url)
+        #expect(request.transport == .nip155 && request.method == .signEvent)
+        #expect(request.content == #"{"kind":1,"content":"hello"}"#)
+        #expect(request.correlationID == "42" && request.clientName == "MyNostrClient" && request.client == "myapp")
+        #expect(SignerCodec.callback(for: request, outcome: .success(result: "abcd", event: "{}")) == "myapp://nostr/signed?id=42&result=abcd")
+        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "permission_denied", message: "no")) ==
+                "myapp://nostr/error?code=permission_denied&reason=no&id=42")
+        #expect(SignerCodec.callback(for: request, outcome: .rejected) == "myapp://nostr/error?code=user_cancelled&reason=the%20user%20declined&id=42")
+    }
+
+    @Test func nip155GetPublicKeyFromTheWeb() throws {
+        // §14.2.
+        let url = "nostrsigner://get_public_key?type=get_public_key&x-success=https://example.com/nostr/callback&x-error=https://example.com/nostr/callback-error&permissions=%5B%7B%22type%22%3A%22sign_event%22%7D%5D&x-source=ExampleWeb"
+        let request = try SignerCodec.parse(nostrsignerURL: url)
+        #expect(request.permissions == #"[{"type":"sign_event"}]"# && request.client == "example.com")
+        #expect(SignerCodec.callback(for: request, outcome: .success(result: "ab12", event: nil), signerPackage: "keyfob") ==
+                "https://example.com/nostr/callback?pubkey=ab12&package=keyfob")
+    }
+
+    @Test func nip155WithoutAnErrorCallbackSendsNoErrorAndCancelPrefersXCancel() throws {
+        let bare = try SignerCodec.parse(nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok")
+        #expect(SignerCodec.callback(for: bare, outcome: .failure(code: "internal_error", message: "x")) == nil)
+        let cancel = try SignerCodec.parse(nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok&x-cancel=app://cancel&id=7")
+        #expect(SignerCodec.callback(for: cancel, outcome: .rejected) == "app://cancel?id=7")
+    }
+
+    @Test func nip155GzipAppliesToPayloadsAndResults() throws {
+        let peer = SecretKey.generate().publicKey.hex
+        let compressed = percentEncode(SignerCodec.gzipBase64("secret text"))
+        let request = try SignerCodec.parse(nostrsignerURL:
+            "nostrsigner://nip44_encrypt?type=nip44_encrypt&plaintext=\(compressed)&pubkey=\(peer)&compressionType=gzip&x-success=app://ok")
+        #expect(request.content == "secret text")
+        let url = SignerCodec.callback(for: request, outcome: .success(result: "ciphertext", event: nil))!
+        let result = URLComponents(string: url)!.queryItems!.first { $0.name == "result" }!.value!
+        #expect(try SignerCodec.gunzipBase64(result, prefix: nil) == "ciphertext")
+    }
+
+    @Test func nip155ErrorCodesMapFromDesignCodes() {
+        #expect(SignerCodec.nip155Code("signer_locked") == "not_logged_in")
+        #expect(SignerCodec.nip155Code("unsupported_type") == "unsupported_method")
+        #expect(SignerCodec.nip155Code("invalid_pubkey") == "invalid_request")
+        #expect(SignerCodec.nip155Code("rate_limited") == "rate_limited")
+    }
+
+    // MARK: keyfob universal links
+
+    @Test func keyfobSignLinkRoundTrips() throws {
+        let event = #"{"kind":1,"created_at":1700000000,"tags":[],"content":"hi"}"#
+        let payload = Data(event.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        let link = "https://keyfob.example.com/app/sign?payload=\(payload)&cb=\(percentEncode("https://client.example/callback.html"))&origin=client.example"
+        let request = try SignerCodec.parse(keyfobURL: link)
+        #expect(request.transport == .keyfobLink && request.method == .signEvent && request.content == event)
+        #expect(request.client == "client.example" && request.clientName == "client.example")
+        let signed = #"{"id":"aa","pubkey":"bb","sig":"cc"}"#
+        #expect(SignerCodec.callback(for: request, outcome: .success(result: "cc", event: signed)) ==
+                "https://client.example/callback.html?ok=1&id=aa&sig=cc&pubkey=bb")
+        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "signer_locked", message: "Sign in first")) ==
+                "https://client.example/callback.html?ok=0&code=signer_locked&msg=Sign%20in%20first")
+    }
+
+    @Test func keyfobPubkeyLinkAndSchemeForm() throws {
+        let request = try SignerCodec.parse(keyfobURL: "keyfob://pubkey?cb=app%3A%2F%2Fdone&origin=com.example.app")
+        #expect(request.method == .getPublicKey)
+        #expect(SignerCodec.callback(for: request, outcome: .success(result: "ab", event: nil)) == "app://done?ok=1&pubkey=ab")
+        #expect(throws: NostrError.self) { _ = try SignerCodec.parse(keyfobURL: "https://k.example/app/sign?payload=e30") }
+        #expect(throws: NostrError.self) { _ = try SignerCodec.parse(keyfobURL: "https://k.example/app/sign?payload=%%%&cb=app://x") }
+        #expect(throws: NostrError.self) { _ = try SignerCodec.parse(keyfobURL: "https://k.example/app/delete?cb=app://x") }
+    }
+}
