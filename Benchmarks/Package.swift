@@ -19,5 +19,13 @@ let package = Package(
             ],
             path: "WebAuthnBenchmarks",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
+        .executableTarget(
+            name: "NostrBenchmarks",
+            dependencies: [
+                .product(name: "Nostr", package: "keyfob"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "NostrBenchmarks",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
     ]
 )

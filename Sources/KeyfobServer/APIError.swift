@@ -24,7 +24,9 @@ public struct APIError: Error, HTTPResponseError, Sendable {
 
     static func invalid(_ message: String) -> APIError { .init("invalid_request", message) }
     static let unauthorized = APIError("unauthorized", "sign in with a passkey first", status: .unauthorized)
-    static let notFound = APIError("invalid_request", "no such endpoint", status: .notFound)
+    static func usernameTaken(_ username: String) -> APIError {
+        APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it", status: .conflict)
+    }
 
     /// The client-facing form of a verification failure.
     init(_ error: WebAuthnError) {

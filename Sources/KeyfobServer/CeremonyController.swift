@@ -71,8 +71,7 @@ struct CeremonyController: Sendable {
             if let existing = try await store.user(named: username) {
                 // Adding a passkey to an account needs that account's session.
                 guard let auth = try await sessions.authenticate(request), auth.user.id == existing.id else {
-                    throw APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it",
-                                   status: .conflict)
+                    throw APIError.usernameTaken(username)
                 }
                 exclude = try await store.credentials(ofUser: existing.id).map {
                     CredentialDescriptor(id: $0.id, transports: $0.transports)
@@ -129,8 +128,7 @@ struct CeremonyController: Sendable {
         }
         if pending.existingUser {
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
-                throw APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it",
-                               status: .conflict)
+                throw APIError.usernameTaken(username)
             }
         }
 

@@ -35,7 +35,7 @@ public enum NIP49 {
         }
         guard data[0] == 0x02 else { throw .content("ncryptsec version \(data[0]) is not supported") }
         let logN = data[1]
-        guard logN <= 22 else { throw .content("ncryptsec asks for too much memory (log_n \(logN))") }
+        guard logN <= 20 else { throw .content("ncryptsec asks for too much memory (log_n \(logN) > 20)") }
         let salt = Array(data[2..<18]), nonce = Array(data[18..<42]), security = data[42]
         var pw = normalize(password)
         defer { wipe(&pw) }

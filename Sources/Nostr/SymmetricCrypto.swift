@@ -56,7 +56,7 @@ enum Symmetric {
 
     /// scrypt with r = 8, p = 1 (NIP-49).
     static func scrypt(password: [UInt8], salt: [UInt8], logN: UInt8, length: Int) -> [UInt8]? {
-        guard logN <= 22 else { return nil }
+        guard logN <= 20 else { return nil }
         var out = [UInt8](repeating: 0, count: length)
         let n = UInt64(1) << UInt64(logN)
         let maxMemory: UInt64 = 128 * n * 8 + 1024 * 1024 * 64

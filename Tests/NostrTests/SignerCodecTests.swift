@@ -124,6 +124,14 @@ import Testing
                 "https://example.com/nostr/callback?pubkey=ab12&package=keyfob")
     }
 
+    @Test func nip155AppendixBExampleOnAnAppSpecificScheme() throws {
+        let event = percentEncode(#"{"kind":1,"content":"hello","tags":[]}"#)
+        let url = "nip55-ios-test://sign_event?type=sign_event&event=\(event)&returnType=signature&x-success=myapp://ok&x-error=myapp://err&id=42"
+        let request = try SignerCodec.parse(nostrsignerURL: url)
+        #expect(request.method == .signEvent && request.content == #"{"kind":1,"content":"hello","tags":[]}"#)
+        #expect(SignerCodec.callback(for: request, outcome: .success(result: "sig", event: nil)) == "myapp://ok?id=42&result=sig")
+    }
+
     @Test func nip155WithoutAnErrorCallbackSendsNoErrorAndCancelPrefersXCancel() throws {
         let bare = try SignerCodec.parse(nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok")
         #expect(SignerCodec.callback(for: bare, outcome: .failure(code: "internal_error", message: "x")) == nil)

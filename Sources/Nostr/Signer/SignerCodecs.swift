@@ -5,10 +5,14 @@ public enum SignerCodec {
     // MARK: - Parsing
 
     /// Parses a `nostrsigner:` URL: DIP-05 (`nostrsigner:<content>?type=…&callbackUrl=…`) or
-    /// NIP-155 (`nostrsigner://<method>?type=…&x-success=…`).
+    /// NIP-155 (`nostrsigner://<method>?type=…&x-success=…`). NIP-155 signers also answer an
+    /// app-specific scheme (its Appendix B uses `nip55-ios-test://`), so any scheme is read the same way.
     public static func parse(nostrsignerURL url: String) throws(NostrError) -> SignerRequest {
-        guard url.lowercased().hasPrefix("nostrsigner:") else { throw .init(.invalidRequest, "not a nostrsigner: URL") }
-        let rest = String(url.dropFirst("nostrsigner:".count))
+        guard let colon = url.firstIndex(of: ":"), url.distance(from: url.startIndex, to: colon) >= 1,
+              url[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else {
+            throw .init(.invalidRequest, "not a signer URL (scheme:content?query)")
+        }
+        let rest = String(url[url.index(after: colon)...])
         let (path, query) = splitQuery(rest)
         return try parse(content: path, query: query)
     }
