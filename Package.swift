@@ -53,8 +53,11 @@ let package = Package(
         // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
         .target(name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "COpenSSL"],
                 path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
-        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "COpenSSL"], swiftSettings: strict),
-        .testTarget(name: "NostrTests", dependencies: ["Nostr"], swiftSettings: strict),
+        // Generic helpers the robustness tests share.
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
+                    swiftSettings: strict),
+        .testTarget(name: "NostrTests", dependencies: ["Nostr", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [

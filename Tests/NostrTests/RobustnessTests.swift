@@ -1,21 +1,11 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import Nostr
 
 /// 100,000 random and mutated inputs through every decoder and decrypt function.
 /// Typed throws guarantee only `NostrError` comes out; this shows nothing traps or hangs.
 @Suite struct NostrRobustnessTests {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return z ^ (z >> 31)
-        }
-    }
-
     static func mutate(_ s: String, _ rng: inout SplitMix) -> String {
         var b = Array(s.utf8)
         let alphabet = Array(#"{}[]":,\%&?=_-+/0123456789abcdefxyzAZ#~ "#.utf8) + [0x00, 0x7f, 0xc3, 0xa9, 0xff]
@@ -49,7 +39,7 @@ import Testing
             "https://k.example/app/sign?payload=eyJraW5kIjoxfQ&cb=https%3A%2F%2Fc.example%2Fcb&origin=c",
             "Signer1" + SignerCodec.gzipBase64(#"{"kind":1}"#),
         ]
-        var rng = SplitMix(state: 0x6e6f_7374_72)
+        var rng = SplitMix(seed: 0x6e6f_7374_72)
         var accepted = 0
         func attempt(_ body: () throws(NostrError) -> Void) { if (try? body()) != nil { accepted += 1 } }
         for i in 0..<100_000 {

@@ -1,23 +1,12 @@
 import Foundation
 import Testing
+import TestSupport
 @testable import WebAuthn
 
 /// 100,000 random and mutated inputs through every parser and both verify
 /// functions. Typed throws guarantee only `WebAuthnError` can come out; this
 /// shows nothing crashes, traps or hangs on the way.
 @Suite struct RobustnessTests {
-    /// A small deterministic generator (SplitMix64), so any failure replays.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9e37_79b9_7f4a_7c15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-            z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-            return z ^ (z >> 31)
-        }
-    }
-
     static func mutate(_ input: [UInt8], _ rng: inout SplitMix) -> [UInt8] {
         var b = input
         switch rng.next() % 8 {
@@ -67,7 +56,7 @@ import Testing
     @Test func hundredThousandMutatedInputsOnlyEverThrowTypedErrors() throws {
         let seeds = try Self.seeds()
         #expect(seeds.count > 90)
-        var rng = SplitMix(state: 0x6b65_7966_6f62)
+        var rng = SplitMix(seed: 0x6b65_7966_6f62)
         var verified = 0
         func note(_ body: () throws(WebAuthnError) -> Void) { _ = try? body() }
         func verify(_ body: () throws(WebAuthnError) -> Void) { if (try? body()) != nil { verified += 1 } }
