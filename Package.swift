@@ -58,6 +58,7 @@ let package = Package(
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
                     swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [

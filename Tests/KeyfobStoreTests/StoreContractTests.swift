@@ -1,0 +1,135 @@
+import Foundation
+import KeyfobStore
+import Testing
+
+/// The contract every `KeyfobStore` keeps, run against each implementation
+/// (an in-memory SQLite database and a WAL file on disk; PostgreSQL will join).
+@Suite struct StoreContractTests {
+    enum Kind: String, CaseIterable, Sendable { case memory, file }
+
+    static func make(_ kind: Kind) throws -> (any KeyfobStore, String?) {
+        switch kind {
+        case .memory: return (try SQLiteStore(path: ":memory:"), nil)
+        case .file:
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keyfob-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let path = dir.appendingPathComponent("keyfob.sqlite").path
+            return (try SQLiteStore(path: path), path)
+        }
+    }
+
+    let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+
+    func user(_ name: String) -> UserRecord { UserRecord(id: "id-\(name)", username: name, isAnonymous: false, createdAt: t0) }
+    func credential(_ id: UInt8, of user: UserRecord, count: UInt32 = 0) -> CredentialRecord {
+        CredentialRecord(id: [id, id], userID: user.id, publicKey: [1, 2, 3], algorithm: -7, signCount: count,
+                         transports: ["internal", "hybrid"], aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
+                         backupEligible: true, backupState: false, createdAt: t0)
+    }
+    func session(_ byte: UInt8, of user: UserRecord, ttl: TimeInterval = 3600) -> SessionRecord {
+        SessionRecord(tokenHash: [UInt8](repeating: byte, count: 32), userID: user.id, createdAt: t0,
+                      expiresAt: t0 + ttl, unlockedUntil: t0 + 600)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func registrationWritesUserCredentialAndSessionTogether(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        #expect(try await store.user(named: "ALICE") == alice)  // usernames are case-insensitive
+        #expect(try await store.credential(id: [1, 1])?.transports == ["internal", "hybrid"])
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.userID == alice.id)
+        #expect(try await store.countUsersAndCredentials() == (1, 1))
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        // Same username, new user: nothing of it may remain.
+        var other = user("Alice"); other.id = "id-other"
+        await #expect(throws: StoreError.usernameTaken) {
+            try await store.completeRegistration(user: other, createUser: true, credential: credential(2, of: other), session: session(2, of: other))
+        }
+        // A credential id registers once; the new user is rolled back with it.
+        let bob = user("bob")
+        await #expect(throws: StoreError.credentialExists) {
+            try await store.completeRegistration(user: bob, createUser: true, credential: credential(1, of: bob), session: session(3, of: bob))
+        }
+        #expect(try await store.user(named: "bob") == nil)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
+        #expect(try await store.countUsersAndCredentials() == (1, 1))
+    }
+
+    @Test(arguments: Kind.allCases)
+    func challengesAreConsumedOnce(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let c = ChallengeRecord(challenge: [7, 7], ceremony: .registration, key: "alice", userID: "u", username: "alice",
+                                algorithms: [-7, -8], expiresAt: t0 + 60)
+        try await store.insertChallenge(c, now: t0)
+        #expect(try await store.consumeChallenge([7, 7]) == c)
+        #expect(try await store.consumeChallenge([7, 7]) == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func expiredChallengesAreSwept(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        try await store.insertChallenge(ChallengeRecord(challenge: [1], ceremony: .authentication, key: "k", expiresAt: t0 + 60), now: t0)
+        try await store.insertChallenge(ChallengeRecord(challenge: [2], ceremony: .authentication, key: "k", expiresAt: t0 + 200), now: t0 + 100)
+        #expect(try await store.consumeChallenge([1]) == nil)
+        #expect(try await store.consumeChallenge([2]) != nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func theCounterIsACompareAndSwap(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
+        try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
+                                               usedAt: t0 + 10, session: session(2, of: alice))
+        // A second assertion that read the old counter loses, and writes no session.
+        await #expect(throws: StoreError.conflict) {
+            try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
+                                                   usedAt: t0 + 11, session: session(3, of: alice))
+        }
+        let stored = try await store.credential(id: [1, 1])
+        #expect(stored?.signCount == 6 && stored?.backupState == true && stored?.lastUsedAt == t0 + 10)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
+        let hash = [UInt8](repeating: 1, count: 32)
+        #expect(try await store.session(tokenHash: hash, now: t0 + 59) != nil)
+        #expect(try await store.session(tokenHash: hash, now: t0 + 61) == nil)
+        try await store.deleteSession(tokenHash: hash)
+        #expect(try await store.session(tokenHash: hash, now: t0) == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func theLastPasskeyCannotBeRemoved(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        await #expect(throws: StoreError.conflict) { _ = try await store.deleteCredential(id: [1, 1], ofUser: alice.id) }
+        try await store.completeRegistration(user: alice, createUser: false, credential: credential(2, of: alice), session: session(2, of: alice))
+        #expect(try await store.deleteCredential(id: [9, 9], ofUser: alice.id) == false)
+        #expect(try await store.deleteCredential(id: [1, 1], ofUser: "id-mallory") == false)
+        #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
+        #expect(try await store.credentials(ofUser: alice.id).map(\.id) == [[2, 2]])
+    }
+
+    @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
+        let (store, path) = try Self.make(.file)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        let reopened = try SQLiteStore(path: path!)  // migrations run again and change nothing
+        #expect(try await reopened.user(named: "alice") == alice)
+        #expect(FileManager.default.fileExists(atPath: path! + "-wal"))
+        try await reopened.healthCheck()
+    }
+}
