@@ -19,11 +19,12 @@ test-browser:
 	swift build --product keyfob
 	python3 -m pytest Tests/e2e -q
 
-## libFuzzer over every WebAuthn parser for 60 s (see README).
+## libFuzzer for 60 s over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder); see README.
+TARGET ?= WebAuthnFuzz
 fuzz:
-	swift build -c debug --scratch-path .build-fuzz --product WebAuthnFuzz --sanitize fuzzer -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -v 'Cannot export local symbol'
-	mkdir -p Fuzz/corpus Fuzz/artifacts
-	SWIFT_BACKTRACE=enable=no ./.build-fuzz/debug/WebAuthnFuzz Fuzz/corpus -max_total_time=60 -artifact_prefix=Fuzz/artifacts/ -print_final_stats=1
+	swift build -c debug --scratch-path .build-fuzz --product $(TARGET) --sanitize fuzzer -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -v 'Cannot export local symbol'
+	mkdir -p Fuzz/corpus-$(TARGET) Fuzz/artifacts
+	SWIFT_BACKTRACE=enable=no ./.build-fuzz/debug/$(TARGET) Fuzz/corpus-$(TARGET) -max_total_time=60 -artifact_prefix=Fuzz/artifacts/ -print_final_stats=1
 
 ## Benchmarks beside raw OpenSSL figures.
 bench:
