@@ -183,3 +183,63 @@ import Testing
         #expect(throws: NostrError.self) { _ = try SignerCodec.parse(keyfobURL: "https://k.example/app/delete?cb=app://x") }
     }
 }
+
+/// Building requests and reading callbacks back: every form round-trips.
+@Suite struct SignerRoundTripTests {
+    static let peer = try! PublicKey(hex: "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798")
+
+    static func requests() throws -> [SignerRequest] {
+        let app = try CallbackURL("myapp://nostr/done?session=1")
+        let web = try CallbackURL("https://client.example/callback.html")
+        let event = #"{"kind":1,"content":"héllo & ? = /","tags":[["t","x"]],"created_at":1700000000}"#
+        var out: [SignerRequest] = []
+        for method in SignerMethod.allCases {
+            let content = method == .signEvent || method == .decryptZapEvent ? event : method == .getPublicKey ? "" : "text + ünïcode"
+            let peer = method.needsPeer ? Self.peer : nil
+            out.append(SignerRequest(transport: .dip05, method: method, content: content, peer: peer, correlationID: nil,
+                                     returnType: method == .signEvent ? "event" : nil, compression: method == .signEvent ? .gzip : .none,
+                                     callbacks: Callbacks(success: app), currentUser: nil, clientName: nil, permissions: nil))
+            out.append(SignerRequest(transport: .nip155, method: method, content: content, peer: peer, correlationID: "42",
+                                     returnType: method == .signEvent ? "signature" : nil, compression: method == .nip44Encrypt ? .gzip : .none,
+                                     callbacks: Callbacks(success: web, error: try CallbackURL("https://client.example/err"), cancel: nil),
+                                     currentUser: Self.peer.hex, clientName: "Client", permissions: nil))
+        }
+        for method in [SignerMethod.signEvent, .getPublicKey] {
+            out.append(SignerRequest(transport: .keyfobLink, method: method, content: method == .signEvent ? event : "", peer: nil,
+                                     correlationID: nil, returnType: method == .signEvent ? "event" : nil, compression: .none,
+                                     callbacks: Callbacks(success: web), currentUser: nil, clientName: "client.example", permissions: nil))
+        }
+        return out
+    }
+
+    @Test func requestsRoundTrip() throws {
+        for request in try Self.requests() {
+            let url = SignerCodec.buildURL(request)
+            let parsed = request.transport == .keyfobLink ? try SignerCodec.parse(keyfobURL: url) : try SignerCodec.parse(nostrsignerURL: url)
+            #expect(parsed == request, "\(url)")
+        }
+    }
+
+    @Test func callbacksRoundTrip() throws {
+        let signed = #"{"id":"aa","pubkey":"bb","sig":"cc","content":"x & y"}"#
+        for request in try Self.requests() {
+            let outcomes: [SignerOutcome] = [.success(result: request.method == .getPublicKey ? Self.peer.hex : "cc", event: nil), .rejected,
+                                             .failure(code: "internal_error", message: "went wrong")]
+            for outcome in outcomes {
+                guard let url = SignerCodec.callback(for: request, outcome: outcome) else { continue }
+                let read = try SignerCodec.parseCallback(url, for: request)
+                switch (outcome, read.outcome) {
+                case (.success(let a, _), .success(let b, _)): #expect(a == b, "\(url)")
+                case (.rejected, .rejected): break
+                case (.failure, .failure(let code, _)): #expect(code == "internal_error", "\(url)")
+                default: Issue.record("\(outcome) came back as \(read.outcome) via \(url)")
+                }
+                if request.transport == .nip155 { #expect(read.correlationID == "42") }
+            }
+            if request.returnType == "event" && request.transport == .dip05 {
+                let url = SignerCodec.callback(for: request, outcome: .success(result: "cc", event: signed))!
+                #expect(try SignerCodec.parseCallback(url, for: request).outcome == .success(result: "cc", event: signed))
+            }
+        }
+    }
+}
