@@ -4,7 +4,7 @@ import WebAuthn
 
 /// A private key held by OpenSSL, for the software authenticator.
 public final class TestPrivateKey: @unchecked Sendable {
-    public enum Kind: Sendable { case es256, rs256, eddsa }
+    public enum Kind: Sendable, CaseIterable { case es256, es384, es512, rs256, ps256, eddsa }
     let pkey: OpaquePointer
     public let kind: Kind
 
@@ -12,11 +12,11 @@ public final class TestPrivateKey: @unchecked Sendable {
         self.kind = kind
         let ctx: OpaquePointer
         switch kind {
-        case .es256:
+        case .es256, .es384, .es512:
             ctx = EVP_PKEY_CTX_new_from_name(nil, "EC", nil)!
             EVP_PKEY_keygen_init(ctx)
-            EVP_PKEY_CTX_set_group_name(ctx, "P-256")
-        case .rs256:
+            EVP_PKEY_CTX_set_group_name(ctx, kind == .es256 ? "P-256" : kind == .es384 ? "P-384" : "P-521")
+        case .rs256, .ps256:
             ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil)!
             EVP_PKEY_keygen_init(ctx)
             EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048)
@@ -32,13 +32,31 @@ public final class TestPrivateKey: @unchecked Sendable {
     deinit { EVP_PKEY_free(pkey) }
 
     public var algorithm: COSEAlgorithm {
-        switch kind { case .es256: return .es256; case .rs256: return .rs256; case .eddsa: return .eddsa }
+        switch kind {
+        case .es256: return .es256
+        case .es384: return .es384
+        case .es512: return .es512
+        case .rs256: return .rs256
+        case .ps256: return .ps256
+        case .eddsa: return .eddsa
+        }
     }
 
     public func sign(_ message: [UInt8]) -> [UInt8] {
         let ctx = EVP_MD_CTX_new()!
         defer { EVP_MD_CTX_free(ctx) }
-        precondition(EVP_DigestSignInit(ctx, nil, kind == .eddsa ? nil : EVP_sha256(), nil, pkey) == 1)
+        let md: OpaquePointer? = switch kind {
+        case .eddsa: nil
+        case .es384: EVP_sha384()
+        case .es512: EVP_sha512()
+        default: EVP_sha256()
+        }
+        var pctx: OpaquePointer?
+        precondition(EVP_DigestSignInit(ctx, &pctx, md, nil, pkey) == 1)
+        if kind == .ps256 {
+            EVP_PKEY_CTX_set_rsa_padding(pctx, KF_RSA_PKCS1_PSS_PADDING)
+            EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, KF_RSA_PSS_SALTLEN_DIGEST)
+        }
         var length = 0
         EVP_DigestSign(ctx, nil, &length, message, message.count)
         var sig = [UInt8](repeating: 0, count: length)
@@ -58,14 +76,16 @@ public final class TestPrivateKey: @unchecked Sendable {
     /// The public key as a COSE_Key.
     public var coseKey: [UInt8] {
         switch kind {
-        case .es256:
-            var point = [UInt8](repeating: 0, count: 65)
+        case .es256, .es384, .es512:
+            let size = kind == .es256 ? 32 : kind == .es384 ? 48 : 66
+            var point = [UInt8](repeating: 0, count: 1 + 2 * size)
             var length = 0
-            EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, &point, 65, &length)
-            return encodeCBOR(.map([(.int(1), .int(2)), (.int(3), .int(-7)), (.int(-1), .int(1)),
-                                    (.int(-2), .bytes(Array(point[1...32]))), (.int(-3), .bytes(Array(point[33...64])))]))
-        case .rs256:
-            return encodeCBOR(.map([(.int(1), .int(3)), (.int(3), .int(-257)),
+            EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, &point, point.count, &length)
+            let curve = kind == .es256 ? 1 : kind == .es384 ? 2 : 3
+            return encodeCBOR(.map([(.int(1), .int(2)), (.int(3), .int(algorithm.rawValue)), (.int(-1), .int(curve)),
+                                    (.int(-2), .bytes(Array(point[1...size]))), (.int(-3), .bytes(Array(point[(size + 1)...(2 * size)])))]))
+        case .rs256, .ps256:
+            return encodeCBOR(.map([(.int(1), .int(3)), (.int(3), .int(algorithm.rawValue)),
                                     (.int(-1), .bytes(bigParam("n"))), (.int(-2), .bytes(bigParam("e")))]))
         case .eddsa:
             var raw = [UInt8](repeating: 0, count: 32)

@@ -34,7 +34,7 @@ import WebAuthnTestSupport
         } catch { #expect(error.code == code, "\(error)") }
     }
 
-    @Test(arguments: [TestPrivateKey.Kind.es256, .rs256, .eddsa])
+    @Test(arguments: TestPrivateKey.Kind.allCases)
     func aValidAssertionVerifiesAndAdvancesTheCounter(_ kind: TestPrivateKey.Kind) throws {
         var a = SoftwareAuthenticator(kind, signCount: 41)
         let stored = StoredCredential(id: a.credentialID, publicKey: try CredentialPublicKey(cose: a.key.coseKey), signCount: 41)

@@ -24,7 +24,7 @@ import WebAuthnTestSupport
         do { _ = try verify(edit) } catch { #expect(error.code == code, "\(error)") }
     }
 
-    @Test(arguments: [TestPrivateKey.Kind.es256, .rs256, .eddsa])
+    @Test(arguments: TestPrivateKey.Kind.allCases)
     func aValidRegistrationVerifiesForEveryAlgorithm(_ kind: TestPrivateKey.Kind) throws {
         for attestation in [SoftwareAuthenticator.Attestation.none, .packedSelf] {
             var a = SoftwareAuthenticator(kind)
