@@ -18,10 +18,13 @@ struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Run the Keyfob server.",
         discussion: """
-            With no settings it serves http://localhost:8080 for rpId localhost with SQLite under ./data/.
-            Every option can also come from an environment variable (shown beside it) or from a JSON
-            config file (--config) whose keys are the option names, e.g. {"rp-id": "example.com",
-            "origin": ["https://example.com"]}. Flags beat variables, variables beat the file.
+            With no settings it serves http://localhost:8080 for rpId localhost, with SQLite under ./data/. \
+            Open http://localhost:8080 (not 127.0.0.1: browsers refuse passkeys on a bare IP).
+
+            Every option can also come from the environment variable shown beside it, or from a JSON \
+            config file (--config) whose keys are the option names, e.g. \
+            {"rp-id": "example.com", "origin": ["https://example.com"]}. \
+            Flags beat variables, variables beat the file.
             """)
 
     @Option(help: "JSON config file. (env: KEYFOB_CONFIG)") var config: String?
