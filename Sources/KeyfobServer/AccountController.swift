@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import KeyfobStore
+import Nostr
 import WebAuthn
 
 /// Who is signed in, signing out, and the account's passkeys.
@@ -57,7 +58,7 @@ struct AccountController: Sendable {
         let auth = try await sessions.require(request)
         let list = try await store.credentials(ofUser: auth.user.id).map {
             CredentialInfo(id: Base64URL.encode($0.id), algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
-                           aaguid: $0.aaguid.map { String(format: "%02x", $0) }.joined(), transports: $0.transports,
+                           aaguid: Hex.encode($0.aaguid), transports: $0.transports,
                            backedUp: $0.backupState, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
         }
         return jsonResponse(["credentials": list])

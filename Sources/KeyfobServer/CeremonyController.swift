@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import KeyfobStore
+import Nostr
 import Logging
 import WebAuthn
 
@@ -293,6 +294,6 @@ enum Usernames {
     }
 
     static func anonymous() -> String {
-        anonymousPrefix + secureRandomBytes(6).map { String(format: "%02x", $0) }.joined()
+        anonymousPrefix + Hex.encode(secureRandomBytes(6))
     }
 }

@@ -1,4 +1,3 @@
-import COpenSSL
 import Foundation
 
 /// An event before it is signed: what a client asks the signer to sign.
@@ -18,14 +17,7 @@ public struct UnsignedEvent: Sendable, Equatable {
 
     /// The event id for this author: SHA-256 of the canonical serialization.
     public func id(pubkey: PublicKey) -> [UInt8] {
-        let serialized = Event.serialize(pubkey: pubkey.hex, createdAt: createdAt, kind: kind, tags: tags, content: content)
-        var out = [UInt8](repeating: 0, count: 32)
-        serialized.withUnsafeBufferPointer { buffer in
-            out.withUnsafeMutableBufferPointer { o in
-                _ = EVP_Digest(buffer.baseAddress, buffer.count, o.baseAddress, nil, EVP_sha256(), nil)
-            }
-        }
-        return out
+        Symmetric.sha256(Event.serialize(pubkey: pubkey.hex, createdAt: createdAt, kind: kind, tags: tags, content: content))
     }
 
     /// Signs with `key`: computes the id, then a BIP-340 signature over it.
@@ -66,6 +58,15 @@ public struct Event: Sendable, Equatable {
         out += Array("[0,\"".utf8)
         out += Array(pubkey.utf8)
         out += Array("\",\(createdAt),\(kind),[".utf8)
+        appendTags(tags, to: &out)
+        out += Array("],".utf8)
+        appendJSONString(content, to: &out)
+        out.append(UInt8(ascii: "]"))
+        return out
+    }
+
+    /// The tags' contents (without the outer brackets), each item a NIP-01 string.
+    static func appendTags(_ tags: [[String]], to out: inout [UInt8]) {
         for (i, tag) in tags.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             out.append(UInt8(ascii: "["))
@@ -75,10 +76,6 @@ public struct Event: Sendable, Equatable {
             }
             out.append(UInt8(ascii: "]"))
         }
-        out += Array("],".utf8)
-        appendJSONString(content, to: &out)
-        out.append(UInt8(ascii: "]"))
-        return out
     }
 
     /// NIP-01 escaping: only `"` `\` and the five named controls are short-escaped; other
@@ -106,15 +103,7 @@ public struct Event: Sendable, Equatable {
     /// The event as NIP-01 JSON (`id`, `pubkey`, `created_at`, `kind`, `tags`, `content`, `sig`).
     public var json: String {
         var out = Array("{\"id\":\"\(Hex.encode(id))\",\"pubkey\":\"\(pubkey.hex)\",\"created_at\":\(createdAt),\"kind\":\(kind),\"tags\":[".utf8)
-        for (i, tag) in tags.enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(UInt8(ascii: "["))
-            for (j, item) in tag.enumerated() {
-                if j > 0 { out.append(UInt8(ascii: ",")) }
-                Event.appendJSONString(item, to: &out)
-            }
-            out.append(UInt8(ascii: "]"))
-        }
+        Event.appendTags(tags, to: &out)
         out += Array("],\"content\":".utf8)
         Event.appendJSONString(content, to: &out)
         out += Array(",\"sig\":\"\(Hex.encode(sig))\"}".utf8)

@@ -2,7 +2,10 @@
 /// in certificate extensions (Android key description, TPM subject alternative
 /// names, Apple nonce, FIDO AAGUID). Certificates themselves are parsed by OpenSSL.
 struct DER: Sendable, Equatable {
+    /// The first identifier byte (class, constructed bit, low tag number).
     let tag: UInt8
+    /// The full tag number, also for the high-tag-number form (e.g. 600 for Android's allApplications).
+    let tagNumber: Int
     let value: ArraySlice<UInt8>
 
     static let sequence: UInt8 = 0x30
@@ -39,11 +42,14 @@ struct DER: Sendable, Equatable {
         var i = start
         guard i < b.endIndex else { throw Error() }
         let tag = b[i]; i += 1
+        var number = Int(tag & 0x1f)
         // High-tag-number form (tag number ≥ 31) appears in Android's AuthorizationList.
-        if tag & 0x1f == 0x1f {
+        if number == 0x1f {
+            number = 0
             var n = 0
             repeat {
                 guard i < b.endIndex, n < 4 else { throw Error() }
+                number = number << 7 | Int(b[i] & 0x7f)
                 n += 1; i += 1
             } while b[i - 1] & 0x80 != 0
         }
@@ -56,7 +62,7 @@ struct DER: Sendable, Equatable {
             for _ in 0..<count { length = length << 8 | Int(b[i]); i += 1 }
         }
         guard length <= b.endIndex - i else { throw Error() }
-        return (DER(tag: tag, value: b[i..<(i + length)]), i + length)
+        return (DER(tag: tag, tagNumber: number, value: b[i..<(i + length)]), i + length)
     }
 
     /// The elements inside a constructed value (SEQUENCE, SET, explicit tag); empty when malformed.
@@ -86,35 +92,7 @@ struct DER: Sendable, Equatable {
 }
 
 /// Android's AuthorizationList uses context tags with numbers above 30 (e.g. [600]).
-/// This walker returns (tagNumber, element) pairs for such a SEQUENCE's contents.
+/// Returns (tagNumber, element) pairs for such a SEQUENCE's contents; nil when malformed.
 func contextTaggedElements(_ bytes: ArraySlice<UInt8>) -> [(Int, DER)]? {
-    var out: [(Int, DER)] = []
-    var i = bytes.startIndex
-    while i < bytes.endIndex {
-        let first = bytes[i]
-        var number = Int(first & 0x1f)
-        var j = i + 1
-        if number == 0x1f {
-            number = 0
-            var n = 0
-            while true {
-                guard j < bytes.endIndex, n < 4 else { return nil }
-                let b = bytes[j]; j += 1; n += 1
-                number = number << 7 | Int(b & 0x7f)
-                if b & 0x80 == 0 { break }
-            }
-        }
-        guard j < bytes.endIndex else { return nil }
-        var length = Int(bytes[j]); j += 1
-        if length & 0x80 != 0 {
-            let count = length & 0x7f
-            guard count >= 1, count <= 3, bytes.endIndex - j >= count else { return nil }
-            length = 0
-            for _ in 0..<count { length = length << 8 | Int(bytes[j]); j += 1 }
-        }
-        guard length <= bytes.endIndex - j else { return nil }
-        out.append((number, DER(tag: first, value: bytes[j..<(j + length)])))
-        i = j + length
-    }
-    return out
+    (try? DER.parseAll(bytes))?.map { ($0.tagNumber, $0) }
 }
