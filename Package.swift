@@ -44,7 +44,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "keyfob",
-            dependencies: ["KeyfobServer", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["KeyfobServer", "KeyfobStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             swiftSettings: strict),
 
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "WebAuthnTestSupport",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: strict),

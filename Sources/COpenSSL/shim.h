@@ -29,6 +29,9 @@ static const unsigned long KF_X509_V_FLAG_NO_CHECK_TIME = X509_V_FLAG_NO_CHECK_T
 static const unsigned long KF_X509_V_FLAG_USE_CHECK_TIME = X509_V_FLAG_USE_CHECK_TIME;
 static const unsigned long KF_X509_V_FLAG_PARTIAL_CHAIN = X509_V_FLAG_PARTIAL_CHAIN;
 
+static const int KF_EVP_CTRL_GCM_GET_TAG = EVP_CTRL_GCM_GET_TAG;
+static const int KF_EVP_CTRL_GCM_SET_TAG = EVP_CTRL_GCM_SET_TAG;
+
 static const int KF_EVP_PKEY_EC = EVP_PKEY_EC;
 static const int KF_EVP_PKEY_RSA = EVP_PKEY_RSA;
 static const int KF_EVP_PKEY_RSA_PSS = EVP_PKEY_RSA_PSS;

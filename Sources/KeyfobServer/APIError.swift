@@ -11,15 +11,18 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     public let code: String
     public let message: String
     public let status: HTTPResponse.Status
+    /// Extra response headers (`Retry-After`).
+    public let headers: HTTPFields
 
-    public init(_ code: String, _ message: String, status: HTTPResponse.Status = .badRequest) {
+    public init(_ code: String, _ message: String, status: HTTPResponse.Status = .badRequest, headers: HTTPFields = [:]) {
         self.code = code
         self.message = message
         self.status = status
+        self.headers = headers
     }
 
     public func response(from request: Request, context: some RequestContext) throws -> Response {
-        jsonResponse(["error": code, "message": message], status: status)
+        jsonResponse(["error": code, "message": message], status: status, headers: headers)
     }
 
     static func invalid(_ message: String) -> APIError { .init("invalid_request", message) }
@@ -61,7 +64,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         } catch let error as APIError {
             if error.status.code >= 500 { context.logger.error("request failed", metadata: ["code": "\(error.code)"]) }
-            return jsonResponse(["error": error.code, "message": error.message], status: error.status)
+            return jsonResponse(["error": error.code, "message": error.message], status: error.status, headers: error.headers)
         } catch let error as HTTPResponseError {
             let status = error.status
             let code = status == .contentTooLarge ? "payload_too_large" : status.code >= 500 ? "internal_error" : "invalid_request"

@@ -10,6 +10,7 @@ struct AccountController: Sendable {
     let store: any KeyfobStore
     let sessions: Sessions
     let events: EventLog
+    let custody: KeyCustody
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<BasicRequestContext>) {
@@ -25,20 +26,30 @@ struct AccountController: Sendable {
         let expiresAt: Date
         let signerLocked: Bool
         let signerUnlockedUntil: Date?
+        /// The user's nostr public key (hex) and npub: public, shown even while the signer is locked.
+        let pubkey: String
+        let npub: String
     }
 
     @Sendable func session(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let unlocked = auth.session.unlockedUntil.map { $0 > now() } ?? false
+        let unlocked = auth.session.isUnlocked(at: now())
+        let pubkey = try await custody.publicKey(of: auth.user.id)
         return jsonResponse(SessionResponse(
             username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
-            signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil))
+            signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil,
+            pubkey: pubkey.hex, npub: NIP19.npub(pubkey)))
     }
 
     @Sendable func logout(_ request: Request, context: BasicRequestContext) async throws -> Response {
         if let auth = try await sessions.authenticate(request) {
-            try await store.deleteSession(tokenHash: auth.session.tokenHash)
-            events.record(.signedOut, username: auth.user.username)
+            if let everywhere = request.uri.queryParameters.get("everywhere"), ["1", "true"].contains(everywhere) {
+                try await store.deleteSessions(ofUser: auth.user.id)
+                events.record(.signedOut, username: auth.user.username, detail: "everywhere")
+            } else {
+                try await store.deleteSession(tokenHash: auth.session.tokenHash)
+                events.record(.signedOut, username: auth.user.username)
+            }
         }
         return jsonResponse(["signedOut": true], headers: [.setCookie: sessions.clearingCookie])
     }
@@ -64,8 +75,10 @@ struct AccountController: Sendable {
         return jsonResponse(["credentials": list])
     }
 
+    /// Removing a passkey needs an unlocked signer (a stolen session must not lock the owner out),
+    /// and ends every session that passkey started.
     @Sendable func deleteCredential(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        let auth = try await sessions.require(request)
+        let auth = try await sessions.requireUnlocked(request)
         guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
             throw APIError.invalid("credential id is not base64url")
         }

@@ -23,7 +23,15 @@ public func buildApplication(
         try configuration.prepareDataDirectory()
         return try SQLiteStore(path: configuration.sqlitePath)
     }()
-    let router = buildRouter(configuration: configuration, store: store, clock: clock, challenges: challenges, logger: logger)
+    let (masterKey, created) = try MasterKeyFile.load(configuration)
+    if created {
+        logger.notice("created a new master key; back it up: without it no stored nostr key can be opened",
+                      metadata: ["file": "\(configuration.effectiveMasterKeyFile)"])
+    }
+    let vault = try KeyVault(masterKey: masterKey)
+    try await KeyCustody.checkMasterKey(vault, store: store)
+    let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
+                             challenges: challenges, logger: logger)
     return Application(
         router: router,
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob"),
@@ -34,6 +42,7 @@ public func buildApplication(
 public func buildRouter(
     configuration: ServerConfiguration,
     store: any KeyfobStore,
+    vault: KeyVault,
     clock: @escaping @Sendable () -> Date = { Date() },
     challenges: ChallengeGenerator = .live,
     logger: Logger = Logger(label: "keyfob")
@@ -43,9 +52,14 @@ public func buildRouter(
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
     let events = EventLog(logger: logger)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
+    let custody = KeyCustody(store: store, vault: vault, now: clock)
+    let dispatcher = SignerDispatcher(custody: custody, store: store,
+                                      limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock)
     CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: CredentialKeyCache(),
-                       events: events, challenges: challenges, now: clock).addRoutes(to: router)
-    AccountController(store: store, sessions: sessions, events: events, now: clock).addRoutes(to: router)
+                       events: events, challenges: challenges, custody: custody, now: clock).addRoutes(to: router)
+    AccountController(store: store, sessions: sessions, events: events, custody: custody, now: clock).addRoutes(to: router)
+    SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
+                     configuration: configuration, now: clock).addRoutes(to: router)
     router.get("/healthz") { _, _ -> Response in
         do {
             try await store.healthCheck()

@@ -26,6 +26,7 @@ struct CeremonyController: Sendable {
     let keys: CredentialKeyCache
     let events: EventLog
     let challenges: ChallengeGenerator
+    let custody: KeyCustody
     let now: @Sendable () -> Date
 
     var relyingParty: RelyingParty { configuration.relyingParty }
@@ -70,10 +71,12 @@ struct CeremonyController: Sendable {
         if let username {
             try Usernames.validate(username)
             if let existing = try await store.user(named: username) {
-                // Adding a passkey to an account needs that account's session.
+                // Adding a passkey to an account needs that account's session, unlocked: a stolen
+                // session token alone must not be able to add the thief's passkey.
                 guard let auth = try await sessions.authenticate(request), auth.user.id == existing.id else {
                     throw APIError.usernameTaken(username)
                 }
+                guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
                 exclude = try await store.credentials(ofUser: existing.id).map {
                     CredentialDescriptor(id: $0.id, transports: $0.transports)
                 }
@@ -131,6 +134,7 @@ struct CeremonyController: Sendable {
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
                 throw APIError.usernameTaken(username)
             }
+            guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
         }
 
         let verified: VerifiedRegistration
@@ -152,9 +156,15 @@ struct CeremonyController: Sendable {
             aaguid: verified.aaguid, attestationFormat: verified.attestation.format,
             backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created)
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
-        let (token, session) = sessions.create(userID: userID, unlocked: verified.userVerified)
+        // A new account's session is unlocked (its passkey was just proven with UV). A session born
+        // from adding a passkey to an existing account starts locked: the new passkey has proven
+        // nothing about who owns the account until it is used to sign in.
+        let (token, session) = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
+                                               credentialID: verified.credentialID)
+        // Every new account gets its nostr key in the transaction that creates it.
+        let nostrKey = pending.existingUser ? nil : try custody.newKey(for: userID)
         do {
-            try await store.completeRegistration(user: user, createUser: !pending.existingUser,
+            try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
                                                  credential: credential, session: session)
         } catch StoreError.usernameTaken {
             events.record(.registrationFailed, username: username, code: "username_taken")
@@ -240,7 +250,7 @@ struct CeremonyController: Sendable {
             throw APIError(error)
         }
 
-        let (token, session) = sessions.create(userID: user.id, unlocked: verified.userVerified)
+        let (token, session) = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
         do {
             try await store.completeAuthentication(
                 credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
@@ -252,6 +262,10 @@ struct CeremonyController: Sendable {
         if verified.backupState != record.backupState {
             context.logger.info("backup state changed", metadata: ["credential": "\(Base64URL.encode(record.id))",
                                                                    "backedUp": "\(verified.backupState)"])
+        }
+        // Signing in again (e.g. to unlock the signer) replaces the session the request carried.
+        if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
+            try await store.deleteSession(tokenHash: previous.session.tokenHash)
         }
         events.record(.signedIn, username: user.username, detail: "count=\(verified.newSignCount)")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,

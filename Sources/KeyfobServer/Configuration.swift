@@ -30,6 +30,14 @@ public struct ServerConfiguration: Sendable {
     public var algorithms: [COSEAlgorithm] = COSEAlgorithm.serverDefaults
     /// Largest request body accepted, in bytes.
     public var maxBodySize = 64 * 1024
+    /// The master key file; nil means `<data-dir>/master.key`.
+    public var masterKeyFile: String?
+    /// The master key itself (from `KEYFOB_MASTER_KEY`, or tests); beats the file when set.
+    public var masterKey: [UInt8]?
+    /// Signer operations a session may run per minute.
+    public var signRate = 120
+    /// Highest NIP-49 log_n accepted when importing an ncryptsec (scrypt memory is 2^(log_n+10) bytes).
+    public var maxImportLogN: UInt8 = 18
 
     public init() {}
 
@@ -46,6 +54,11 @@ public struct ServerConfiguration: Sendable {
         RelyingParty(id: rpID, name: rpName, origins: effectiveOrigins)
     }
 
+    /// The master key file in force.
+    public var effectiveMasterKeyFile: String {
+        masterKeyFile ?? (dataDirectory as NSString).appendingPathComponent("master.key")
+    }
+
     /// The SQLite path the `database` setting names.
     public var sqlitePath: String {
         if database == ":memory:" { return ":memory:" }
@@ -56,6 +69,7 @@ public struct ServerConfiguration: Sendable {
     /// A setting that cannot work, with what to do about it.
     public struct Invalid: Error, CustomStringConvertible {
         public let description: String
+        public init(description: String) { self.description = description }
     }
 
     /// Checks the settings before anything starts.
@@ -77,6 +91,10 @@ public struct ServerConfiguration: Sendable {
         guard signerUnlockTTL >= 0, signerUnlockTTL <= sessionTTL else {
             throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
         }
+        guard signRate >= 1 else { throw Invalid(description: "--sign-rate must be at least 1 operation a minute") }
+        if let masterKey, masterKey.count != KeyVault.masterKeyLength {
+            throw Invalid(description: "the master key must be 32 bytes (KEYFOB_MASTER_KEY is their base64)")
+        }
         guard !algorithms.isEmpty else { throw Invalid(description: "at least one algorithm must be offered") }
         guard database == "sqlite" || database == ":memory:" || database.hasPrefix("sqlite:") else {
             throw Invalid(description: """
@@ -85,10 +103,16 @@ public struct ServerConfiguration: Sendable {
         }
     }
 
-    /// Creates the data directory if needed and checks it is writable.
+    /// Creates the data directories (database, master key file) if needed and checks they are writable.
     public func prepareDataDirectory() throws(Invalid) {
-        guard sqlitePath != ":memory:" else { return }
-        let directory = (sqlitePath as NSString).deletingLastPathComponent
+        var paths: [String] = []
+        if sqlitePath != ":memory:" { paths.append(sqlitePath) }
+        if masterKey == nil { paths.append(effectiveMasterKeyFile) }
+        for path in paths { try prepareDirectory(of: path) }
+    }
+
+    private func prepareDirectory(of path: String) throws(Invalid) {
+        let directory = (path as NSString).deletingLastPathComponent
         let dir = directory.isEmpty ? "." : directory
         do {
             try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,

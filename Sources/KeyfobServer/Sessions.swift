@@ -20,14 +20,16 @@ struct Sessions: Sendable {
         let viaCookie: Bool
     }
 
-    /// A new session for `userID`; the token is returned once and never stored.
-    func create(userID: String, unlocked: Bool) -> (token: String, record: SessionRecord) {
+    /// A new session for `userID`, started by the ceremony of `credentialID`; the token is
+    /// returned once and never stored.
+    func create(userID: String, unlocked: Bool, credentialID: [UInt8]) -> (token: String, record: SessionRecord) {
         let token = secureRandomBytes(32)
         let created = now()
         let record = SessionRecord(
             tokenHash: sha256(token), userID: userID, createdAt: created,
             expiresAt: created.addingTimeInterval(TimeInterval(configuration.sessionTTL)),
-            unlockedUntil: unlocked ? created.addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)) : nil)
+            unlockedUntil: unlocked ? created.addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)) : nil,
+            credentialID: credentialID)
         return (Base64URL.encode(token), record)
     }
 
@@ -51,6 +53,14 @@ struct Sessions: Sendable {
     /// Like `authenticate`, but a request without a valid session is `unauthorized`.
     func require(_ request: Request) async throws -> Authenticated {
         guard let auth = try await authenticate(request) else { throw APIError.unauthorized }
+        return auth
+    }
+
+    /// Like `require`, but the session's signer must be unlocked too: for signer operations and
+    /// for anything that could hand the account to someone else (DESIGN.md §3).
+    func requireUnlocked(_ request: Request) async throws -> Authenticated {
+        let auth = try await require(request)
+        guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
         return auth
     }
 

@@ -89,13 +89,74 @@ public struct SessionRecord: Sendable, Equatable {
     public var expiresAt: Date
     /// Until when the signer is unlocked (set by a passkey assertion with UV).
     public var unlockedUntil: Date?
+    /// The passkey whose ceremony started this session: removing it ends the session.
+    public var credentialID: [UInt8]?
 
-    public init(tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?) {
+    public init(tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?,
+                credentialID: [UInt8]? = nil) {
         self.tokenHash = tokenHash
         self.userID = userID
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.unlockedUntil = unlockedUntil
+        self.credentialID = credentialID
+    }
+
+    /// Whether the signer is unlocked at `now`.
+    public func isUnlocked(at now: Date) -> Bool { unlockedUntil.map { $0 > now } ?? false }
+}
+
+/// A user's nostr secret key as stored: AES-256-GCM-sealed under a key derived from the
+/// master key, with the user id and `version` as additional data. Never the key itself.
+public struct NostrKeyRecord: Sendable, Equatable {
+    public var userID: String
+    /// The x-only public key, hex (public; kept so `get_public_key` needs no decryption).
+    public var pubkey: String
+    /// Goes up by one each time the key is replaced (import); bound into the ciphertext.
+    public var version: Int
+    public var nonce: [UInt8]
+    /// Ciphertext followed by the 16-byte GCM tag.
+    public var sealed: [UInt8]
+    public var updatedAt: Date
+
+    public init(userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date) {
+        self.userID = userID
+        self.pubkey = pubkey
+        self.version = version
+        self.nonce = nonce
+        self.sealed = sealed
+        self.updatedAt = updatedAt
+    }
+}
+
+/// One signer operation in the audit log: who, through what, what, and how it ended.
+/// Never plaintext, ciphertext, keys or tokens.
+public struct AuditRecord: Sendable, Equatable {
+    /// Assigned by the store; increases with time, so it doubles as the paging cursor.
+    public var id: Int64
+    public var userID: String
+    public var at: Date
+    public var client: String
+    public var transport: String
+    public var method: String
+    public var kind: Int?
+    public var eventID: String?
+    /// `approved`, `rejected` or `failed`.
+    public var outcome: String
+    public var code: String?
+
+    public init(id: Int64 = 0, userID: String, at: Date, client: String, transport: String, method: String,
+                kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil) {
+        self.id = id
+        self.userID = userID
+        self.at = at
+        self.client = client
+        self.transport = transport
+        self.method = method
+        self.kind = kind
+        self.eventID = eventID
+        self.outcome = outcome
+        self.code = code
     }
 }
 

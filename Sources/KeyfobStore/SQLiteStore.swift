@@ -63,6 +63,35 @@ public actor SQLiteStore: KeyfobStore {
         );
         CREATE INDEX sessions_expiry ON sessions(expires_at);
         """,
+        // 2: the signer. Sessions remember the passkey that started them; nostr keys (sealed);
+        // the audit log; a master-key check value.
+        """
+        ALTER TABLE sessions ADD COLUMN credential_id BLOB;
+        CREATE INDEX sessions_user ON sessions(user_id);
+        CREATE INDEX sessions_credential ON sessions(credential_id);
+        CREATE TABLE nostr_keys (
+            user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            pubkey TEXT NOT NULL,
+            version INTEGER NOT NULL,
+            nonce BLOB NOT NULL,
+            sealed BLOB NOT NULL,
+            updated_at REAL NOT NULL
+        );
+        CREATE TABLE audit_log (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            user_id TEXT NOT NULL,
+            at REAL NOT NULL,
+            client TEXT NOT NULL,
+            transport TEXT NOT NULL,
+            method TEXT NOT NULL,
+            kind INTEGER,
+            event_id TEXT,
+            outcome TEXT NOT NULL,
+            code TEXT
+        );
+        CREATE INDEX audit_user ON audit_log(user_id, id);
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -125,6 +154,7 @@ public actor SQLiteStore: KeyfobStore {
                                        [.blob(id), .text(userID)]).first != nil else { return false }
             guard count > 1 else { throw StoreError.conflict }
             try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
+            try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
             return true
         }
     }
@@ -169,12 +199,19 @@ public actor SQLiteStore: KeyfobStore {
 
     public func session(tokenHash: [UInt8], now: Date) throws -> SessionRecord? {
         try connection.query(
-            "SELECT token_hash, user_id, created_at, expires_at, unlocked_until FROM sessions WHERE token_hash = ? AND expires_at > ?",
+            """
+            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id
+            FROM sessions WHERE token_hash = ? AND expires_at > ?
+            """,
             [.blob(tokenHash), .date(now)]
         ).first.map { r in
             SessionRecord(tokenHash: r[0].blob ?? [], userID: r[1].text ?? "", createdAt: r[2].date ?? .distantPast,
-                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date)
+                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date, credentialID: r[5].blob)
         }
+    }
+
+    public func deleteSessions(ofUser userID: String) throws {
+        try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
     }
 
     public func deleteSession(tokenHash: [UInt8]) throws {
@@ -184,14 +221,18 @@ public actor SQLiteStore: KeyfobStore {
     private func insertSession(_ s: SessionRecord) throws {
         try connection.query("DELETE FROM sessions WHERE expires_at < ?", [.date(s.createdAt)])
         try connection.query(
-            "INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until) VALUES (?, ?, ?, ?, ?)",
-            [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil)])
+            """
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """,
+            [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
+             s.credentialID.map(SQLValue.blob) ?? .null])
     }
 
     // MARK: Multi-row writes
 
-    public func completeRegistration(user: UserRecord, createUser: Bool, credential c: CredentialRecord,
-                                     session: SessionRecord) throws {
+    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+                                     credential c: CredentialRecord, session: SessionRecord) throws {
         try connection.transaction {
             if createUser {
                 do {
@@ -199,6 +240,7 @@ public actor SQLiteStore: KeyfobStore {
                                          [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
                 } catch StoreError.conflict { throw StoreError.usernameTaken }
             }
+            if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
             do {
                 try connection.query(
                     "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -218,6 +260,96 @@ public actor SQLiteStore: KeyfobStore {
                 [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
             guard connection.changes == 1 else { throw StoreError.conflict }
             try insertSession(session)
+        }
+    }
+
+    // MARK: Nostr keys
+
+    private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at"
+
+    private func nostrKeyRow(_ r: [SQLValue]) -> NostrKeyRecord {
+        NostrKeyRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", version: Int(r[2].int ?? 0),
+                       nonce: r[3].blob ?? [], sealed: r[4].blob ?? [], updatedAt: r[5].date ?? .distantPast)
+    }
+
+    private func insertNostrKey(_ k: NostrKeyRecord, orIgnore: Bool) throws {
+        try connection.query(
+            "INSERT \(orIgnore ? "OR IGNORE " : "")INTO nostr_keys (\(Self.nostrKeyColumns)) VALUES (?, ?, ?, ?, ?, ?)",
+            [.text(k.userID), .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt)])
+    }
+
+    public func nostrKey(ofUser userID: String) throws -> NostrKeyRecord? {
+        try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = ?", [.text(userID)])
+            .first.map(nostrKeyRow)
+    }
+
+    public func insertNostrKeyIfAbsent(_ record: NostrKeyRecord) throws -> NostrKeyRecord {
+        try connection.transaction {
+            try insertNostrKey(record, orIgnore: true)
+            guard let stored = try nostrKey(ofUser: record.userID) else { throw StoreError.notFound }
+            return stored
+        }
+    }
+
+    public func replaceNostrKey(_ k: NostrKeyRecord, expectedVersion: Int) throws {
+        try connection.query(
+            "UPDATE nostr_keys SET pubkey = ?, version = ?, nonce = ?, sealed = ?, updated_at = ? WHERE user_id = ? AND version = ?",
+            [.text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
+             .text(k.userID), .int(Int64(expectedVersion))])
+        guard connection.changes == 1 else { throw StoreError.conflict }
+    }
+
+    public func allNostrKeys() throws -> [NostrKeyRecord] {
+        try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys ORDER BY user_id").map(nostrKeyRow)
+    }
+
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) throws {
+        try connection.transaction {
+            let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
+            guard count == records.count else { throw StoreError.conflict }
+            for k in records {
+                try connection.query("UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ?",
+                                     [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey)])
+                guard connection.changes == 1 else { throw StoreError.conflict }
+            }
+            try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])
+        }
+    }
+
+    public func masterKeyCheck() throws -> [UInt8]? {
+        try connection.query("SELECT value FROM meta WHERE name = 'master_key_check'").first?.first?.blob
+    }
+
+    public func setMasterKeyCheckIfAbsent(_ value: [UInt8]) throws -> [UInt8] {
+        try connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(value)])
+        return try masterKeyCheck() ?? value
+    }
+
+    // MARK: Audit log
+
+    @discardableResult
+    public func appendAudit(_ e: AuditRecord) throws -> Int64 {
+        try connection.query(
+            """
+            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """,
+            [.text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
+             e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
+             e.code.map(SQLValue.text) ?? .null]
+        ).first?.first?.int ?? 0
+    }
+
+    public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) throws -> [AuditRecord] {
+        try connection.query(
+            """
+            SELECT id, user_id, at, client, transport, method, kind, event_id, outcome, code FROM audit_log
+            WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?
+            """, [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]
+        ).map { r in
+            AuditRecord(id: r[0].int ?? 0, userID: r[1].text ?? "", at: r[2].date ?? .distantPast, client: r[3].text ?? "",
+                        transport: r[4].text ?? "", method: r[5].text ?? "", kind: r[6].int.map { Int($0) },
+                        eventID: r[7].text, outcome: r[8].text ?? "", code: r[9].text)
         }
     }
 

@@ -12,7 +12,8 @@ public protocol UserStore: Sendable {
 public protocol CredentialStore: Sendable {
     func credential(id: [UInt8]) async throws -> CredentialRecord?
     func credentials(ofUser userID: String) async throws -> [CredentialRecord]
-    /// Removes one of the user's passkeys, never the last one. Returns false when not found.
+    /// Removes one of the user's passkeys, never the last one, and ends the sessions its
+    /// ceremonies started, in one transaction. Returns false when not found.
     func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool
     func countUsersAndCredentials() async throws -> (users: Int, credentials: Int)
 }
@@ -30,14 +31,43 @@ public protocol ChallengeStore: Sendable {
 public protocol SessionStore: Sendable {
     func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord?
     func deleteSession(tokenHash: [UInt8]) async throws
+    /// Ends every session of the user (sign out everywhere).
+    func deleteSessions(ofUser userID: String) async throws
+}
+
+/// Nostr keys in custody (sealed; the store never sees a key in the clear).
+public protocol NostrKeyStore: Sendable {
+    func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord?
+    /// Stores `record` unless the user has a key already; returns the key now stored.
+    func insertNostrKeyIfAbsent(_ record: NostrKeyRecord) async throws -> NostrKeyRecord
+    /// Replaces the user's key when the stored version is `expectedVersion`; `conflict` otherwise.
+    func replaceNostrKey(_ record: NostrKeyRecord, expectedVersion: Int) async throws
+    func allNostrKeys() async throws -> [NostrKeyRecord]
+    /// Master-key rotation: writes every re-sealed key and the new check value in one transaction.
+    /// `conflict` (and nothing written) when a key changed or appeared since `records` were read.
+    func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws
+    /// A value that proves which master key sealed the keys (not the key itself).
+    func masterKeyCheck() async throws -> [UInt8]?
+    /// Sets the check value unless one is stored; returns the one now stored.
+    func setMasterKeyCheckIfAbsent(_ value: [UInt8]) async throws -> [UInt8]
+}
+
+/// The signer's audit log.
+public protocol AuditStore: Sendable {
+    /// Appends an entry; returns its id.
+    @discardableResult
+    func appendAudit(_ entry: AuditRecord) async throws -> Int64
+    /// The user's entries with id below `before` (all when nil), newest first.
+    func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord]
 }
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
-public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore {
-    /// Creates the user (when `createUser`), the credential and the session in one transaction.
-    /// Throws `usernameTaken` or `credentialExists` and writes nothing in that case.
-    func completeRegistration(user: UserRecord, createUser: Bool, credential: CredentialRecord,
-                              session: SessionRecord) async throws
+public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore {
+    /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
+    /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
+    /// nothing in that case.
+    func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+                              credential: CredentialRecord, session: SessionRecord) async throws
 
     /// Compare-and-swap of the sign counter (`expectedSignCount` → `newSignCount`), the backup
     /// state and last use, plus the new session, in one transaction. Throws `conflict` when the

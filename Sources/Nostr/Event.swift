@@ -122,7 +122,11 @@ public struct Event: Sendable, Equatable {
 
     /// Parses a signed event from JSON, checking every field's type and range (not the signature).
     public static func parse(json: [UInt8]) throws(NostrError) -> Event {
-        let object = try EventFields.object(json)
+        try parse(object: EventFields.object(json))
+    }
+
+    /// Parses a signed event from an already decoded JSON object (not the signature).
+    public static func parse(object: [String: Any]) throws(NostrError) -> Event {
         let fields = try EventFields(object, requireSigned: true)
         guard let id = fields.id, let pubkey = fields.pubkey, let sig = fields.sig else {
             throw .content("a signed event needs id, pubkey and sig")

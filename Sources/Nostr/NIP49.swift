@@ -29,13 +29,17 @@ public enum NIP49 {
     }
 
     /// Decrypts an ncryptsec; a wrong password or any tampering is `decrypt_failed`.
-    public static func decrypt(_ ncryptsec: String, password: String) throws(NostrError) -> SecretKey {
+    /// `maxLogN` caps scrypt's cost: memory is 2^(log_n + 10) bytes (log_n 20 = 1 GiB), so a server
+    /// decrypting what strangers send sets it lower.
+    public static func decrypt(_ ncryptsec: String, password: String, maxLogN: UInt8 = 20) throws(NostrError) -> SecretKey {
         guard let (hrp, data) = Bech32.decode(ncryptsec), hrp == "ncryptsec", data.count == 91 else {
             throw .content("not an ncryptsec string")
         }
         guard data[0] == 0x02 else { throw .content("ncryptsec version \(data[0]) is not supported") }
         let logN = data[1]
-        guard logN <= 20 else { throw .content("ncryptsec asks for too much memory (log_n \(logN) > 20)") }
+        guard logN <= min(maxLogN, 20) else {
+            throw .content("ncryptsec asks for too much memory (log_n \(logN) > \(min(maxLogN, 20))); re-encrypt it with a lower log_n")
+        }
         let salt = Array(data[2..<18]), nonce = Array(data[18..<42]), security = data[42]
         var pw = normalize(password)
         defer { wipe(&pw) }

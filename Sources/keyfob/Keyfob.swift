@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Hummingbird
 import KeyfobServer
+import KeyfobStore
 import Logging
 import WebAuthn
 
@@ -10,7 +11,7 @@ struct Keyfob: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
-        subcommands: [Serve.self])
+        subcommands: [Serve.self, RotateMasterKey.self])
 }
 
 /// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
@@ -54,6 +55,10 @@ struct Serve: AsyncParsableCommand {
     var publicDir: String?
     @Option(name: .customLong("user-verification"), help: "required or preferred. (env: KEYFOB_USER_VERIFICATION; default required)")
     var userVerification: String?
+    @Option(name: .customLong("master-key-file"), help: "File of 32 random bytes that seals every stored nostr key; created with mode 0600 on first start, refused if group or others can read it. Back it up. (env: KEYFOB_MASTER_KEY_FILE; default <data-dir>/master.key; KEYFOB_MASTER_KEY=<base64> gives the key itself instead)")
+    var masterKeyFile: String?
+    @Option(name: .customLong("sign-rate"), help: "Signer operations a session may run per minute. (env: KEYFOB_SIGN_RATE; default 120)")
+    var signRate: Int?
 
     func run() async throws {
         let settings: ServerConfiguration
@@ -68,7 +73,13 @@ struct Serve: AsyncParsableCommand {
         }
         var logger = Logger(label: "keyfob")
         logger.logLevel = .info
-        let app = try await buildApplication(configuration: settings, logger: logger)
+        let app: any ApplicationProtocol
+        do {
+            app = try await buildApplication(configuration: settings, logger: logger)
+        } catch let error as ServerConfiguration.Invalid {
+            FileHandle.standardError.write(Data("keyfob serve: \(error.description)\n".utf8))
+            throw ExitCode.failure
+        }
         logger.info("keyfob serving", metadata: [
             "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
             "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.sqlitePath)",
@@ -120,11 +131,80 @@ struct Serve: AsyncParsableCommand {
         c.admins = list(admins, "KEYFOB_ADMINS", "admin") ?? []
         c.trustedProxies = list(trustedProxies, "KEYFOB_TRUSTED_PROXIES", "trusted-proxy") ?? []
         c.publicDirectory = string(publicDir, "KEYFOB_PUBLIC_DIR", "public-dir") ?? c.publicDirectory
+        c.masterKeyFile = string(masterKeyFile, "KEYFOB_MASTER_KEY_FILE", "master-key-file")
+        if let base64 = env["KEYFOB_MASTER_KEY"] { c.masterKey = try MasterKeyFile.decode(base64: base64) }
+        c.signRate = try int(signRate, "KEYFOB_SIGN_RATE", "sign-rate") ?? c.signRate
         switch string(userVerification, "KEYFOB_USER_VERIFICATION", "user-verification") ?? "required" {
         case "required": c.requireUserVerification = true
         case "preferred": c.requireUserVerification = false
         case let other: throw ValidationError("user verification \"\(other)\" must be required or preferred")
         }
         return c
+    }
+}
+
+/// `keyfob rotate-master-key`: re-seals every stored nostr key under a new master key.
+struct RotateMasterKey: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "rotate-master-key",
+        abstract: "Re-seal every stored nostr key under a new master key, in one transaction.",
+        discussion: """
+            Stop the server first. The new key is written to <master-key-file>.new (mode 0600), the database \
+            is re-sealed in one transaction, then the new file replaces the old one. If this is interrupted \
+            after the database changed, start-up says so: move master.key.new over master.key. \
+            With KEYFOB_MASTER_KEY the new key is written to --new-master-key-file and you update the variable.
+            """)
+
+    @Option(name: .customLong("data-dir"), help: "Folder of the database and key file. (env: KEYFOB_DATA_DIR; default ./data)")
+    var dataDir: String?
+    @Option(help: "Storage: sqlite or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    var database: String?
+    @Option(name: .customLong("master-key-file"), help: "The current master key file. (env: KEYFOB_MASTER_KEY_FILE; default <data-dir>/master.key)")
+    var masterKeyFile: String?
+    @Option(name: .customLong("new-master-key-file"), help: "Where to write the new key (required with KEYFOB_MASTER_KEY; default <master-key-file>.new, then renamed over the old file).")
+    var newMasterKeyFile: String?
+
+    func run() async throws {
+        let env = ProcessInfo.processInfo.environment
+        var c = ServerConfiguration()
+        c.dataDirectory = dataDir ?? env["KEYFOB_DATA_DIR"] ?? c.dataDirectory
+        c.database = database ?? env["KEYFOB_DATABASE"] ?? c.database
+        c.masterKeyFile = masterKeyFile ?? env["KEYFOB_MASTER_KEY_FILE"]
+        do throws(any Error) {
+            if let base64 = env["KEYFOB_MASTER_KEY"] {
+                c.masterKey = try MasterKeyFile.decode(base64: base64)
+                guard newMasterKeyFile != nil else {
+                    throw ServerConfiguration.Invalid(description: "with KEYFOB_MASTER_KEY, name where the new key goes: --new-master-key-file PATH")
+                }
+            } else if !FileManager.default.fileExists(atPath: c.effectiveMasterKeyFile) {
+                throw ServerConfiguration.Invalid(description: "no master key file at \(c.effectiveMasterKeyFile) (set --master-key-file or --data-dir)")
+            }
+            try c.validate()
+            let (oldKey, _) = try MasterKeyFile.load(c)
+            let store = try SQLiteStore(path: c.sqlitePath)
+            let newPath = newMasterKeyFile ?? c.effectiveMasterKeyFile + ".new"
+            guard !FileManager.default.fileExists(atPath: newPath) else {
+                throw ServerConfiguration.Invalid(description: "\(newPath) exists already (left by an earlier rotation?); move it away first")
+            }
+            let newKey = try MasterKeyFile.create(at: newPath)
+            let count: Int
+            do {
+                count = try await MasterKeyRotation.rotate(store: store, from: KeyVault(masterKey: oldKey), to: KeyVault(masterKey: newKey))
+            } catch {
+                unlink(newPath)
+                throw error
+            }
+            if c.masterKey == nil && newMasterKeyFile == nil {
+                guard rename(newPath, c.effectiveMasterKeyFile) == 0 else {
+                    throw ServerConfiguration.Invalid(description: "re-sealed \(count) keys, but could not move \(newPath) over \(c.effectiveMasterKeyFile): do it by hand before starting the server")
+                }
+                print("re-sealed \(count) nostr keys; \(c.effectiveMasterKeyFile) holds the new master key (back it up)")
+            } else {
+                print("re-sealed \(count) nostr keys; the new master key is in \(newPath): set KEYFOB_MASTER_KEY=$(base64 -w0 \(newPath)) or point --master-key-file at it")
+            }
+        } catch {
+            FileHandle.standardError.write(Data("keyfob rotate-master-key: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
     }
 }

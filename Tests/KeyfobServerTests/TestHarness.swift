@@ -22,6 +22,7 @@ struct Harness {
     let configuration: ServerConfiguration
     let store: SQLiteStore
     let clock = TestClock()
+    let vault: KeyVault
 
     init(_ edit: (inout ServerConfiguration) -> Void = { _ in }) throws {
         var c = ServerConfiguration()
@@ -31,11 +32,12 @@ struct Harness {
         edit(&c)
         configuration = c
         store = try SQLiteStore(path: ":memory:")
+        vault = try KeyVault(masterKey: c.masterKey ?? secureRandomBytes(32))
     }
 
     func run(_ test: @escaping @Sendable (Client) async throws -> Void) async throws {
         let clock = self.clock
-        let router = buildRouter(configuration: configuration, store: store, clock: { clock.now })
+        let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now })
         let app = Application(router: router)
         try await app.test(.router) { client in try await test(Client(raw: client, harness: self)) }
     }

@@ -35,7 +35,7 @@ import Testing
     func registrationWritesUserCredentialAndSessionTogether(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         #expect(try await store.user(named: "ALICE") == alice)  // usernames are case-insensitive
         #expect(try await store.credential(id: [1, 1])?.transports == ["internal", "hybrid"])
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.userID == alice.id)
@@ -46,16 +46,16 @@ import Testing
     func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         // Same username, new user: nothing of it may remain.
         var other = user("Alice"); other.id = "id-other"
         await #expect(throws: StoreError.usernameTaken) {
-            try await store.completeRegistration(user: other, createUser: true, credential: credential(2, of: other), session: session(2, of: other))
+            try await store.completeRegistration(user: other, createUser: true, nostrKey: nil, credential: credential(2, of: other), session: session(2, of: other))
         }
         // A credential id registers once; the new user is rolled back with it.
         let bob = user("bob")
         await #expect(throws: StoreError.credentialExists) {
-            try await store.completeRegistration(user: bob, createUser: true, credential: credential(1, of: bob), session: session(3, of: bob))
+            try await store.completeRegistration(user: bob, createUser: true, nostrKey: nil, credential: credential(1, of: bob), session: session(3, of: bob))
         }
         #expect(try await store.user(named: "bob") == nil)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
@@ -85,7 +85,7 @@ import Testing
     func theCounterIsACompareAndSwap(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
         try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
                                                usedAt: t0 + 10, session: session(2, of: alice))
         // A second assertion that read the old counter loses, and writes no session.
@@ -102,7 +102,7 @@ import Testing
     func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
         let hash = [UInt8](repeating: 1, count: 32)
         #expect(try await store.session(tokenHash: hash, now: t0 + 59) != nil)
         #expect(try await store.session(tokenHash: hash, now: t0 + 61) == nil)
@@ -114,9 +114,9 @@ import Testing
     func theLastPasskeyCannotBeRemoved(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         await #expect(throws: StoreError.conflict) { _ = try await store.deleteCredential(id: [1, 1], ofUser: alice.id) }
-        try await store.completeRegistration(user: alice, createUser: false, credential: credential(2, of: alice), session: session(2, of: alice))
+        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
         #expect(try await store.deleteCredential(id: [9, 9], ofUser: alice.id) == false)
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: "id-mallory") == false)
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
@@ -126,7 +126,7 @@ import Testing
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
         let (store, path) = try Self.make(.file)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         let reopened = try SQLiteStore(path: path!)  // migrations run again and change nothing
         #expect(try await reopened.user(named: "alice") == alice)
         #expect(FileManager.default.fileExists(atPath: path! + "-wal"))

@@ -1,10 +1,9 @@
 import Foundation
 
-/// The shared nostr vectors (`../shared/vectors/nostr/`).
+/// The nostr vectors in `Tests/Vectors/nostr/` (public sources; see its README).
 enum NostrVectors {
     static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/vectors/nostr")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Vectors/nostr")
 
     static func json(_ name: String) throws -> [String: Any] {
         try JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent(name))) as! [String: Any]

@@ -1,10 +1,9 @@
 import Foundation
 
-/// Loads the shared test vectors (`../shared/vectors/` beside the repository).
+/// Loads the test vectors in `Tests/Vectors/` (public sources; see the README in each folder).
 enum Vectors {
     static let root = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/vectors")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Vectors")
 
     static func files(_ folder: String) -> [String] {
         let dir = root.appendingPathComponent(folder)

@@ -1,0 +1,112 @@
+import COpenSSL
+import Foundation
+import KeyfobStore
+import Nostr
+
+/// Nostr keys in custody (DESIGN.md §4.1): made, sealed, opened for one operation and wiped.
+/// Nothing here checks the lock; callers do (the dispatcher, the key endpoints).
+struct KeyCustody: Sendable {
+    let store: any KeyfobStore
+    let vault: KeyVault
+    let now: @Sendable () -> Date
+
+    /// A fresh sealed key for a new account (stored with the account, in its transaction).
+    func newKey(for userID: String) throws -> NostrKeyRecord {
+        try seal(SecretKey.generate(), userID: userID, version: 1)
+    }
+
+    func seal(_ key: SecretKey, userID: String, version: Int) throws -> NostrKeyRecord {
+        let (nonce, sealed) = try key.withUnsafeSecretBytes { try vault.seal($0, userID: userID, version: version) }
+        return NostrKeyRecord(userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
+                              updatedAt: now())
+    }
+
+    /// The user's stored key; accounts made before the signer existed get one on first use.
+    func record(for userID: String) async throws -> NostrKeyRecord {
+        if let record = try await store.nostrKey(ofUser: userID) { return record }
+        // Two first uses at once: the store keeps one and both get that one.
+        let fresh = try newKey(for: userID)
+        return try await store.insertNostrKeyIfAbsent(fresh)
+    }
+
+    func publicKey(of userID: String) async throws -> PublicKey {
+        try await PublicKey(hex: record(for: userID).pubkey)
+    }
+
+    /// Opens the user's key for `body` alone; the decrypted bytes are wiped before this returns
+    /// and the `SecretKey` wipes its own copy when released.
+    func withSecretKey<R>(of userID: String, _ body: (SecretKey) throws -> R) async throws -> R {
+        let record = try await record(for: userID)
+        let key = try open(record)
+        return try body(key)
+    }
+
+    func open(_ record: NostrKeyRecord) throws -> SecretKey {
+        guard var secret = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+                                      version: record.version) else {
+            throw APIError("internal_error", "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
+                           status: .internalServerError)
+        }
+        defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+        let key = try SecretKey(bytes: secret)
+        guard key.publicKey.hex == record.pubkey else {
+            throw APIError("internal_error", "the stored key does not match its public key", status: .internalServerError)
+        }
+        return key
+    }
+
+    /// Replaces the user's key (import). The version goes up, so an old sealed copy cannot be put back.
+    func replace(userID: String, with key: SecretKey) async throws -> NostrKeyRecord {
+        let current = try await record(for: userID)
+        let next = try seal(key, userID: userID, version: current.version + 1)
+        do {
+            try await store.replaceNostrKey(next, expectedVersion: current.version)
+        } catch StoreError.conflict {
+            throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+        }
+        return next
+    }
+
+    /// Checks that this master key is the one that sealed the stored keys (recording it on first start).
+    static func checkMasterKey(_ vault: KeyVault, store: any KeyfobStore) async throws(ServerConfiguration.Invalid) {
+        let stored: [UInt8]
+        do { stored = try await store.setMasterKeyCheckIfAbsent(vault.checkValue) } catch {
+            throw .init(description: "cannot read the database to check the master key: \(error)")
+        }
+        guard stored == vault.checkValue else {
+            throw .init(description: """
+                this master key is not the one that sealed the nostr keys in this database; \
+                start with the original --master-key-file or KEYFOB_MASTER_KEY \
+                (after an interrupted rotate-master-key, the new key is in master.key.new)
+                """)
+        }
+    }
+}
+
+/// `keyfob rotate-master-key`: every stored key opened with the old master key and sealed
+/// again under the new one, written with the new check value in one transaction.
+public enum MasterKeyRotation {
+    /// Returns how many keys were re-sealed. Nothing is written unless every key opens.
+    public static func rotate(store: any KeyfobStore, from old: KeyVault, to new: KeyVault) async throws -> Int {
+        try await KeyCustody.checkMasterKey(old, store: store)
+        let records = try await store.allNostrKeys()
+        var resealed: [NostrKeyRecord] = []
+        resealed.reserveCapacity(records.count)
+        for record in records {
+            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+                                        version: record.version) else {
+                throw KeyVaultError("the key of user \(record.userID) does not open with the current master key; nothing was changed")
+            }
+            defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            var next = record
+            (next.nonce, next.sealed) = try new.seal(secret, userID: record.userID, version: record.version)
+            resealed.append(next)
+        }
+        do {
+            try await store.rewrapNostrKeys(resealed, masterKeyCheck: new.checkValue)
+        } catch StoreError.conflict {
+            throw KeyVaultError("keys changed while rotating (is a server still running on this database?); nothing was changed, try again with the server stopped")
+        }
+        return resealed.count
+    }
+}

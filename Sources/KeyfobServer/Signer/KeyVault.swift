@@ -1,0 +1,104 @@
+import COpenSSL
+import Foundation
+
+/// The master key at work (DESIGN.md §4.1): a key-encryption key derived from it with
+/// HKDF-SHA256, and AES-256-GCM sealing of nostr keys bound to their user and key version.
+/// The master key itself is not kept; the derived keys are wiped when the vault goes away.
+public final class KeyVault: @unchecked Sendable {
+    /// Written once in `init`, wiped in `deinit`; read-only in between.
+    private var keyEncryptionKey: [UInt8]
+    /// Identifies the master key without revealing it (a second HKDF output).
+    public let checkValue: [UInt8]
+
+    public static let masterKeyLength = 32
+
+    public init(masterKey: [UInt8]) throws(KeyVaultError) {
+        guard masterKey.count == Self.masterKeyLength else {
+            throw KeyVaultError("the master key must be \(Self.masterKeyLength) bytes, not \(masterKey.count)")
+        }
+        keyEncryptionKey = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob nostr-key kek v1".utf8))
+        checkValue = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob master-key check v1".utf8))
+    }
+
+    deinit {
+        keyEncryptionKey.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+    }
+
+    /// What the ciphertext is bound to: moving a sealed key to another user or version fails to open.
+    static func associatedData(userID: String, version: Int) -> [UInt8] {
+        Array("keyfob:nostr-key:\(version):\(userID)".utf8)
+    }
+
+    /// Seals `secret` with a fresh random 12-byte nonce. Returns the nonce and ciphertext + 16-byte tag.
+    func seal(_ secret: [UInt8], userID: String, version: Int) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
+        var nonce = [UInt8](repeating: 0, count: 12)
+        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        let sealed = try Self.gcm(encrypt: true, key: keyEncryptionKey, nonce: nonce,
+                                  aad: Self.associatedData(userID: userID, version: version), input: secret)
+        return (nonce, sealed)
+    }
+
+    /// Opens a sealed key; nil when the master key, user, version or bytes do not match.
+    /// The caller wipes the result.
+    func open(nonce: [UInt8], sealed: [UInt8], userID: String, version: Int) -> [UInt8]? {
+        guard nonce.count == 12, sealed.count >= 16 else { return nil }
+        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce,
+                             aad: Self.associatedData(userID: userID, version: version), input: sealed)
+    }
+
+    // MARK: OpenSSL
+
+    /// HKDF-SHA256 (RFC 5869) through OpenSSL's KDF, 32 bytes out.
+    static func hkdf(key: [UInt8], salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "HKDF", nil) else { throw KeyVaultError("HKDF is unavailable") }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var out = [UInt8](repeating: 0, count: length)
+        var outLength = length
+        guard EVP_PKEY_derive_init(ctx) == 1,
+              EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
+              EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
+              EVP_PKEY_CTX_set1_hkdf_key(ctx, key, Int32(key.count)) == 1,
+              EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
+              EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length else {
+            ERR_clear_error()
+            throw KeyVaultError("HKDF failed")
+        }
+        return out
+    }
+
+    /// AES-256-GCM with a 12-byte nonce and a 16-byte tag appended to the ciphertext.
+    static func gcm(encrypt: Bool, key: [UInt8], nonce: [UInt8], aad: [UInt8], input: [UInt8]) throws(KeyVaultError) -> [UInt8] {
+        guard let ctx = EVP_CIPHER_CTX_new() else { throw KeyVaultError("cipher context allocation failed") }
+        defer { EVP_CIPHER_CTX_free(ctx) }
+        let body = encrypt ? input : Array(input.dropLast(16))
+        var tag = encrypt ? [UInt8](repeating: 0, count: 16) : Array(input.suffix(16))
+        var out = [UInt8](repeating: 0, count: body.count + 16)
+        var length: Int32 = 0, finalLength: Int32 = 0
+        let ok: Bool = out.withUnsafeMutableBufferPointer { buffer in
+            guard EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nil, key, nonce, encrypt ? 1 : 0) == 1,
+                  EVP_CipherUpdate(ctx, nil, &length, aad, Int32(aad.count)) == 1,
+                  EVP_CipherUpdate(ctx, buffer.baseAddress, &length, body, Int32(body.count)) == 1 else { return false }
+            if !encrypt {
+                guard EVP_CIPHER_CTX_ctrl(ctx, KF_EVP_CTRL_GCM_SET_TAG, 16, &tag) == 1 else { return false }
+            }
+            // Decrypting, Final fails when the tag does not match: nothing unauthenticated comes out.
+            guard EVP_CipherFinal_ex(ctx, buffer.baseAddress! + Int(length), &finalLength) == 1 else { return false }
+            if encrypt {
+                guard EVP_CIPHER_CTX_ctrl(ctx, KF_EVP_CTRL_GCM_GET_TAG, 16, &tag) == 1 else { return false }
+            }
+            return true
+        }
+        guard ok else {
+            ERR_clear_error()
+            out.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+            throw KeyVaultError(encrypt ? "sealing failed" : "the sealed key does not open with this master key")
+        }
+        out.removeLast(out.count - Int(length + finalLength))
+        return encrypt ? out + tag : out
+    }
+}
+
+public struct KeyVaultError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,213 @@
+import COpenSSL
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import NIOConcurrencyHelpers
+import NIOPosix
+import Nostr
+
+/// The signer over REST (DESIGN.md §4.1–§4.3, §4.6): the seven methods for the user's own
+/// signed-in app, key import and export, and the audit history.
+struct SignerController: Sendable {
+    let sessions: Sessions
+    let dispatcher: SignerDispatcher
+    let custody: KeyCustody
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let now: @Sendable () -> Date
+    /// scrypt (NIP-49) takes 64–256 MiB a call: at most this many run at once.
+    let scryptSlots = ScryptSlots(limit: 2)
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.post("/api/signer/key/export", use: exportKey)
+        router.get("/api/signer/history", use: history)
+        router.post("/api/signer/:method", use: method)
+    }
+
+    // MARK: Methods
+
+    @Sendable func method(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let name = context.parameters.get("method") ?? ""
+        if name == "key" { return try await importKey(request, context: context) }
+        guard let method = SignerMethod(rawValue: name) else {
+            throw APIError("unsupported_type", "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
+                           status: .notFound)
+        }
+        let caller = try await unlockedCaller(request)
+        let body = try await jsonObjectBody(request)
+        let id = try echoedID(body)
+        let call: SignerCall
+        do {
+            call = try SignerCall.parse(method: method, body: body, now: now())
+        } catch {
+            await dispatcher.audit(caller, method: method.rawValue, outcome: "failed", code: error.code)
+            throw error
+        }
+        let result = try await dispatcher.run(call, for: caller)
+
+        var reply: [String: Any] = ["result": result.result]
+        if let id { reply["id"] = id }
+        switch method {
+        case .getPublicKey:
+            reply["pubkey"] = result.pubkey.hex
+            reply["npub"] = NIP19.npub(result.pubkey)
+        case .signEvent, .decryptZapEvent:
+            if let event = result.event { reply["event"] = Self.eventObject(event) }
+        default: break
+        }
+        return jsonObjectResponse(reply)
+    }
+
+    /// A session whose signer is unlocked, as the dispatcher's caller. A locked one is audited.
+    func unlockedCaller(_ request: Request) async throws -> SignerCaller {
+        let auth = try await sessions.require(request)
+        let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
+                                  limitKey: Hex.encode(auth.session.tokenHash))
+        guard auth.session.isUnlocked(at: now()) else {
+            await dispatcher.audit(caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
+                                   outcome: "failed", code: "signer_locked")
+            throw APIError.signerLocked
+        }
+        return caller
+    }
+
+    func jsonObjectBody(_ request: Request) async throws -> [String: Any] {
+        let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
+        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        guard !bytes.isEmpty else { return [:] }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            throw APIError.invalid("request body must be a JSON object")
+        }
+        return object
+    }
+
+    /// `id`, when sent, is echoed back; it must be a string (NIP-46 and NIP-155 ids are).
+    func echoedID(_ body: [String: Any]) throws -> String? {
+        guard let raw = body["id"], !(raw is NSNull) else { return nil }
+        guard let id = raw as? String, id.utf8.count <= 256 else {
+            throw APIError.invalid("id must be a string of at most 256 bytes")
+        }
+        return id
+    }
+
+    /// A signed event as a JSON object in NIP-01's field names.
+    static func eventObject(_ event: Event) -> [String: Any] {
+        ["id": Hex.encode(event.id), "pubkey": event.pubkey.hex, "created_at": event.createdAt, "kind": event.kind,
+         "tags": event.tags, "content": event.content, "sig": Hex.encode(event.sig)]
+    }
+
+    // MARK: Import and export
+
+    @Sendable func importKey(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let caller = try await unlockedCaller(request)
+        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
+        let body = try await jsonObjectBody(request)
+        let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
+        guard given.count == 1, let value = body[given[0]] as? String else {
+            throw APIError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
+        }
+        let key: SecretKey
+        do {
+            switch given[0] {
+            case "nsec":
+                guard case .nsec(var bytes) = try NIP19.decode(value) else {
+                    throw APIError("invalid_content", "nsec must be an nsec1… string")
+                }
+                defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+                key = try SecretKey(bytes: bytes)
+            case "secret":
+                key = try SecretKey(hex: value)
+            default:
+                guard let password = body["password"] as? String, !password.isEmpty else {
+                    throw APIError.invalid("an ncryptsec needs its password")
+                }
+                key = try await scryptSlots.run {
+                    try NIP49.decrypt(value, password: password, maxLogN: configuration.maxImportLogN)
+                }
+            }
+        } catch let error as NostrError {
+            let apiError = error.code == .invalidRequest ? APIError("invalid_content", "not a valid secret key") : APIError(error)
+            await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: apiError.code)
+            throw apiError
+        } catch let error as APIError {
+            await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
+            throw error
+        }
+        let record = try await custody.replace(userID: caller.userID, with: key)
+        await dispatcher.audit(caller, method: "import_key", outcome: "approved")
+        let pubkey = try PublicKey(hex: record.pubkey)
+        return jsonObjectResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
+    }
+
+    @Sendable func exportKey(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let caller = try await unlockedCaller(request)
+        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
+        let body = try await jsonObjectBody(request)
+        guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
+            throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
+        }
+        let key = try await custody.open(custody.record(for: caller.userID))
+        let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
+        await dispatcher.audit(caller, method: "export_key", outcome: "approved")
+        return jsonObjectResponse(["ncryptsec": ncryptsec])
+    }
+
+    // MARK: History
+
+    @Sendable func history(_ request: Request, context: BasicRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let query = request.uri.queryParameters
+        var before: Int64?
+        if let text = query.get("before"), !text.isEmpty {
+            guard let value = Int64(text), value > 0 else { throw APIError.invalid("before must be a cursor from a previous page") }
+            before = value
+        }
+        var limit = 50
+        if let text = query.get("limit") {
+            guard let value = Int(text), (1...200).contains(value) else { throw APIError.invalid("limit must be 1 to 200") }
+            limit = value
+        }
+        let entries = try await store.auditEntries(ofUser: auth.user.id, before: before, limit: limit)
+        let formatter = ISO8601DateFormatter()
+        let list: [[String: Any]] = entries.map { e in
+            var item: [String: Any] = ["id": String(e.id), "at": formatter.string(from: e.at), "client": e.client,
+                                       "transport": e.transport, "method": e.method, "outcome": e.outcome]
+            if let kind = e.kind { item["kind"] = kind }
+            if let eventID = e.eventID { item["eventId"] = eventID }
+            if let code = e.code { item["code"] = code }
+            return item
+        }
+        var reply: [String: Any] = ["entries": list]
+        reply["next"] = entries.count == limit ? entries.last.map { String($0.id) } : nil
+        return jsonObjectResponse(reply)
+    }
+}
+
+/// A JSON response from a dictionary (for bodies that hold nostr events as objects).
+func jsonObjectResponse(_ object: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
+    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+        ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8)
+    return Response(status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+}
+
+/// Bounds how many scrypt computations (64–256 MiB and a few hundred ms each) run at once, on
+/// NIO's thread pool so they never block the request threads; the rest get `rate_limited`.
+final class ScryptSlots: Sendable {
+    private let inUse = NIOLockedValueBox(0)
+    let limit: Int
+
+    init(limit: Int) { self.limit = limit }
+
+    func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+        let taken = inUse.withLockedValue { count -> Bool in
+            guard count < limit else { return false }
+            count += 1
+            return true
+        }
+        guard taken else { throw APIError.rateLimited(retryAfter: 2) }
+        defer { inUse.withLockedValue { $0 -= 1 } }
+        return try await NIOThreadPool.singleton.runIfActive(body)
+    }
+}

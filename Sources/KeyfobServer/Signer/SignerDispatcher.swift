@@ -1,0 +1,120 @@
+import Foundation
+import HTTPTypes
+import KeyfobStore
+import Logging
+import Nostr
+
+/// Who asks the signer, through what: the key of limits and the name in the audit log.
+struct SignerCaller: Sendable {
+    let userID: String
+    let username: String
+    /// `api` for the user's own signed-in app; a callback's host or scheme for redirect flows.
+    let client: String
+    /// `rest`, `redirect`, `nip07`, `nip46`.
+    let transport: String
+    /// What the rate limit counts against (the session).
+    let limitKey: String
+}
+
+/// What a signer operation produced.
+struct SignerResult: Sendable {
+    /// The method's result: a signature, a ciphertext, a plaintext, a pubkey, or the zap note's JSON.
+    let result: String
+    /// The signed event (sign_event) or the decrypted zap note (decrypt_zap_event).
+    let event: Event?
+    let pubkey: PublicKey
+}
+
+/// The one path every transport's signer operations take: limit, open the key, run, audit.
+/// The caller has already checked the session and the lock.
+struct SignerDispatcher: Sendable {
+    let custody: KeyCustody
+    let store: any KeyfobStore
+    let limiter: RateLimiter
+    let logger: Logger
+    let now: @Sendable () -> Date
+
+    func run(_ call: SignerCall, for caller: SignerCaller) async throws -> SignerResult {
+        if let retry = limiter.take(caller.limitKey, now: now()) {
+            logger.notice("signer.rate_limited", metadata: ["user": "\(caller.username)", "client": "\(caller.client)"])
+            throw APIError.rateLimited(retryAfter: retry)
+        }
+        do {
+            let result = try await perform(call, userID: caller.userID)
+            await audit(caller, method: call.method.rawValue, kind: call.kind,
+                        eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved")
+            return result
+        } catch {
+            let apiError = error as? APIError ?? APIError("internal_error", "the signer failed", status: .internalServerError)
+            await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
+            throw apiError
+        }
+    }
+
+    private func perform(_ call: SignerCall, userID: String) async throws -> SignerResult {
+        switch call {
+        case .getPublicKey:
+            let pubkey = try await custody.publicKey(of: userID)
+            return SignerResult(result: pubkey.hex, event: nil, pubkey: pubkey)
+        case .signEvent(let unsigned):
+            guard !SignerCall.neverSignedKinds.contains(unsigned.kind) else {
+                throw APIError("permission_denied", "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
+                               status: .forbidden)
+            }
+            let event = try await custody.withSecretKey(of: userID) { unsigned.sign(with: $0) }
+            return SignerResult(result: Hex.encode(event.sig), event: event, pubkey: event.pubkey)
+        case .encrypt(let cipher, let plaintext, let peer):
+            return try await custody.withSecretKey(of: userID) { key in
+                let ciphertext = try APIError.from { () throws(NostrError) -> String in
+                    switch cipher {
+                    case .nip04: try NIP04.encrypt(plaintext, from: key, to: peer)
+                    case .nip44: try NIP44.encrypt(plaintext, from: key, to: peer)
+                    }
+                }
+                return SignerResult(result: ciphertext, event: nil, pubkey: key.publicKey)
+            }
+        case .decrypt(let cipher, let ciphertext, let peer):
+            return try await custody.withSecretKey(of: userID) { key in
+                let plaintext = try APIError.from { () throws(NostrError) -> String in
+                    switch cipher {
+                    case .nip04: try NIP04.decrypt(ciphertext, with: key, from: peer)
+                    case .nip44: try NIP44.decrypt(ciphertext, with: key, from: peer)
+                    }
+                }
+                return SignerResult(result: plaintext, event: nil, pubkey: key.publicKey)
+            }
+        case .decryptZap(let request):
+            return try await custody.withSecretKey(of: userID) { key in
+                let note = try APIError.from { () throws(NostrError) in try PrivateZap.decrypt(zapRequest: request, with: key) }
+                return SignerResult(result: note.json, event: note, pubkey: key.publicKey)
+            }
+        }
+    }
+
+    /// Records one operation. Never plaintext, ciphertext, keys or tokens: only what is named here.
+    func audit(_ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
+               outcome: String, code: String? = nil) async {
+        let entry = AuditRecord(userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
+                                method: method, kind: kind, eventID: eventID, outcome: outcome, code: code)
+        var metadata: Logger.Metadata = [
+            "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
+            "transport": "\(caller.transport)", "method": "\(method)",
+        ]
+        if let kind { metadata["kind"] = "\(kind)" }
+        if let eventID { metadata["eventId"] = "\(eventID)" }
+        if let code { metadata["code"] = "\(code)" }
+        logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
+        do { try await store.appendAudit(entry) } catch {
+            logger.error("audit write failed", metadata: ["method": "\(method)"])
+        }
+    }
+}
+
+extension APIError {
+    static func rateLimited(retryAfter: Int) -> APIError {
+        APIError("rate_limited", "too many requests; try again in \(retryAfter) s", status: .tooManyRequests,
+                 headers: [.retryAfter: String(retryAfter)])
+    }
+    static let signerLocked = APIError(
+        "signer_locked", "the signer is locked; sign in with your passkey again to unlock it", status: .forbidden)
+}
