@@ -4,6 +4,7 @@ import Hummingbird
 import HummingbirdTesting
 import KeyfobServer
 import KeyfobStore
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import WebAuthn
@@ -23,21 +24,27 @@ struct Harness {
     let store: SQLiteStore
     let clock = TestClock()
     let vault: KeyVault
+    /// Every log line the application wrote, for the no-secrets-in-logs checks.
+    let logs = LogCapture()
 
-    init(_ edit: (inout ServerConfiguration) -> Void = { _ in }) throws {
+    /// `databasePath`: a SQLite file instead of memory (tests that read the file itself).
+    init(databasePath: String? = nil, _ edit: (inout ServerConfiguration) -> Void = { _ in }) throws {
         var c = ServerConfiguration()
         c.database = ":memory:"
         c.publicDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Public").path
         edit(&c)
         configuration = c
-        store = try SQLiteStore(path: ":memory:")
+        store = try SQLiteStore(path: databasePath ?? ":memory:")
         vault = try KeyVault(masterKey: c.masterKey ?? secureRandomBytes(32))
     }
 
     func run(_ test: @escaping @Sendable (Client) async throws -> Void) async throws {
         let clock = self.clock
-        let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now })
+        let logs = self.logs
+        var logger = Logger(label: "keyfob") { _ in logs }
+        logger.logLevel = .trace
+        let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now }, logger: logger)
         let app = Application(router: router)
         try await app.test(.router) { client in try await test(Client(raw: client, harness: self)) }
     }
@@ -132,4 +139,24 @@ struct Client: Sendable {
 
 func jsonObject(_ value: some Encodable) throws -> Any {
     try JSONSerialization.jsonObject(with: JSONEncoder().encode(value))
+}
+
+/// A log handler that keeps every line (message and metadata) in memory.
+final class LogCapture: LogHandler, @unchecked Sendable {
+    private let box = NIOLockedValueBox<[String]>([])
+    var metadata: Logger.Metadata = [:]
+    var logLevel: Logger.Level = .trace
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+             file: String, function: String, line: UInt) {
+        let merged = self.metadata.merging(metadata ?? [:]) { $1 }
+        box.withLockedValue { $0.append("\(level) \(message) \(merged)") }
+    }
+
+    var lines: [String] { box.withLockedValue { $0 } }
 }

@@ -20,6 +20,7 @@ struct SignerController: Sendable {
     let scryptSlots = ScryptSlots(limit: 2)
 
     func addRoutes(to router: Router<BasicRequestContext>) {
+        router.post("/api/signer/key", use: importKey)
         router.post("/api/signer/key/export", use: exportKey)
         router.get("/api/signer/history", use: history)
         router.post("/api/signer/:method", use: method)
@@ -29,7 +30,6 @@ struct SignerController: Sendable {
 
     @Sendable func method(_ request: Request, context: BasicRequestContext) async throws -> Response {
         let name = context.parameters.get("method") ?? ""
-        if name == "key" { return try await importKey(request, context: context) }
         guard let method = SignerMethod(rawValue: name) else {
             throw APIError("unsupported_type", "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
                            status: .notFound)

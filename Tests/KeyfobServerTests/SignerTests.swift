@@ -1,0 +1,443 @@
+import COpenSSL
+import Foundation
+import HTTPTypes
+@testable import KeyfobServer
+import KeyfobStore
+import Nostr
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+extension Client {
+    func signer(_ method: String, _ body: [String: Any] = [:], token: String?) async throws -> Reply {
+        try await call(.post, "/api/signer/\(method)", json: body, headers: token.map(Client.bearer) ?? [:])
+    }
+
+    /// Signs up a new account; returns its session token.
+    func newAccount(_ username: String? = nil) async throws -> (token: String, authenticator: SoftwareAuthenticator) {
+        var authenticator = SoftwareAuthenticator()
+        let reply = try await signUp(&authenticator, username: username)
+        guard let token = reply["token"] as? String else { throw TestFailure("sign-up failed: \(reply.json)") }
+        return (token, authenticator)
+    }
+}
+
+struct TestFailure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// Independent checks of a signed event: the id recomputed from NIP-01's serialization
+/// through SHA-256 here, the signature through libsecp256k1's verifier.
+func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
+    guard let pubkey = object["pubkey"] as? String, let id = object["id"] as? String, let sig = object["sig"] as? String,
+          let createdAt = (object["created_at"] as? NSNumber)?.int64Value, let kind = (object["kind"] as? NSNumber)?.intValue,
+          let tags = object["tags"] as? [[String]], let content = object["content"] as? String else { return false }
+    let serialized = Event.serialize(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content)
+    guard Hex.encode(sha256(serialized)) == id else { return false }
+    return try PublicKey(hex: pubkey).isValidSignature(Hex.decode(sig)!, for: Hex.decode(id)!)
+}
+
+@Suite struct SignerMethodTests {
+    @Test func getPublicKeyMatchesTheSessionsNpub() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let reply = try await client.signer("get_public_key", ["id": "r1"], token: token)
+            #expect(reply.status == .ok)
+            let hex = try #require(reply["result"] as? String)
+            #expect(reply["pubkey"] as? String == hex && reply["id"] as? String == "r1")
+            #expect(try NIP19.decode(reply["npub"] as! String) == .npub(PublicKey(hex: hex)))
+            let session = try await client.call(.get, "/session", headers: Client.bearer(token))
+            #expect(session["pubkey"] as? String == hex && session["npub"] as? String == reply["npub"] as? String)
+            // Two accounts, two keys.
+            let (other, _) = try await client.newAccount()
+            #expect(try await client.signer("get_public_key", token: other)["result"] as? String != hex)
+        }
+    }
+
+    @Test func signEventFillsDefaultsIgnoresPubkeyAndIdAndVerifies() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let mine = try await client.signer("get_public_key", token: token)["result"] as! String
+            let reply = try await client.signer("sign_event", [
+                "id": "x", "event": ["kind": 1, "content": "hello </script> \"nostr\" \u{2028}",
+                                     "pubkey": String(repeating: "a", count: 64), "id": String(repeating: "b", count: 64)],
+            ], token: token)
+            #expect(reply.status == .ok, "\(reply.json)")
+            let event = try #require(reply["event"] as? [String: Any])
+            #expect(event["pubkey"] as? String == mine)
+            #expect(event["tags"] as? [[String]] == [])
+            #expect((event["created_at"] as? NSNumber)?.doubleValue == harness.clock.now.timeIntervalSince1970)
+            #expect(reply["result"] as? String == event["sig"] as? String)
+            #expect(try verifySignedEvent(event))
+            // A string holding the event JSON (NIP-55's form) works too.
+            let asString = try await client.signer("sign_event", ["event": #"{"kind":7,"content":"+","tags":[["e","00"]],"created_at":5}"#], token: token)
+            #expect(try verifySignedEvent(asString["event"] as! [String: Any]))
+        }
+    }
+
+    /// The shared NIP-01 vectors: with the vector's key imported, the server's event ids are the vectors' ids.
+    @Test func signedIdsMatchTheNIP01Vectors() async throws {
+        try await Harness().run { client in
+            let vectors = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip01_serialization.json"))) as! [String: Any]
+            let (token, _) = try await client.newAccount("alice")
+            for vector in vectors["valid"] as! [[String: Any]] {
+                let expected = vector["event"] as! [String: Any]
+                let imported = try await client.signer("key", ["secret": vector["seckey"] as! String], token: token)
+                #expect(imported["pubkey"] as? String == expected["pubkey"] as? String)
+                let event = ["kind": expected["kind"]!, "content": expected["content"]!, "tags": expected["tags"]!,
+                             "created_at": expected["created_at"]!]
+                let reply = try await client.signer("sign_event", ["event": event], token: token)
+                let signed = try #require(reply["event"] as? [String: Any], "\(vector["label"]!): \(reply.json)")
+                #expect(signed["id"] as? String == expected["id"] as? String, "\(vector["label"]!)")
+                #expect(try verifySignedEvent(signed))
+            }
+        }
+    }
+
+    @Test(arguments: ["nip04", "nip44"])
+    func encryptionRoundTripsWithTheOtherSide(_ scheme: String) async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let mine = try PublicKey(hex: try await client.signer("get_public_key", token: token)["result"] as! String)
+            let peer = SecretKey.generate()
+            let plaintext = "secret plaintext ✓ \(scheme)"
+            // The server encrypts; the peer decrypts with its own key.
+            let encrypted = try await client.signer("\(scheme)_encrypt", ["plaintext": plaintext, "pubkey": peer.publicKey.hex], token: token)
+            let ciphertext = try #require(encrypted["result"] as? String, "\(encrypted.json)")
+            let opened = scheme == "nip04" ? try NIP04.decrypt(ciphertext, with: peer, from: mine)
+                                           : try NIP44.decrypt(ciphertext, with: peer, from: mine)
+            #expect(opened == plaintext)
+            // The peer encrypts; the server decrypts (both field names).
+            let sealed = scheme == "nip04" ? try NIP04.encrypt("reply ✓", from: peer, to: mine)
+                                           : try NIP44.encrypt("reply ✓", from: peer, to: mine)
+            for field in ["ciphertext", "encryptedText"] {
+                let decrypted = try await client.signer("\(scheme)_decrypt", [field: sealed, "pubkey": peer.publicKey.hex], token: token)
+                #expect(decrypted["result"] as? String == "reply ✓")
+            }
+            // Garbage and a wrong peer are clean 4xx errors.
+            for garbage in ["", "AAAA", "not base64 at all!", String(repeating: "A", count: 5000), sealed + "x"] {
+                let reply = try await client.signer("\(scheme)_decrypt", ["ciphertext": garbage, "pubkey": peer.publicKey.hex], token: token)
+                #expect(reply.status.code / 100 == 4 && reply.error != nil, "\(garbage.prefix(20)): \(reply.json)")
+            }
+            let wrongPeer = try await client.signer("\(scheme)_decrypt", ["ciphertext": sealed, "pubkey": SecretKey.generate().publicKey.hex], token: token)
+            #expect(wrongPeer.status == .badRequest && wrongPeer.error == "decrypt_failed")
+        }
+    }
+
+    /// The generated private-zap vectors, as recipient and as sender.
+    @Test func decryptZapEventAsRecipientAndSender() async throws {
+        try await Harness().run { client in
+            let file = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip57_private_zap.json"))) as! [String: Any]
+            let (token, _) = try await client.newAccount("alice")
+            for vector in file["vectors"] as! [[String: Any]] {
+                let expected = vector["decrypt_zap_event_result"] as! [String: Any]
+                for role in ["recipient_seckey", "sender_seckey"] {
+                    _ = try await client.signer("key", ["secret": vector[role] as! String], token: token)
+                    let reply = try await client.signer("decrypt_zap_event", ["event": vector["zap_request"]!], token: token)
+                    let note = try #require(reply["event"] as? [String: Any], "\(vector["label"]!) \(role): \(reply.json)")
+                    #expect(note["id"] as? String == expected["id"] as? String)
+                    #expect(note["content"] as? String == expected["content"] as? String)
+                    let result = try JSONSerialization.jsonObject(with: Data((reply["result"] as! String).utf8)) as! [String: Any]
+                    #expect(result["sig"] as? String == expected["sig"] as? String)
+                }
+                // A third key cannot.
+                _ = try await client.signer("key", ["secret": Hex.encode(secureRandomBytes(31) + [1])], token: token)
+                let denied = try await client.signer("decrypt_zap_event", ["event": vector["zap_request"]!], token: token)
+                #expect(denied.status == .badRequest && denied.error == "decrypt_failed")
+            }
+        }
+    }
+}
+
+func vectorsURL(_ name: String) -> URL {
+    URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("Vectors").appendingPathComponent(name)
+}
+
+@Suite struct SignerRejectionTests {
+    @Test func noSessionLoggedOutAndLockedAreRefused() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            #expect(try await client.signer("get_public_key", token: nil).error == "unauthorized")
+            #expect(try await client.signer("get_public_key", token: "garbage").status == .unauthorized)
+            let (token, _) = try await client.newAccount("alice")
+            #expect(try await client.signer("get_public_key", token: token).status == .ok)
+            harness.clock.advance(601)  // past --signer-unlock-ttl
+            let locked = try await client.signer("sign_event", ["event": ["kind": 1, "content": "x"]], token: token)
+            #expect(locked.status == .forbidden && locked.error == "signer_locked")
+            let session = try await client.call(.get, "/session", headers: Client.bearer(token))
+            #expect(session["signerLocked"] as? Bool == true && session["signerUnlockedUntil"] == nil)
+            _ = try await client.call(.post, "/logout", headers: Client.bearer(token))
+            #expect(try await client.signer("get_public_key", token: token).status == .unauthorized)
+        }
+    }
+
+    @Test func unlockingIsAnotherPasskeySignIn() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var (token, authenticator) = try await client.newAccount("alice")
+            let unlocked = try await client.call(.get, "/session", headers: Client.bearer(token))
+            #expect(unlocked["signerLocked"] as? Bool == false && unlocked["signerUnlockedUntil"] != nil)
+            harness.clock.advance(601)
+            #expect(try await client.signer("get_public_key", token: token).error == "signer_locked")
+            let signIn = try await client.signIn(&authenticator)
+            token = try #require(signIn["token"] as? String)
+            #expect(try await client.signer("get_public_key", token: token).status == .ok)
+        }
+    }
+
+    @Test func badInputOfEveryShapeIsA4xxWithACode() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let onCurve = SecretKey.generate().publicKey.hex
+            let cases: [(String, [String: Any], String)] = [
+                ("nip44_encrypt", ["plaintext": "x", "pubkey": String(onCurve.dropLast())], "invalid_pubkey"),  // 63 chars
+                ("nip44_encrypt", ["plaintext": "x", "pubkey": String(repeating: "f", count: 64)], "invalid_pubkey"),  // not on the curve
+                ("nip44_encrypt", ["plaintext": "x", "pubkey": "02" + onCurve], "invalid_pubkey"),  // compressed 33 bytes
+                ("nip44_encrypt", ["plaintext": "x", "pubkey": String(repeating: "z", count: 64)], "invalid_pubkey"),
+                ("nip04_encrypt", ["plaintext": "x", "pubkey": 5], "invalid_pubkey"),
+                ("nip04_encrypt", ["plaintext": "x"], "invalid_pubkey"),
+                ("nip04_encrypt", ["plaintext": 7, "pubkey": onCurve], "invalid_content"),
+                ("nip44_decrypt", ["ciphertext": ["a"], "pubkey": onCurve], "invalid_content"),
+                ("sign_event", ["event": ["kind": "1", "content": "x"]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1.5, "content": "x"]], "invalid_content"),
+                ("sign_event", ["event": ["kind": true, "content": "x"]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 70000, "content": "x"]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": "x", "tags": "e"]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": "x", "tags": [["e", 1]]]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": "x", "tags": ["e"]]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": 5]], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": "x", "created_at": -1]], "invalid_content"),
+                ("sign_event", ["event": "not json"], "invalid_content"),
+                ("sign_event", [:], "invalid_content"),
+                ("sign_event", ["event": ["kind": 1, "content": "x"], "id": 5], "invalid_request"),
+                ("decrypt_zap_event", ["event": ["kind": 9734, "content": ""]], "invalid_content"),
+            ]
+            for (method, body, code) in cases {
+                let reply = try await client.signer(method, body, token: token)
+                #expect(reply.status == .badRequest && reply.error == code, "\(method) \(body): \(reply.status) \(reply.json)")
+            }
+            for kind in [14, 15] {
+                let rumor = try await client.signer("sign_event", ["event": ["kind": kind, "content": "dm"]], token: token)
+                #expect(rumor.status == .forbidden && rumor.error == "permission_denied")
+            }
+            let unknown = try await client.signer("sign_everything", token: token)
+            #expect(unknown.status == .notFound && unknown.error == "unsupported_type")
+            let notJSON = try await client.call(.post, "/api/signer/sign_event", body: Array("{".utf8), headers: Client.bearer(token))
+            #expect(notJSON.status == .badRequest && notJSON.error == "invalid_request")
+            let array = try await client.call(.post, "/api/signer/sign_event", body: Array("[1]".utf8), headers: Client.bearer(token))
+            #expect(array.status == .badRequest && array.error == "invalid_request")
+            let huge = try await client.signer("nip44_encrypt", ["plaintext": String(repeating: "a", count: 70_000), "pubkey": onCurve], token: token)
+            #expect(huge.status == .contentTooLarge && huge.error == "payload_too_large")
+        }
+    }
+
+    @Test func theSignRateIsPerSession() async throws {
+        let harness = try Harness { $0.signRate = 3 }
+        try await harness.run { client in
+            let (token, _) = try await client.newAccount("alice")
+            for _ in 0..<3 { #expect(try await client.signer("get_public_key", token: token).status == .ok) }
+            let limited = try await client.signer("get_public_key", token: token)
+            #expect(limited.status == .tooManyRequests && limited.error == "rate_limited")
+            #expect(Int(limited.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            let (other, _) = try await client.newAccount("bob")
+            #expect(try await client.signer("get_public_key", token: other).status == .ok)
+            harness.clock.advance(21)  // 3 a minute: one every 20 s
+            #expect(try await client.signer("get_public_key", token: token).status == .ok)
+        }
+    }
+}
+
+@Suite struct KeyCustodyTests {
+    @Test func importAndExportEveryForm() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let key = SecretKey.generate()
+            for body in [["nsec": NIP19.nsec(key)], ["secret": key.withUnsafeSecretBytes { Hex.encode($0) }],
+                         ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 16), "password": "pässword"]] {
+                _ = try await client.signer("key", ["secret": Hex.encode(SecretKey.generate().withUnsafeSecretBytes { $0 })], token: token)
+                let reply = try await client.signer("key", body, token: token)
+                #expect(reply.status == .ok && reply["pubkey"] as? String == key.publicKey.hex, "\(reply.json)")
+                #expect(reply["npub"] as? String == NIP19.npub(key.publicKey))
+            }
+            let export = try await client.call(.post, "/api/signer/key/export", json: ["password": "correct horse"], headers: Client.bearer(token))
+            let ncryptsec = try #require(export["ncryptsec"] as? String)
+            #expect(export["nsec"] == nil && !export.json.description.contains("nsec1"))
+            let (_, data) = try #require(Bech32.decode(ncryptsec))
+            #expect(data[1] >= 16)  // log_n
+            let back = try NIP49.decrypt(ncryptsec, password: "correct horse")
+            #expect(back.publicKey == key.publicKey)
+
+            let short = try await client.call(.post, "/api/signer/key/export", json: ["password": "short"], headers: Client.bearer(token))
+            #expect(short.status == .badRequest)
+            for bad: [String: Any] in [[:], ["nsec": "nsec1xyz"], ["secret": "00"], ["secret": String(repeating: "0", count: 64)],
+                                       ["secret": String(repeating: "f", count: 64)], ["nsec": NIP19.npub(key.publicKey)],
+                                       ["ncryptsec": ncryptsec], ["ncryptsec": ncryptsec, "password": "wrong"],
+                                       ["nsec": NIP19.nsec(key), "secret": "00"]] {
+                let reply = try await client.signer("key", bad, token: token)
+                #expect(reply.status.code / 100 == 4 && reply.error != nil, "\(bad): \(reply.json)")
+            }
+        }
+    }
+
+    /// scrypt at log_n 20 takes 1 GiB: the import path refuses it before deriving anything.
+    @Test func anExpensiveNcryptsecIsRefusedBeforeScrypt() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let cheap = try NIP49.encrypt(SecretKey.generate(), password: "pw", logN: 1)
+            var (_, data) = Bech32.decode(cheap)!
+            data[1] = 20
+            let reply = try await client.signer("key", ["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: data), "password": "pw"], token: token)
+            #expect(reply.status == .badRequest && reply.error == "invalid_content")
+            #expect((reply["message"] as? String)?.contains("log_n") == true)
+        }
+    }
+
+    @Test func importAndExportNeedAnUnlockedSigner() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            let (token, _) = try await client.newAccount("alice")
+            harness.clock.advance(601)
+            let imported = try await client.signer("key", ["nsec": NIP19.nsec(SecretKey.generate())], token: token)
+            #expect(imported.error == "signer_locked")
+            let exported = try await client.call(.post, "/api/signer/key/export", json: ["password": "long enough"], headers: Client.bearer(token))
+            #expect(exported.error == "signer_locked")
+        }
+    }
+
+    @Test func accountsFromBeforeTheSignerGetAKeyOnFirstUse() async throws {
+        let harness = try Harness()
+        let t0 = harness.clock.now
+        let user = UserRecord(id: "old-user", username: "oldtimer", isAnonymous: false, createdAt: t0)
+        let token = secureRandomBytes(32)
+        try await harness.store.completeRegistration(
+            user: user, createUser: true, nostrKey: nil,
+            credential: CredentialRecord(id: [9, 9], userID: user.id, publicKey: [1], algorithm: -7, signCount: 0, transports: [],
+                                         aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
+                                         backupEligible: false, backupState: false, createdAt: t0),
+            session: SessionRecord(tokenHash: sha256(token), userID: user.id, createdAt: t0, expiresAt: t0 + 3600,
+                                   unlockedUntil: t0 + 600))
+        #expect(try await harness.store.nostrKey(ofUser: user.id) == nil)
+        try await harness.run { client in
+            let first = try await client.signer("get_public_key", token: Base64URL.encode(token))
+            #expect(first.status == .ok)
+            let stored = try await harness.store.nostrKey(ofUser: user.id)
+            #expect(stored?.pubkey == first["result"] as? String)
+            let again = try await client.signer("get_public_key", token: Base64URL.encode(token))
+            #expect(again["result"] as? String == first["result"] as? String)
+        }
+    }
+
+    @Test func theDatabaseHoldsNoKeyAndAnotherMasterKeyCannotSign() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keyfob-rest-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("keyfob.sqlite").path
+        let harness = try Harness(databasePath: path)
+        let key = SecretKey.generate()
+        let secretHex = key.withUnsafeSecretBytes { Hex.encode($0) }
+        let secretBytes = key.withUnsafeSecretBytes { $0 }
+        try await harness.run { client in
+            let token = try await client.newAccount("alice").token
+            #expect(try await client.signer("key", ["nsec": NIP19.nsec(key)], token: token).status == .ok)
+        }
+        var bytes = [UInt8]()
+        for file in [path, path + "-wal"] { bytes += (FileManager.default.contents(atPath: file).map { [UInt8]($0) } ?? []) }
+        #expect(!bytes.isEmpty)
+        for needle in [secretBytes, Array(secretHex.utf8), Array(secretHex.uppercased().utf8), Array(NIP19.nsec(key).utf8)] {
+            let found = contains(bytes, needle)
+            #expect(!found, "secret material found in the database file")
+        }
+        // The public key is there (so get_public_key needs no decryption); the secret is not.
+        let publicFound = contains(bytes, Array(key.publicKey.hex.utf8))
+        #expect(publicFound)
+
+        // Same database, another master key: start-up refuses it, and a router given it anyway cannot sign.
+        let stranger = try KeyVault(masterKey: secureRandomBytes(32))
+        try await KeyCustody.checkMasterKey(harness.vault, store: harness.store)  // what start-up records
+        await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(stranger, store: harness.store) }
+        let custody = KeyCustody(store: harness.store, vault: stranger, now: { Date() })
+        do {
+            _ = try await custody.withSecretKey(of: harness.store.user(named: "alice")!.id) { $0.publicKey }
+            Issue.record("opened a key with the wrong master key")
+        } catch let error as APIError {
+            #expect(error.code == "internal_error" && error.message.contains("master key"))
+        }
+    }
+
+    @Test func rotationResealsEveryKeyInOneGo() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            for name in ["alice", "bob", "carol"] { _ = try await client.newAccount(name) }
+        }
+        var pubkeys: [String] = []
+        for name in ["alice", "bob", "carol"] {
+            pubkeys.append(try await harness.store.nostrKey(ofUser: harness.store.user(named: name)!.id)!.pubkey)
+        }
+        let next = try KeyVault(masterKey: secureRandomBytes(32))
+        #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 3)
+        try await KeyCustody.checkMasterKey(next, store: harness.store)
+        await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(harness.vault, store: harness.store) }
+        for (name, pubkey) in zip(["alice", "bob", "carol"], pubkeys) {
+            let id = try await harness.store.user(named: name)!.id
+            let opened = try await KeyCustody(store: harness.store, vault: next, now: { Date() }).withSecretKey(of: id) { $0.publicKey.hex }
+            #expect(opened == pubkey)
+        }
+        // Rotating with the wrong old key changes nothing.
+        await #expect(throws: (any Error).self) {
+            try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: KeyVault(masterKey: secureRandomBytes(32)))
+        }
+        try await KeyCustody.checkMasterKey(next, store: harness.store)
+    }
+
+    @Test func aSealedKeyIsBoundToItsUserAndVersion() throws {
+        let vault = try KeyVault(masterKey: secureRandomBytes(32))
+        let secret = secureRandomBytes(32)
+        let (nonce, sealed) = try vault.seal(secret, userID: "alice", version: 1)
+        #expect(vault.open(nonce: nonce, sealed: sealed, userID: "alice", version: 1) == secret)
+        #expect(vault.open(nonce: nonce, sealed: sealed, userID: "bob", version: 1) == nil)
+        #expect(vault.open(nonce: nonce, sealed: sealed, userID: "alice", version: 2) == nil)
+        var tampered = sealed
+        tampered[0] ^= 1
+        #expect(vault.open(nonce: nonce, sealed: tampered, userID: "alice", version: 1) == nil)
+        let leaked = contains(sealed, secret)
+        #expect(!leaked)
+    }
+
+    /// RFC 5869 test case 3 (empty salt and info) through the same OpenSSL call the vault uses.
+    @Test func hkdfMatchesRFC5869() throws {
+        let okm = try KeyVault.hkdf(key: [UInt8](repeating: 0x0b, count: 22), salt: [], info: [], length: 42)
+        #expect(Hex.encode(okm) == "8da4e775a563c18f715f802a063c5a31b8a11f5c5ee1879ec3454e5f3c738d2d9d201395faa4b61a96c8")
+    }
+
+    @Test func aMasterKeyFileOthersCanReadStopsStartUp() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keyfob-mk-\(UUID().uuidString)")
+        var c = ServerConfiguration()
+        c.dataDirectory = dir.path
+        try c.prepareDataDirectory()
+        let (key, created) = try MasterKeyFile.load(c)
+        #expect(created && key.count == 32)
+        var info = stat()
+        stat(c.effectiveMasterKeyFile, &info)
+        #expect(info.st_mode & 0o777 == 0o600)
+        #expect(try MasterKeyFile.load(c) == (key, false))
+        chmod(c.effectiveMasterKeyFile, 0o640)
+        do {
+            _ = try MasterKeyFile.load(c)
+            Issue.record("a group-readable master key was accepted")
+        } catch {
+            #expect(error.description.contains("chmod 600"))
+        }
+        #expect(throws: ServerConfiguration.Invalid.self) { try MasterKeyFile.decode(base64: "c2hvcnQ=") }
+        #expect(try MasterKeyFile.decode(base64: Data(key).base64EncodedString()) == key)
+    }
+}
+
+func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
+    guard !needle.isEmpty, haystack.count >= needle.count else { return false }
+    for start in 0...(haystack.count - needle.count) where haystack[start] == needle[0] {
+        if haystack[start..<start + needle.count].elementsEqual(needle) { return true }
+    }
+    return false
+}
