@@ -130,11 +130,14 @@ struct CeremonyController: Sendable {
         if let sent = body.username, !sent.isEmpty, sent.lowercased() != username.lowercased() {
             throw APIError.invalid("username \"\(sent)\" is not the one these options were made for")
         }
+        var keepBrowserSession = false
         if pending.existingUser {
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
                 throw APIError.usernameTaken(username)
             }
             guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
+            // A browser adding a passkey keeps its own (unlocked) session cookie.
+            keepBrowserSession = auth.viaCookie
         }
 
         let verified: VerifiedRegistration
@@ -178,7 +181,7 @@ struct CeremonyController: Sendable {
         let response = VerifyRegistrationResponse(
             verified: true, username: username, isAnonymous: pending.isAnonymous,
             credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt)
-        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
+        return jsonResponse(response, headers: keepBrowserSession ? [:] : [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
     }
 
     // MARK: - Authentication

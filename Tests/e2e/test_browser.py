@@ -1,5 +1,9 @@
 """Real passkey ceremonies in headless Chromium with Chrome's virtual authenticator."""
 import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
 
 import pytest
 from selenium import webdriver
@@ -96,3 +100,33 @@ def test_adding_a_second_passkey_from_the_account_page(server, driver):
     wait_for(driver, lambda d: passkey_count(d) == 2)
     status = driver.find_element(By.ID, "status")
     assert status.get_attribute("data-status") == "ok"
+
+
+def test_sign_up_see_the_npub_and_sign_a_test_note(server, driver):
+    from nostr_check import bech32_decode, verify_event
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "username").send_keys("carol")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and d.find_element(By.ID, "npub").text.startswith("npub1"))
+    hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
+    assert hrp == "npub" and len(pubkey) == 32
+    wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
+
+    note = driver.find_element(By.ID, "note")
+    note.clear()
+    note.send_keys("a test note from the browser \u2713 </script>")
+    driver.find_element(By.ID, "sign-note").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "signed").text.strip().startswith("{"))
+    event = json.loads(driver.find_element(By.ID, "signed").text)
+    assert event["pubkey"] == pubkey.hex() and event["kind"] == 1
+    assert event["content"] == "a test note from the browser \u2713 </script>"
+    assert verify_event(event), event
+    wait_for(driver, lambda d: "sign event (kind 1)" in d.find_element(By.ID, "history").text)
+    driver.save_screenshot(server.data + "/account-signed.png")
+
+    # No secret of this run in the server's log: the session token and the note's text.
+    token = driver.get_cookie("keyfob_session")["value"]
+    logs = server.logs()
+    assert "signer.approved" in logs
+    assert token not in logs and "a test note from the browser" not in logs

@@ -1,0 +1,184 @@
+// The account page: the nostr key and the signer's lock, a test note, passkeys, backup, history.
+"use strict";
+let account = null;
+let lockTimer = null;
+let historyCursor = null;
+
+const $ = (id) => document.getElementById(id);
+
+function when(date) {
+  return date ? new Date(date).toLocaleString() : "never";
+}
+
+function isUnlocked() {
+  return account && !account.signerLocked && new Date(account.signerUnlockedUntil) > new Date();
+}
+
+/** Runs `action`; a locked signer is explained with the unlock button at hand, other errors shown. */
+async function guarded(action) {
+  try {
+    await action();
+  } catch (error) {
+    if (error.code === "signer_locked") {
+      await refreshSession();
+      showStatus("error", "Your signer is locked. Unlock it with your passkey, then try again.");
+    } else {
+      showStatus("error", describeError(error));
+    }
+  }
+}
+
+async function refreshSession() {
+  try {
+    account = await api("/session");
+  } catch (error) {
+    location.replace("/");
+    return false;
+  }
+  $("username").textContent = account.username;
+  $("anonymous").hidden = !account.isAnonymous;
+  $("npub").textContent = account.npub;
+  renderLock();
+  return true;
+}
+
+function renderLock() {
+  clearTimeout(lockTimer);
+  const unlocked = isUnlocked();
+  $("signer-state").dataset.locked = String(!unlocked);
+  $("unlock").hidden = unlocked;
+  if (unlocked) {
+    const until = new Date(account.signerUnlockedUntil);
+    $("signer-text").textContent = `Signer unlocked until ${until.toLocaleTimeString()}.`;
+    lockTimer = setTimeout(() => { account.signerLocked = true; renderLock(); }, until - new Date() + 500);
+  } else {
+    $("signer-text").textContent = "Signer locked. Apps can't sign until you unlock it with a passkey.";
+  }
+}
+
+async function loadPasskeys() {
+  const { credentials } = await api("/account/credentials");
+  const list = $("passkeys");
+  list.replaceChildren(...credentials.map((c) => {
+    const item = document.createElement("li");
+    item.className = "passkey";
+    item.dataset.id = c.id;
+    const text = document.createElement("div");
+    text.innerHTML = `<div>Passkey <code></code></div><div class="meta"></div>`;
+    text.querySelector("code").textContent = c.id.slice(0, 12) + "…";
+    text.querySelector(".meta").textContent =
+      `created ${when(c.createdAt)} · last used ${when(c.lastUsedAt)}${c.backedUp ? " · synced" : ""}`;
+    const remove = document.createElement("button");
+    remove.className = "link";
+    remove.type = "button";
+    remove.textContent = "Remove";
+    remove.disabled = credentials.length < 2;
+    remove.title = credentials.length < 2 ? "Add another passkey before removing your only one" : "";
+    remove.addEventListener("click", () => guarded(async () => {
+      if (!confirm("Remove this passkey? You can no longer sign in with it, and its sessions end.")) return;
+      await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE" });
+      showStatus("ok", "Passkey removed.");
+      if (await refreshSession()) await loadPasskeys();
+    }));
+    item.append(text, remove);
+    return item;
+  }));
+  list.dataset.count = String(credentials.length);
+}
+
+async function loadHistory(more = false) {
+  const query = new URLSearchParams({ limit: "20" });
+  if (more && historyCursor) query.set("before", historyCursor);
+  const page = await api(`/api/signer/history?${query}`);
+  historyCursor = page.next || null;
+  const items = page.entries.map((e) => {
+    const item = document.createElement("li");
+    item.dataset.outcome = e.outcome;
+    const what = e.method.replace(/_/g, " ") + (e.kind !== undefined ? ` (kind ${e.kind})` : "");
+    item.textContent = `${new Date(e.at).toLocaleString()} · ${what} · ${e.client} · ${e.outcome}${e.code ? ` (${e.code})` : ""}`;
+    return item;
+  });
+  if (more) $("history").append(...items); else $("history").replaceChildren(...items);
+  if (!items.length && !more) {
+    const empty = document.createElement("li");
+    empty.className = "hint";
+    empty.textContent = "Nothing signed yet.";
+    $("history").append(empty);
+  }
+  $("more").hidden = !historyCursor;
+}
+
+$("copy-npub").addEventListener("click", async () => {
+  try {
+    await navigator.clipboard.writeText(account.npub);
+    showStatus("ok", "npub copied.");
+  } catch {
+    getSelection().selectAllChildren($("npub"));
+    showStatus("", "Press Ctrl+C (or long-press) to copy the selected npub.");
+  }
+});
+
+$("unlock").addEventListener("click", () => guarded(async () => {
+  showStatus("", "Waiting for your passkey…");
+  await signInWithPasskey();
+  await refreshSession();
+  showStatus("ok", "Signer unlocked.");
+}));
+
+$("sign-note").addEventListener("click", () => guarded(async () => {
+  const reply = await api("/api/signer/sign_event", {
+    method: "POST", body: { event: { kind: 1, content: $("note").value, tags: [] } },
+  });
+  $("signed").textContent = JSON.stringify(reply.event, null, 2);
+  $("signed").hidden = false;
+  showStatus("ok", "Signed. The event above verifies against your npub.");
+  loadHistory();
+}));
+
+$("add").addEventListener("click", () => guarded(async () => {
+  showStatus("", "Creating a passkey…");
+  await registerPasskey(account.username);
+  showStatus("ok", "Passkey added.");
+  await loadPasskeys();
+}));
+
+$("export").addEventListener("click", () => guarded(async () => {
+  const reply = await api("/api/signer/key/export", { method: "POST", body: { password: $("export-password").value } });
+  $("ncryptsec").textContent = reply.ncryptsec;
+  $("ncryptsec").hidden = false;
+  $("export-password").value = "";
+  showStatus("ok", "Backup ready: store the ncryptsec and its password somewhere safe.");
+  loadHistory();
+}));
+
+$("import").addEventListener("click", () => guarded(async () => {
+  const value = $("import-key").value.trim();
+  let body;
+  if (value.startsWith("ncryptsec1")) body = { ncryptsec: value, password: $("import-password").value };
+  else if (value.startsWith("nsec1")) body = { nsec: value };
+  else body = { secret: value };
+  if (!confirm("Replace the nostr key Keyfob holds for you with this one?")) return;
+  const reply = await api("/api/signer/key", { method: "POST", body });
+  $("import-key").value = "";
+  $("import-password").value = "";
+  account.npub = reply.npub;
+  $("npub").textContent = reply.npub;
+  showStatus("ok", "Key imported.");
+  loadHistory();
+}));
+
+$("more").addEventListener("click", () => guarded(() => loadHistory(true)));
+
+$("signout").addEventListener("click", async () => {
+  try { await api("/logout", { method: "POST" }); } finally { location.assign("/?signedout"); }
+});
+
+$("signout-all").addEventListener("click", async () => {
+  if (!confirm("Sign out on every device and app?")) return;
+  try { await api("/logout?everywhere=1", { method: "POST" }); } finally { location.assign("/?signedout"); }
+});
+
+(async () => {
+  if (!(await refreshSession())) return;
+  await guarded(() => Promise.all([loadPasskeys(), loadHistory()]));
+})();
