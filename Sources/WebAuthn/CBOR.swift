@@ -1,7 +1,7 @@
 import CCBOR
 
 /// A decoded CBOR data item (RFC 8949), as WebAuthn uses them.
-public indirect enum CBOR: Sendable, Equatable {
+public indirect enum CBOR: Sendable, Hashable {
     case unsigned(UInt64)
     /// A negative integer stored as CBOR does: the value is `-1 - n`.
     case negative(UInt64)
@@ -28,6 +28,26 @@ public indirect enum CBOR: Sendable, Equatable {
         case (.null, .null), (.undefined, .undefined): return true
         case let (.float(x), .float(y)): return x == y
         default: return false
+        }
+    }
+
+    /// Consistent with `==`, so duplicate map keys are found with a set in linear time.
+    public func hash(into hasher: inout Hasher) {
+        switch self {
+        case .unsigned(let n): hasher.combine(0); hasher.combine(n)
+        case .negative(let n): hasher.combine(1); hasher.combine(n)
+        case .bytes(let b): hasher.combine(2); hasher.combine(b)
+        case .text(let t): hasher.combine(3); hasher.combine(t)
+        case .array(let a): hasher.combine(4); hasher.combine(a)
+        case .map(let m):
+            hasher.combine(5)
+            hasher.combine(m.count)
+            for (k, v) in m { hasher.combine(k); hasher.combine(v) }
+        case .tagged(let t, let v): hasher.combine(6); hasher.combine(t); hasher.combine(v)
+        case .bool(let b): hasher.combine(7); hasher.combine(b)
+        case .null: hasher.combine(8)
+        case .undefined: hasher.combine(9)
+        case .float(let d): hasher.combine(10); hasher.combine(d)
         }
     }
 
@@ -64,6 +84,9 @@ public indirect enum CBOR: Sendable, Equatable {
 /// Only then does libcbor build the items, which are copied into `CBOR` values.
 public enum CBORDecoder {
     public static let maxDepth = 16
+    /// Entries an array or map may have. A real attestation object's largest is a handful
+    /// (an x5c chain, a TPM statement); a 64 KiB body could otherwise declare tens of thousands.
+    public static let maxEntries = 256
 
     /// Decodes exactly one item filling `bytes`.
     public static func decode(_ bytes: ArraySlice<UInt8>) throws(WebAuthnError) -> CBOR {
@@ -120,13 +143,14 @@ public enum CBORDecoder {
             let count = cbor_map_size(item)
             var out: [(CBOR, CBOR)] = []
             out.reserveCapacity(count)
+            var seen = Set<CBOR>(minimumCapacity: count)
             guard count == 0 || cbor_map_handle(item) != nil else { throw .malformed("CBOR map is empty") }
             for i in 0..<count {
                 let pair = cbor_map_handle(item)[i]
                 guard let k = pair.key, let v = pair.value else { throw .malformed("CBOR map has a hole") }
                 let key = try convert(k, depth: depth + 1)
-                // CTAP2 canonical CBOR has no duplicate keys; libcbor does not check.
-                guard !out.contains(where: { $0.0 == key }) else { throw .malformed("CBOR map repeats a key") }
+                // CTAP2 canonical CBOR has no duplicate keys; libcbor does not check. A set keeps it linear.
+                guard seen.insert(key).inserted else { throw .malformed("CBOR map repeats a key") }
                 out.append((key, try convert(v, depth: depth + 1)))
             }
             return .map(out)
@@ -237,7 +261,7 @@ private struct Prescan {
         case 4, 5:
             let perEntry: UInt64 = major == 4 ? 1 : 2
             if let count = argument {
-                guard count <= UInt64(remaining) / perEntry else { throw Invalid() }
+                guard count <= UInt64(CBORDecoder.maxEntries), count <= UInt64(remaining) / perEntry else { throw Invalid() }
                 for _ in 0..<(count * perEntry) { try item(depth: depth + 1) }
             } else {
                 var entries = 0
@@ -246,6 +270,7 @@ private struct Prescan {
                     if bytes[position] == 0xff { position += 1; break }
                     try item(depth: depth + 1)
                     entries += 1
+                    guard entries <= CBORDecoder.maxEntries * Int(perEntry) else { throw Invalid() }
                 }
                 guard major == 4 || entries % 2 == 0 else { throw Invalid() }
             }

@@ -92,4 +92,39 @@ import TestSupport
         // Nearly every mutation must be caught; a few (e.g. in unsigned extension bytes) may still pass.
         #expect(verified < 5_000, "\(verified) mutated responses verified")
     }
+
+    /// A 64 KB body can declare a 12,000-key map; decoding it used to compare every key with every
+    /// other (tens of millions of comparisons). Now containers are capped at `maxEntries` before
+    /// libcbor sees them, and duplicate keys are found with a set.
+    @Test func aTwelveThousandKeyMapIsRefusedBeforeAnyWork() throws {
+        func map(_ keys: Int, duplicateLast: Bool = false) -> [UInt8] {
+            var out: [UInt8] = [0xb9, UInt8(keys >> 8), UInt8(keys & 0xff)]
+            for k in 0..<keys {
+                let key = duplicateLast && k == keys - 1 ? 0 : k
+                out += [0x19, UInt8(key >> 8), UInt8(key & 0xff), 0xf6]  // uint16 key → null
+            }
+            return out
+        }
+        #expect(map(12_000).count > 48_000)
+        #expect(throws: WebAuthnError.self) { _ = try CBORDecoder.decode(map(12_000)) }
+        #expect(throws: WebAuthnError.self) { _ = try CBORDecoder.decode(map(CBORDecoder.maxEntries + 1)) }
+        // Up to the cap a map decodes, and a repeated key is still found (last of 256).
+        #expect(try CBORDecoder.decode(map(CBORDecoder.maxEntries)).mapPairs?.count == CBORDecoder.maxEntries)
+        #expect(throws: WebAuthnError.self) { _ = try CBORDecoder.decode(map(CBORDecoder.maxEntries, duplicateLast: true)) }
+        // Indefinite-length maps and arrays are capped the same way.
+        var indefinite: [UInt8] = [0xbf]
+        for k in 0..<300 { indefinite += [0x19, UInt8(k >> 8), UInt8(k & 0xff), 0xf6] }
+        indefinite.append(0xff)
+        #expect(throws: WebAuthnError.self) { _ = try CBORDecoder.decode(indefinite) }
+        let bigArray: [UInt8] = [0x9f] + [UInt8](repeating: 0x01, count: 300) + [0xff]
+        #expect(throws: WebAuthnError.self) { _ = try CBORDecoder.decode(bigArray) }
+    }
+
+    /// Equal items hash equally (the duplicate-key set depends on it).
+    @Test func cborHashingAgreesWithEquality() throws {
+        let a = try CBORDecoder.decode([0xa2, 0x01, 0x02, 0x63, 0x61, 0x62, 0x63, 0x82, 0x01, 0xf5])
+        let b = try CBORDecoder.decode([0xa2, 0x01, 0x02, 0x63, 0x61, 0x62, 0x63, 0x82, 0x01, 0xf5])
+        #expect(a == b && a.hashValue == b.hashValue)
+        #expect(Set([CBOR.unsigned(1), .negative(0), .float(0), .float(-0.0), .text("1")]).count == 4)
+    }
 }
