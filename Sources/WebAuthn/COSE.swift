@@ -96,7 +96,10 @@ public struct CredentialPublicKey: Sendable {
         case 3:  // RSA
             guard let n = cbor[int: -1]?.bytes, let e = cbor[int: -2]?.bytes else { throw .malformed("RSA COSE_Key lacks n or e") }
             guard alg.keyKind == .rsa else { throw .init(.unsupportedAlgorithm, "alg \(alg.rawValue) is not an RSA algorithm") }
-            guard n.count >= 128, n.count <= 1024, e.count <= 8 else { throw .malformed("RSA key size is out of range") }
+            // At most 8192 bits and an exponent below 2^32: bigger keys only make verification slow.
+            guard n.count >= 128, n.count <= 1024, e.drop(while: { $0 == 0 }).count <= 4 else {
+                throw .init(.unsupportedAlgorithm, "RSA key size is out of range (1024 to 8192 bits, exponent below 2^32)")
+            }
             guard let handle = PublicKeyHandle.rsa(n: n, e: e) else { throw .malformed("RSA public key is invalid") }
             self.keyType = .rsa(n: n, e: e)
             self.handle = handle

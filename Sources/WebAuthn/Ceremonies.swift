@@ -63,6 +63,12 @@ extension RelyingParty {
         guard allowedAlgorithms.contains(publicKey.algorithm) else {
             throw .init(.unsupportedAlgorithm, "credential algorithm \(publicKey.algorithm.rawValue) was not offered")
         }
+        if !policy.allowLegacyAlgorithms {
+            guard publicKey.algorithm != .rs1 else {
+                throw .init(.unsupportedAlgorithm, "credential algorithm RS1 (SHA-1) is a legacy algorithm and not allowed")
+            }
+            if let problem = publicKey.handle.checkRSASize(allowLegacy: false) { throw .init(.unsupportedAlgorithm, problem) }
+        }
 
         // Steps 19-22: the attestation statement, its trust path and its type.
         let input = AttestationInput(
@@ -161,8 +167,10 @@ extension RelyingParty {
         if clientData.crossOrigin == true && !allowCrossOrigin {
             throw .init(.originMismatch, "cross-origin ceremonies are not allowed")
         }
-        if let top = clientData.topOrigin, !allowedTopOrigins.contains(top) {
-            throw .init(.originMismatch, "topOrigin \"\(top)\" is not allowed")
+        if clientData.topOriginPresent {
+            guard let top = clientData.topOrigin, allowedTopOrigins.contains(top) else {
+                throw .init(.originMismatch, "topOrigin \"\(clientData.topOrigin ?? "(not a string)")\" is not allowed")
+            }
         }
         // Token binding (Level 2): a status other than present/supported is malformed.
         if let status = clientData.tokenBinding?.status, status != "present", status != "supported" {

@@ -8,6 +8,9 @@ public struct CollectedClientData: Sendable {
     public let origin: String
     public let crossOrigin: Bool?
     public let topOrigin: String?
+    /// Whether `topOrigin` was sent at all, whatever its JSON type: a number, object or null
+    /// is refused like a string unless configured.
+    public let topOriginPresent: Bool
     public let tokenBinding: TokenBinding?
 
     /// Token binding (Level 2). Early browsers sent a bare string here (e.g. `"unused"`),
@@ -30,16 +33,19 @@ public struct CollectedClientData: Sendable {
         }
         var crossOrigin: Bool?
         if let value = object["crossOrigin"], !(value is NSNull) {
-            // Foundation may bridge 0/1 to Bool as well; 1 is then refused as cross-origin, which is safe.
-            guard let flag = value as? Bool else { throw .malformed("clientDataJSON.crossOrigin is not a boolean") }
-            crossOrigin = flag
+            // Foundation bridges the numbers 0 and 1 to Bool too: only a JSON true/false (objCType "c") counts.
+            guard let number = value as? NSNumber, ["c", "B"].contains(String(cString: number.objCType)) else {
+                throw .malformed("clientDataJSON.crossOrigin is not a boolean")
+            }
+            crossOrigin = number.boolValue
         }
+        let topOriginPresent = object.keys.contains("topOrigin")
         let topOrigin = object["topOrigin"] as? String
         var tokenBinding: TokenBinding?
         if let binding = object["tokenBinding"] as? [String: Any] {
             tokenBinding = TokenBinding(status: binding["status"] as? String, id: binding["id"] as? String)
         }
         return CollectedClientData(type: type, challenge: challenge, origin: origin, crossOrigin: crossOrigin,
-                                   topOrigin: topOrigin, tokenBinding: tokenBinding)
+                                   topOrigin: topOrigin, topOriginPresent: topOriginPresent, tokenBinding: tokenBinding)
     }
 }

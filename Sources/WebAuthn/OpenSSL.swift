@@ -85,6 +85,26 @@ public final class PublicKeyHandle: @unchecked Sendable {
         }
     }
 
+    /// An RSA key's modulus and public exponent sizes in bits; nil for other keys.
+    var rsaSize: (modulusBits: Int, exponentBits: Int)? {
+        guard kind == .rsa else { return nil }
+        var e: OpaquePointer?
+        guard EVP_PKEY_get_bn_param(pkey, ParamKey.rsaE.cString, &e) == 1, let e else { ERR_clear_error(); return nil }
+        defer { BN_free(e) }
+        return (Int(EVP_PKEY_get_bits(pkey)), Int(BN_num_bits(e)))
+    }
+
+    /// RSA keys the library accepts, in credentials and attestation certificates: at most
+    /// 8192 bits with an exponent below 2^32 (bigger ones only cost verification time), and
+    /// under 2048 bits only when the caller allows legacy algorithms.
+    func checkRSASize(allowLegacy: Bool) -> String? {
+        guard let (bits, exponentBits) = rsaSize else { return kind == .rsa ? "RSA key parameters are unreadable" : nil }
+        if bits > 8192 { return "RSA key of \(bits) bits is over the 8192-bit limit" }
+        if exponentBits > 32 { return "RSA public exponent is over 2^32" }
+        if bits < 2048 && !allowLegacy { return "RSA key of \(bits) bits is under 2048 bits (legacy algorithms are not allowed)" }
+        return nil
+    }
+
     /// An EC public key from affine coordinates; OpenSSL checks the point is on the curve.
     static func ec(group: String, x: [UInt8], y: [UInt8]) -> PublicKeyHandle? {
         let point = [0x04] + x + y

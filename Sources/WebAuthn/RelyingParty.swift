@@ -47,11 +47,15 @@ public struct AttestationPolicy: Sendable {
     public var safetyNetRequireCTSProfileMatch: Bool
     /// SafetyNet: require the JWS timestamp to be within a minute of the clock (on by default).
     public var safetyNetCheckTimestamp: Bool
+    /// Accept RS1 (RSASSA-PKCS1-v1_5 with SHA-1) and RSA keys under 2048 bits, in credentials,
+    /// attestation statements and attestation certificates. Off by default: old TPMs need it.
+    public var allowLegacyAlgorithms: Bool
 
     public init(trustAnchors: [String: [[UInt8]]] = [:], safetyNetRequireCTSProfileMatch: Bool = true,
-                safetyNetCheckTimestamp: Bool = true) {
+                safetyNetCheckTimestamp: Bool = true, allowLegacyAlgorithms: Bool = false) {
         self.trustAnchors = trustAnchors
         self.safetyNetRequireCTSProfileMatch = safetyNetRequireCTSProfileMatch
         self.safetyNetCheckTimestamp = safetyNetCheckTimestamp
+        self.allowLegacyAlgorithms = allowLegacyAlgorithms
     }
 }

@@ -7,9 +7,13 @@ public final class TestPrivateKey: @unchecked Sendable {
     public enum Kind: Sendable, CaseIterable { case es256, es384, es512, rs256, ps256, eddsa }
     let pkey: OpaquePointer
     public let kind: Kind
+    /// RSA only: sign with SHA-1 and call the algorithm RS1 (legacy TPMs).
+    public let sha1: Bool
 
-    public init(_ kind: Kind) {
+    /// `rsaBits` and `sha1` make legacy RSA keys (for the tests that refuse them).
+    public init(_ kind: Kind, rsaBits: Int32 = 2048, sha1: Bool = false) {
         self.kind = kind
+        self.sha1 = sha1
         let ctx: OpaquePointer
         switch kind {
         case .es256, .es384, .es512:
@@ -19,7 +23,7 @@ public final class TestPrivateKey: @unchecked Sendable {
         case .rs256, .ps256:
             ctx = EVP_PKEY_CTX_new_from_name(nil, "RSA", nil)!
             EVP_PKEY_keygen_init(ctx)
-            EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, 2048)
+            EVP_PKEY_CTX_set_rsa_keygen_bits(ctx, rsaBits)
         case .eddsa:
             ctx = EVP_PKEY_CTX_new_from_name(nil, "ED25519", nil)!
             EVP_PKEY_keygen_init(ctx)
@@ -36,7 +40,7 @@ public final class TestPrivateKey: @unchecked Sendable {
         case .es256: return .es256
         case .es384: return .es384
         case .es512: return .es512
-        case .rs256: return .rs256
+        case .rs256: return sha1 ? .rs1 : .rs256
         case .ps256: return .ps256
         case .eddsa: return .eddsa
         }
@@ -49,7 +53,7 @@ public final class TestPrivateKey: @unchecked Sendable {
         case .eddsa: nil
         case .es384: EVP_sha384()
         case .es512: EVP_sha512()
-        default: EVP_sha256()
+        default: sha1 ? EVP_sha1() : EVP_sha256()
         }
         var pctx: OpaquePointer?
         precondition(EVP_DigestSignInit(ctx, &pctx, md, nil, pkey) == 1)
@@ -108,7 +112,11 @@ public struct SoftwareAuthenticator: Sendable {
     public var aaguid = [UInt8](repeating: 0, count: 16)
 
     public init(_ kind: TestPrivateKey.Kind = .es256, credentialID: [UInt8]? = nil, signCount: UInt32 = 0) {
-        key = TestPrivateKey(kind)
+        self.init(key: TestPrivateKey(kind), credentialID: credentialID, signCount: signCount)
+    }
+
+    public init(key: TestPrivateKey, credentialID: [UInt8]? = nil, signCount: UInt32 = 0) {
+        self.key = key
         self.credentialID = credentialID ?? (0..<32).map { _ in UInt8.random(in: 0...255) }
         self.signCount = signCount
     }

@@ -95,7 +95,9 @@ import Testing
             let policy = AttestationPolicy(
                 trustAnchors: ((v["attestation_root_certs_pem"] as? [String: [String]]) ?? [:]).mapValues { $0.map(pemToDER) },
                 safetyNetRequireCTSProfileMatch: (options?["attestationSafetyNetEnforceCTSCheck"] as? Bool) ?? true,
-                safetyNetCheckTimestamp: !((v["safetynet_skip_timestamp_check"] as? Bool) ?? false))
+                safetyNetCheckTimestamp: !((v["safetynet_skip_timestamp_check"] as? Bool) ?? false),
+                // The public vectors include SHA-1 TPMs; the server's default refuses them (see LegacyAlgorithmTests).
+                allowLegacyAlgorithms: true)
             let now = (v["verification_time"] as? String).flatMap(Vectors.date) ?? Date()
             let result = try rp.verifyRegistration(
                 credential, challenge: challenge, requireUserVerification: uv, requireUserPresence: up,

@@ -45,7 +45,8 @@ enum AndroidSafetyNetAttestation: AttestationFormat {
 
         var chain: [Certificate] = []
         for encoded in header.x5c {
-            guard let der = Data(base64Encoded: encoded), let cert = Certificate(der: [UInt8](der)) else {
+            guard let der = Data(base64Encoded: encoded), let cert = Certificate(der: [UInt8](der)),
+                  (try? input.checkKeySize(cert, name)) != nil else {
                 throw .attestation(name, "JWS x5c holds something that is not a certificate")
             }
             chain.append(cert)

@@ -61,6 +61,9 @@ extension AttestationInput {
         guard let alg = COSEAlgorithm(rawValue: Int(value)) else {
             throw .init(.unsupportedAlgorithm, "attestation algorithm \(value) is not supported (\(format))")
         }
+        guard alg != .rs1 || policy.allowLegacyAlgorithms else {
+            throw .init(.unsupportedAlgorithm, "attestation algorithm RS1 (SHA-1) is a legacy algorithm and not allowed (\(format))")
+        }
         return alg
     }
 
@@ -80,9 +83,17 @@ extension AttestationInput {
             guard let der = item.bytes, let cert = Certificate(der: der) else {
                 throw .attestation(format, "attStmt.x5c holds something that is not an X.509 certificate")
             }
+            try checkKeySize(cert, format)
             certs.append(cert)
         }
         return certs
+    }
+
+    /// RSA certificate keys within the library's limits (see `PublicKeyHandle.checkRSASize`).
+    func checkKeySize(_ cert: Certificate, _ format: String) throws(WebAuthnError) {
+        if let key = cert.publicKey, let problem = key.checkRSASize(allowLegacy: policy.allowLegacyAlgorithms) {
+            throw .attestation(format, "certificate key: \(problem)")
+        }
     }
 
     /// §7.1 steps 21-22: judge the chain against the configured anchors.
