@@ -1,5 +1,7 @@
 import Foundation
 import Hummingbird
+import HummingbirdCore
+import NIOCore
 import KeyfobStore
 import Logging
 import WebAuthn
@@ -19,6 +21,10 @@ public func buildApplication(
     logger: Logger = Logger(label: "keyfob")
 ) async throws -> some ApplicationProtocol {
     try configuration.validate()
+    var configuration = configuration
+    if let directory = configuration.attestationRootsDirectory {
+        configuration.trustAnchors = try AttestationRoots.load(from: directory)
+    }
     let store: any KeyfobStore = try store ?? {
         try configuration.prepareDataDirectory()
         return try SQLiteStore(path: configuration.sqlitePath)
@@ -30,11 +36,28 @@ public func buildApplication(
     }
     let vault = try KeyVault(masterKey: masterKey)
     try await KeyCustody.checkMasterKey(vault, store: store)
+    if !configuration.admins.isEmpty {
+        let admins = try await Admins.bind(configuration.admins, store: store, now: clock())
+        for line in await admins.describe() { logger.notice("admin \(line)") }
+    }
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
                              challenges: challenges, logger: logger)
+    let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
+    let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
+    let maxConnections = configuration.maxConnections ?? connectionCap()
+    logger.info("connection limits", metadata: [
+        "maxConnections": "\(maxConnections)", "headerTimeout": "\(configuration.headerTimeout)s",
+        "bodyTimeout": "\(configuration.bodyTimeout)s",
+    ])
     return Application(
         router: router,
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob"),
+        server: .http1(configuration: .init(
+            additionalChannelHandlers: [ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout)],
+            idleTimeout: nil,
+            httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob",
+                             backlog: 1024, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
+        services: [ExpirySweeper(store: store, interval: configuration.sweepInterval, now: clock, logger: logger)],
         logger: logger)
 }
 
@@ -46,8 +69,11 @@ public func buildRouter(
     clock: @escaping @Sendable () -> Date = { Date() },
     challenges: ChallengeGenerator = .live,
     logger: Logger = Logger(label: "keyfob")
-) -> Router<BasicRequestContext> {
-    let router = Router(context: BasicRequestContext.self)
+) -> Router<KeyfobRequestContext> {
+    let router = Router(context: KeyfobRequestContext.self)
+    router.add(middleware: SecurityHeadersMiddleware())
+    router.add(middleware: RequestLogMiddleware(addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)),
+                                                logger: logger))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
     let events = EventLog(logger: logger)
@@ -56,7 +82,8 @@ public func buildRouter(
     let dispatcher = SignerDispatcher(custody: custody, store: store,
                                       limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock)
     CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: CredentialKeyCache(),
-                       events: events, challenges: challenges, custody: custody, now: clock).addRoutes(to: router)
+                       events: events, challenges: challenges, custody: custody,
+                       limits: ClientLimits(configuration: configuration), now: clock).addRoutes(to: router)
     AccountController(store: store, sessions: sessions, events: events, custody: custody, now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)

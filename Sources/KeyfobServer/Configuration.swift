@@ -36,6 +36,35 @@ public struct ServerConfiguration: Sendable {
     public var masterKey: [UInt8]?
     /// Signer operations a session may run per minute.
     public var signRate = 120
+    /// Options and verify requests per minute per client IP (each kind its own bucket)...
+    public var ipRate = 60
+    /// ...in bursts of up to this many.
+    public var ipBurst = 30
+    /// New accounts (registration options for a new user) per client IP per hour.
+    public var signUpsPerHour = 30
+    /// ...of which this many at once.
+    public var signUpBurst = 10
+    /// Unfinished ceremonies (live challenges) a client IP may hold.
+    public var maxChallengesPerIP = 100
+    /// Folder with one subfolder of PEM root certificates per attestation format (`packed/`, `tpm/`, …).
+    public var attestationRootsDirectory: String?
+    /// Accept RS1 and RSA keys under 2048 bits (old TPMs).
+    public var allowLegacyAlgorithms = false
+    /// DER roots per attestation format, read at start-up from `attestationRootsDirectory`.
+    public var trustAnchors: [String: [[UInt8]]] = [:]
+
+    public var attestationPolicy: AttestationPolicy {
+        AttestationPolicy(trustAnchors: trustAnchors, allowLegacyAlgorithms: allowLegacyAlgorithms)
+    }
+    /// Seconds a client has to send a request's headers (after connecting or after the previous
+    /// response; this also closes idle keep-alive connections)...
+    public var headerTimeout = 15
+    /// ...and its body, after the headers.
+    public var bodyTimeout = 30
+    /// Connections held at once; nil: just below the descriptor limit.
+    public var maxConnections: Int?
+    /// Seconds between sweeps of expired challenges and sessions.
+    public var sweepInterval: TimeInterval = 30
     /// Highest NIP-49 log_n accepted when importing an ncryptsec (scrypt memory is 2^(log_n+10) bytes).
     public var maxImportLogN: UInt8 = 18
 
@@ -46,9 +75,6 @@ public struct ServerConfiguration: Sendable {
         guard origins.isEmpty else { return origins }
         return rpID == "localhost" ? ["http://localhost:\(port)"] : ["https://\(rpID)"]
     }
-
-    /// Whether cookies must carry `Secure` (every origin is https).
-    public var secureCookies: Bool { effectiveOrigins.allSatisfy { $0.hasPrefix("https://") } }
 
     public var relyingParty: RelyingParty {
         RelyingParty(id: rpID, name: rpName, origins: effectiveOrigins)
@@ -90,6 +116,9 @@ public struct ServerConfiguration: Sendable {
         guard sessionTTL >= 60 else { throw Invalid(description: "--session-ttl must be at least 60 seconds") }
         guard signerUnlockTTL >= 0, signerUnlockTTL <= sessionTTL else {
             throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
+        }
+        guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, maxChallengesPerIP >= 1 else {
+            throw Invalid(description: "--ip-rate, --ip-burst and --signups-per-hour must be at least 1")
         }
         guard signRate >= 1 else { throw Invalid(description: "--sign-rate must be at least 1 operation a minute") }
         if let masterKey, masterKey.count != KeyVault.masterKeyLength {

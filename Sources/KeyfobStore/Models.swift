@@ -30,10 +30,13 @@ public struct CredentialRecord: Sendable, Equatable {
     public var backupState: Bool
     public var createdAt: Date
     public var lastUsedAt: Date?
+    /// Whether the attestation chain reached a configured trust anchor. When false, the format
+    /// and AAGUID are only what the client claimed.
+    public var attestationTrusted: Bool
 
     public init(id: [UInt8], userID: String, publicKey: [UInt8], algorithm: Int, signCount: UInt32,
                 transports: [String], aaguid: [UInt8], attestationFormat: String, backupEligible: Bool,
-                backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil) {
+                backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false) {
         self.id = id
         self.userID = userID
         self.publicKey = publicKey
@@ -46,6 +49,7 @@ public struct CredentialRecord: Sendable, Equatable {
         self.backupState = backupState
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
+        self.attestationTrusted = attestationTrusted
     }
 }
 
@@ -66,9 +70,12 @@ public struct ChallengeRecord: Sendable, Equatable {
     /// Registration only: the COSE algorithms that were offered.
     public var algorithms: [Int]
     public var expiresAt: Date
+    /// Who asked for it, so live challenges per client can be capped.
+    public var clientIP: String?
 
     public init(challenge: [UInt8], ceremony: Ceremony, key: String, userID: String? = nil, username: String? = nil,
-                isAnonymous: Bool = false, existingUser: Bool = false, algorithms: [Int] = [], expiresAt: Date) {
+                isAnonymous: Bool = false, existingUser: Bool = false, algorithms: [Int] = [], expiresAt: Date,
+                clientIP: String? = nil) {
         self.challenge = challenge
         self.ceremony = ceremony
         self.key = key
@@ -78,6 +85,7 @@ public struct ChallengeRecord: Sendable, Equatable {
         self.existingUser = existingUser
         self.algorithms = algorithms
         self.expiresAt = expiresAt
+        self.clientIP = clientIP
     }
 }
 
@@ -167,6 +175,8 @@ public enum StoreError: Error, Sendable, Equatable {
     /// A compare-and-swap lost (e.g. two assertions with the same counter).
     case conflict
     case notFound
+    /// A per-client cap was reached (e.g. live challenges per IP).
+    case limitReached
     /// The database itself failed; the message is for logs, not for clients.
     case database(String)
 }

@@ -7,15 +7,31 @@ public actor SQLiteStore: KeyfobStore {
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// `":memory:"` gives a private in-memory database (tests).
-    public init(path: String) throws {
+    /// Sessions a user may hold; signing in once more ends the oldest.
+    let maxSessionsPerUser: Int
+
+    public init(path: String, maxSessionsPerUser: Int = 50) throws {
+        self.maxSessionsPerUser = maxSessionsPerUser
+        if path != ":memory:" { try Self.createPrivately(path) }
         let connection = try SQLiteConnection(path: path)
         if path != ":memory:" {
             let mode = try connection.query("PRAGMA journal_mode=WAL").first?.first?.text
             guard mode == "wal" else { throw StoreError.database("could not switch \(path) to WAL (got \(mode ?? "nothing"))") }
         }
-        try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;")
+        // journal_size_limit: after a checkpoint the WAL file shrinks back instead of staying at its peak.
+        try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=4194304;")
         try Self.migrate(connection)
         self.connection = connection
+    }
+
+    /// Creates the database file with mode 0600 whatever the umask; SQLite gives the WAL and
+    /// shared-memory files the database file's mode.
+    static func createPrivately(_ path: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw StoreError.database("cannot create \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        var info = stat()
+        if fstat(fd, &info) == 0, info.st_mode & 0o077 != 0 { fchmod(fd, 0o600) }
     }
 
     /// Each entry upgrades the schema by one version (`PRAGMA user_version`).
@@ -92,6 +108,13 @@ public actor SQLiteStore: KeyfobStore {
         CREATE INDEX audit_user ON audit_log(user_id, id);
         CREATE TABLE meta (name TEXT PRIMARY KEY, value BLOB NOT NULL);
         """,
+        // 3: hardening. Challenges remember their client (capped per IP); credentials say whether
+        // their attestation was trusted.
+        """
+        ALTER TABLE challenges ADD COLUMN client_ip TEXT;
+        CREATE INDEX challenges_client ON challenges(client_ip, expires_at);
+        ALTER TABLE credentials ADD COLUMN attestation_trusted INTEGER NOT NULL DEFAULT 0;
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -126,7 +149,7 @@ public actor SQLiteStore: KeyfobStore {
 
     private static let credentialColumns = """
         id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
-        backup_eligible, backup_state, created_at, last_used_at
+        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted
         """
 
     private func credentialRow(_ r: [SQLValue]) -> CredentialRecord {
@@ -135,7 +158,7 @@ public actor SQLiteStore: KeyfobStore {
             signCount: UInt32(clamping: r[4].int ?? 0),
             transports: (r[5].text ?? "").split(separator: ",").map(String.init), aaguid: r[6].blob ?? [],
             attestationFormat: r[7].text ?? "", backupEligible: r[8].bool, backupState: r[9].bool,
-            createdAt: r[10].date ?? .distantPast, lastUsedAt: r[11].date)
+            createdAt: r[10].date ?? .distantPast, lastUsedAt: r[11].date, attestationTrusted: r[12].bool)
     }
 
     public func credential(id: [UInt8]) throws -> CredentialRecord? {
@@ -167,16 +190,40 @@ public actor SQLiteStore: KeyfobStore {
 
     // MARK: Challenges
 
-    public func insertChallenge(_ c: ChallengeRecord, now: Date) throws {
-        try connection.query("DELETE FROM challenges WHERE expires_at < ?", [.date(now)])
+    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) throws {
+        // Expired rows are left to `sweepExpired` (a timer): sweeping here made one unlucky request
+        // pay for a whole flood. The per-client count reads the index, so it stays cheap.
+        if let ip = c.clientIP {
+            let live = try connection.query(
+                "SELECT count(*) FROM (SELECT 1 FROM challenges WHERE client_ip = ? AND expires_at > ? LIMIT ?)",
+                [.text(ip), .date(now), .int(Int64(maxPerClient))]).first?.first?.int ?? 0
+            guard live < maxPerClient else { throw StoreError.limitReached }
+        }
         try connection.query(
             """
             INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
-                                    existing_user, algorithms, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                    existing_user, algorithms, expires_at, client_ip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [.blob(c.challenge), .text(c.ceremony.rawValue), .text(c.key), c.userID.map(SQLValue.text) ?? .null,
              c.username.map(SQLValue.text) ?? .null, .bool(c.isAnonymous), .bool(c.existingUser),
-             .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt)])
+             .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt),
+             c.clientIP.map(SQLValue.text) ?? .null])
+    }
+
+    public func sweepExpired(now: Date, limit: Int) throws -> Int {
+        try connection.query(
+            "DELETE FROM challenges WHERE rowid IN (SELECT rowid FROM challenges WHERE expires_at <= ? LIMIT ?)",
+            [.date(now), .int(Int64(limit))])
+        var removed = connection.changes
+        try connection.query(
+            "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
+            [.date(now), .int(Int64(limit))])
+        removed += connection.changes
+        if removed == 0 {
+            // Nothing left to sweep: a good moment to fold the WAL back into the database.
+            _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        return removed
     }
 
     public func consumeChallenge(_ value: [UInt8]) throws -> ChallengeRecord? {
@@ -184,14 +231,15 @@ public actor SQLiteStore: KeyfobStore {
         try connection.query(
             """
             DELETE FROM challenges WHERE challenge = ?
-            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at
+            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at,
+                      client_ip
             """, [.blob(value)]
         ).first.map { r in
             ChallengeRecord(
                 challenge: r[0].blob ?? [], ceremony: ChallengeRecord.Ceremony(rawValue: r[1].text ?? "") ?? .authentication,
                 key: r[2].text ?? "", userID: r[3].text, username: r[4].text, isAnonymous: r[5].bool,
                 existingUser: r[6].bool, algorithms: (r[7].text ?? "").split(separator: ",").compactMap { Int($0) },
-                expiresAt: r[8].date ?? .distantPast)
+                expiresAt: r[8].date ?? .distantPast, clientIP: r[9].text)
         }
     }
 
@@ -219,7 +267,12 @@ public actor SQLiteStore: KeyfobStore {
     }
 
     private func insertSession(_ s: SessionRecord) throws {
-        try connection.query("DELETE FROM sessions WHERE expires_at < ?", [.date(s.createdAt)])
+        // At most `maxSessionsPerUser`: the oldest ones end first.
+        try connection.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = ? ORDER BY created_at DESC LIMIT -1 OFFSET ?)
+            """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
         try connection.query(
             """
             INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id)
@@ -243,10 +296,11 @@ public actor SQLiteStore: KeyfobStore {
             if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
             do {
                 try connection.query(
-                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
                      .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
-                     .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt)])
+                     .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
+                     .bool(c.attestationTrusted)])
             } catch StoreError.conflict { throw StoreError.credentialExists }
             try insertSession(session)
         }
@@ -316,13 +370,15 @@ public actor SQLiteStore: KeyfobStore {
         }
     }
 
-    public func masterKeyCheck() throws -> [UInt8]? {
-        try connection.query("SELECT value FROM meta WHERE name = 'master_key_check'").first?.first?.blob
+    // MARK: Meta
+
+    public func metaValue(_ name: String) throws -> [UInt8]? {
+        try connection.query("SELECT value FROM meta WHERE name = ?", [.text(name)]).first?.first?.blob
     }
 
-    public func setMasterKeyCheckIfAbsent(_ value: [UInt8]) throws -> [UInt8] {
-        try connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(value)])
-        return try masterKeyCheck() ?? value
+    public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) throws -> [UInt8] {
+        try connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
+        return try metaValue(name) ?? value
     }
 
     // MARK: Audit log

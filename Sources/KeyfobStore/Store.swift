@@ -20,8 +20,11 @@ public protocol CredentialStore: Sendable {
 
 /// Pending ceremonies.
 public protocol ChallengeStore: Sendable {
-    /// Saves a challenge (and sweeps expired ones).
-    func insertChallenge(_ challenge: ChallengeRecord, now: Date) async throws
+    /// Saves a challenge; `limitReached` when its client already has `maxPerClient` live ones.
+    func insertChallenge(_ challenge: ChallengeRecord, now: Date, maxPerClient: Int) async throws
+    /// Deletes up to `limit` expired challenges and up to `limit` expired sessions; returns how many.
+    /// Bounded, so a timer can call it without holding the store for long.
+    func sweepExpired(now: Date, limit: Int) async throws -> Int
     /// Removes and returns the challenge with this value, whether or not it has expired:
     /// a challenge is single use, also when the verification that follows fails.
     func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord?
@@ -46,10 +49,18 @@ public protocol NostrKeyStore: Sendable {
     /// Master-key rotation: writes every re-sealed key and the new check value in one transaction.
     /// `conflict` (and nothing written) when a key changed or appeared since `records` were read.
     func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws
-    /// A value that proves which master key sealed the keys (not the key itself).
-    func masterKeyCheck() async throws -> [UInt8]?
-    /// Sets the check value unless one is stored; returns the one now stored.
-    func setMasterKeyCheckIfAbsent(_ value: [UInt8]) async throws -> [UInt8]
+}
+
+/// Small named values the server keeps (the master-key check value, when admins were named).
+public protocol MetaStore: Sendable {
+    func metaValue(_ name: String) async throws -> [UInt8]?
+    /// Sets `name` unless it has a value; returns the value now stored.
+    func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8]
+}
+
+extension MetaStore {
+    /// The name under which the master key's check value is kept (`rewrapNostrKeys` writes it too).
+    public static var masterKeyCheckName: String { "master_key_check" }
 }
 
 /// The signer's audit log.
@@ -62,7 +73,7 @@ public protocol AuditStore: Sendable {
 }
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
-public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore {
+public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
     /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
     /// nothing in that case.

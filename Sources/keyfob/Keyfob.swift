@@ -59,6 +59,18 @@ struct Serve: AsyncParsableCommand {
     var masterKeyFile: String?
     @Option(name: .customLong("sign-rate"), help: "Signer operations a session may run per minute. (env: KEYFOB_SIGN_RATE; default 120)")
     var signRate: Int?
+    @Option(name: .customLong("ip-rate"), help: "Ceremony requests (options, verify; each its own budget) per client IP per minute, in bursts of --ip-burst. (env: KEYFOB_IP_RATE; default 60)")
+    var ipRate: Int?
+    @Option(name: .customLong("ip-burst"), help: "Burst size of --ip-rate. (env: KEYFOB_IP_BURST; default 30)")
+    var ipBurst: Int?
+    @Option(name: .customLong("signups-per-hour"), help: "New accounts per client IP per hour. (env: KEYFOB_SIGNUPS_PER_HOUR; default 30)")
+    var signUpsPerHour: Int?
+    @Option(name: .customLong("attestation-roots"), help: "Folder of PEM trust anchors, one subfolder per format (packed/, tpm/, apple/, android-key/, android-safetynet/, fido-u2f/). Without it attestation is recorded as the client claimed it (attestationTrusted: false). (env: KEYFOB_ATTESTATION_ROOTS)")
+    var attestationRoots: String?
+    @Flag(name: .customLong("allow-legacy-algorithms"), help: "Accept RS1 (SHA-1) and RSA keys under 2048 bits, for old TPMs. (env: KEYFOB_ALLOW_LEGACY_ALGORITHMS=1)")
+    var allowLegacyAlgorithms = false
+    @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
+    var maxConnections: Int?
 
     func run() async throws {
         let settings: ServerConfiguration
@@ -71,6 +83,8 @@ struct Serve: AsyncParsableCommand {
         } catch {
             throw ValidationError(error.description)
         }
+        // Logs go to stdout, one line per request and per event (DESIGN.md §5).
+        LoggingSystem.bootstrap { StreamLogHandler.standardOutput(label: $0) }
         var logger = Logger(label: "keyfob")
         logger.logLevel = .info
         let app: any ApplicationProtocol
@@ -84,7 +98,7 @@ struct Serve: AsyncParsableCommand {
             "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
             "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.sqlitePath)",
         ])
-        try await app.runService()
+        try await serve(app, logger: logger)
     }
 
     /// Flags, then `KEYFOB_*`, then the config file, then defaults.
@@ -134,6 +148,13 @@ struct Serve: AsyncParsableCommand {
         c.masterKeyFile = string(masterKeyFile, "KEYFOB_MASTER_KEY_FILE", "master-key-file")
         if let base64 = env["KEYFOB_MASTER_KEY"] { c.masterKey = try MasterKeyFile.decode(base64: base64) }
         c.signRate = try int(signRate, "KEYFOB_SIGN_RATE", "sign-rate") ?? c.signRate
+        c.ipRate = try int(ipRate, "KEYFOB_IP_RATE", "ip-rate") ?? c.ipRate
+        c.ipBurst = try int(ipBurst, "KEYFOB_IP_BURST", "ip-burst") ?? c.ipBurst
+        c.signUpsPerHour = try int(signUpsPerHour, "KEYFOB_SIGNUPS_PER_HOUR", "signups-per-hour") ?? c.signUpsPerHour
+        c.attestationRootsDirectory = string(attestationRoots, "KEYFOB_ATTESTATION_ROOTS", "attestation-roots")
+        c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
+            || (file["allow-legacy-algorithms"] as? Bool ?? false)
+        c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
         switch string(userVerification, "KEYFOB_USER_VERIFICATION", "user-verification") ?? "required" {
         case "required": c.requireUserVerification = true
         case "preferred": c.requireUserVerification = false

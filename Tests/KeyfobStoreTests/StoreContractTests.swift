@@ -67,18 +67,61 @@ import Testing
         let (store, _) = try Self.make(kind)
         let c = ChallengeRecord(challenge: [7, 7], ceremony: .registration, key: "alice", userID: "u", username: "alice",
                                 algorithms: [-7, -8], expiresAt: t0 + 60)
-        try await store.insertChallenge(c, now: t0)
+        try await store.insertChallenge(c, now: t0, maxPerClient: 10)
         #expect(try await store.consumeChallenge([7, 7]) == c)
         #expect(try await store.consumeChallenge([7, 7]) == nil)
     }
 
     @Test(arguments: Kind.allCases)
-    func expiredChallengesAreSwept(_ kind: Kind) async throws {
+    func expiredRowsAreSweptInBoundedBatches(_ kind: Kind) async throws {
         let (store, _) = try Self.make(kind)
-        try await store.insertChallenge(ChallengeRecord(challenge: [1], ceremony: .authentication, key: "k", expiresAt: t0 + 60), now: t0)
-        try await store.insertChallenge(ChallengeRecord(challenge: [2], ceremony: .authentication, key: "k", expiresAt: t0 + 200), now: t0 + 100)
-        #expect(try await store.consumeChallenge([1]) == nil)
+        for i in 0..<25 {
+            try await store.insertChallenge(ChallengeRecord(challenge: [1, UInt8(i)], ceremony: .authentication, key: "k",
+                                                            expiresAt: t0 + 60), now: t0, maxPerClient: 100)
+        }
+        try await store.insertChallenge(ChallengeRecord(challenge: [2], ceremony: .authentication, key: "k", expiresAt: t0 + 200),
+                                        now: t0 + 100, maxPerClient: 100)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
+                                             session: session(1, of: alice, ttl: 60))
+        // Inserting no longer sweeps; the sweeper does, at most `limit` rows of each kind a call.
+        #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 11)  // 10 challenges + 1 session
+        #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 10)
+        #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 5)
+        #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 0)
+        #expect(try await store.consumeChallenge([1, 0]) == nil)
         #expect(try await store.consumeChallenge([2]) != nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func liveChallengesAreCappedPerClient(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        func challenge(_ i: UInt8, ip: String, expires: TimeInterval = 60) -> ChallengeRecord {
+            ChallengeRecord(challenge: [3, i], ceremony: .authentication, key: "k", expiresAt: t0 + expires, clientIP: ip)
+        }
+        try await store.insertChallenge(challenge(0, ip: "10.0.0.1", expires: -1), now: t0, maxPerClient: 3)  // expired: not counted
+        for i in 1...3 { try await store.insertChallenge(challenge(UInt8(i), ip: "10.0.0.1"), now: t0, maxPerClient: 3) }
+        await #expect(throws: StoreError.limitReached) {
+            try await store.insertChallenge(challenge(9, ip: "10.0.0.1"), now: t0, maxPerClient: 3)
+        }
+        try await store.insertChallenge(challenge(10, ip: "10.0.0.2"), now: t0, maxPerClient: 3)
+        #expect(try await store.consumeChallenge([3, 1])?.clientIP == "10.0.0.1")
+        try await store.insertChallenge(challenge(11, ip: "10.0.0.1"), now: t0, maxPerClient: 3)  // one was used
+    }
+
+    @Test func sessionsPerUserAreCappedOldestFirst() async throws {
+        let store = try SQLiteStore(path: ":memory:", maxSessionsPerUser: 3)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
+                                             session: session(1, of: alice))
+        for i in 2...5 {
+            var s = session(UInt8(i), of: alice)
+            s.createdAt = t0 + TimeInterval(i)
+            try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
+                                                   backupState: false, usedAt: t0, session: s)
+        }
+        let live = try await (1...5).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
+        #expect(live == [3, 4, 5])
     }
 
     @Test(arguments: Kind.allCases)
@@ -131,5 +174,13 @@ import Testing
         #expect(try await reopened.user(named: "alice") == alice)
         #expect(FileManager.default.fileExists(atPath: path! + "-wal"))
         try await reopened.healthCheck()
+    }
+}
+
+extension Sequence {
+    func asyncFilter(_ keep: (Element) async throws -> Bool) async rethrows -> [Element] {
+        var out: [Element] = []
+        for item in self where try await keep(item) { out.append(item) }
+        return out
     }
 }

@@ -70,7 +70,7 @@ struct KeyCustody: Sendable {
     /// Checks that this master key is the one that sealed the stored keys (recording it on first start).
     static func checkMasterKey(_ vault: KeyVault, store: any KeyfobStore) async throws(ServerConfiguration.Invalid) {
         let stored: [UInt8]
-        do { stored = try await store.setMasterKeyCheckIfAbsent(vault.checkValue) } catch {
+        do { stored = try await store.setMetaValueIfAbsent(SQLiteStore.masterKeyCheckName, vault.checkValue) } catch {
             throw .init(description: "cannot read the database to check the master key: \(error)")
         }
         guard stored == vault.checkValue else {

@@ -1,7 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// Token buckets by key (a session, an IP): `rate` per `period`, bursts up to `rate`.
+/// Token buckets by key (a session, an IP): `rate` per `period`, bursts up to `burst` (default `rate`).
 /// In memory, per instance; with several instances each holds its own buckets.
 final class RateLimiter: Sendable {
     private struct Bucket { var tokens: Double; var updated: Date }
@@ -12,8 +12,8 @@ final class RateLimiter: Sendable {
     /// Buckets kept at most; full, idle ones are dropped first, so memory stays bounded.
     private let maxKeys: Int
 
-    init(rate: Int, per period: TimeInterval, maxKeys: Int = 100_000) {
-        capacity = Double(rate)
+    init(rate: Int, per period: TimeInterval, burst: Int? = nil, maxKeys: Int = 100_000) {
+        capacity = Double(burst ?? rate)
         perSecond = Double(rate) / period
         self.maxKeys = maxKeys
     }

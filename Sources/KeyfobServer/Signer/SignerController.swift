@@ -19,7 +19,7 @@ struct SignerController: Sendable {
     /// scrypt (NIP-49) takes 64–256 MiB a call: at most this many run at once.
     let scryptSlots = ScryptSlots(limit: 2)
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.post("/api/signer/key", use: importKey)
         router.post("/api/signer/key/export", use: exportKey)
         router.get("/api/signer/history", use: history)
@@ -28,7 +28,7 @@ struct SignerController: Sendable {
 
     // MARK: Methods
 
-    @Sendable func method(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func method(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let name = context.parameters.get("method") ?? ""
         guard let method = SignerMethod(rawValue: name) else {
             throw APIError("unsupported_type", "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
@@ -99,7 +99,7 @@ struct SignerController: Sendable {
 
     // MARK: Import and export
 
-    @Sendable func importKey(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let caller = try await unlockedCaller(request)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await jsonObjectBody(request)
@@ -140,7 +140,7 @@ struct SignerController: Sendable {
         return jsonObjectResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
     }
 
-    @Sendable func exportKey(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let caller = try await unlockedCaller(request)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await jsonObjectBody(request)
@@ -155,7 +155,7 @@ struct SignerController: Sendable {
 
     // MARK: History
 
-    @Sendable func history(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func history(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let query = request.uri.queryParameters
         var before: Int64?

@@ -27,11 +27,12 @@ struct CeremonyController: Sendable {
     let events: EventLog
     let challenges: ChallengeGenerator
     let custody: KeyCustody
+    let limits: ClientLimits
     let now: @Sendable () -> Date
 
     var relyingParty: RelyingParty { configuration.relyingParty }
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/generate-registration-options", use: registrationOptions)
         router.post("/generate-registration-options", use: registrationOptions)
         router.post("/verify-registration", use: verifyRegistration)
@@ -61,15 +62,16 @@ struct CeremonyController: Sendable {
         return trimmed.isEmpty ? nil : trimmed
     }
 
-    @Sendable func registrationOptions(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        let username = try await requestedUsername(request)
+    @Sendable func registrationOptions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.options, ip, now: now())
+        let username = try await requestedUsername(request).map(Usernames.normalize)
         let challenge = challenges.generate()
         var record: ChallengeRecord
         var exclude: [CredentialDescriptor] = []
         let expires = now().addingTimeInterval(TimeInterval(configuration.challengeTimeout))
 
         if let username {
-            try Usernames.validate(username)
             if let existing = try await store.user(named: username) {
                 // Adding a passkey to an account needs that account's session, unlocked: a stolen
                 // session token alone must not be able to add the thief's passkey.
@@ -84,18 +86,21 @@ struct CeremonyController: Sendable {
                                          userID: existing.id, username: existing.username,
                                          isAnonymous: existing.isAnonymous, existingUser: true, expiresAt: expires)
             } else {
+                try limits.check(limits.signUps, ip, now: now())
                 record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: username,
                                          userID: Base64URL.encode(secureRandomBytes(32)), username: username,
                                          expiresAt: expires)
             }
         } else {
+            try limits.check(limits.signUps, ip, now: now())
             let generated = Usernames.anonymous()
             record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: generated,
                                      userID: Base64URL.encode(secureRandomBytes(32)), username: generated,
                                      isAnonymous: true, expiresAt: expires)
         }
         record.algorithms = configuration.algorithms.map(\.rawValue)
-        try await store.insertChallenge(record, now: now())
+        record.clientIP = ip
+        try await limits.insert(record, into: store, now: now())
 
         let options = relyingParty.creationOptions(
             challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: record.username!,
@@ -118,16 +123,20 @@ struct CeremonyController: Sendable {
         let credentialId: String
         let token: String
         let expiresAt: Date
+        /// Whether the attestation reached a configured trust anchor; when false the recorded
+        /// format and AAGUID are only what the client claimed.
+        let attestationTrusted: Bool
     }
 
-    @Sendable func verifyRegistration(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func verifyRegistration(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try limits.check(limits.verify, limits.clientIP(request, context), now: now())
         let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .registration, key: body.challengeKey)
         guard let userID = pending.userID, let username = pending.username else {
             throw APIError("challenge_not_found", "this challenge was not issued for a registration")
         }
-        if let sent = body.username, !sent.isEmpty, sent.lowercased() != username.lowercased() {
+        if let sent = body.username, !sent.isEmpty, sent.precomposedStringWithCompatibilityMapping.lowercased() != username.lowercased() {
             throw APIError.invalid("username \"\(sent)\" is not the one these options were made for")
         }
         var keepBrowserSession = false
@@ -145,7 +154,8 @@ struct CeremonyController: Sendable {
             verified = try relyingParty.verifyRegistration(
                 body.cred, challenge: pending.challenge,
                 requireUserVerification: configuration.requireUserVerification,
-                allowedAlgorithms: pending.algorithms.compactMap(COSEAlgorithm.init(rawValue:)), now: now())
+                allowedAlgorithms: pending.algorithms.compactMap(COSEAlgorithm.init(rawValue:)),
+                attestation: configuration.attestationPolicy, now: now())
         } catch {
             events.record(.registrationFailed, username: username, code: error.code.rawValue)
             throw APIError(error)
@@ -157,7 +167,8 @@ struct CeremonyController: Sendable {
             algorithm: verified.publicKey.algorithm.rawValue, signCount: verified.signCount,
             transports: (body.cred.response.transports ?? []).filter { $0.count <= 32 }.prefix(8).map { $0 },
             aaguid: verified.aaguid, attestationFormat: verified.attestation.format,
-            backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created)
+            backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created,
+            attestationTrusted: verified.attestation.trust == .trusted)
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven
@@ -180,30 +191,28 @@ struct CeremonyController: Sendable {
 
         let response = VerifyRegistrationResponse(
             verified: true, username: username, isAnonymous: pending.isAnonymous,
-            credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt)
-        return jsonResponse(response, headers: keepBrowserSession ? [:] : [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
+            credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt,
+            attestationTrusted: credential.attestationTrusted)
+        return jsonResponse(response, headers: keepBrowserSession ? [:] : [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
     }
 
     // MARK: - Authentication
 
-    @Sendable func authenticationOptions(_ request: Request, context: BasicRequestContext) async throws -> Response {
-        let username = try await requestedUsername(request)
+    @Sendable func authenticationOptions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.options, ip, now: now())
+        // A username is accepted (the iOS guide's apps send one) but changes nothing: every
+        // passkey Keyfob registers is discoverable, so the options are always the discoverable
+        // kind and cannot tell a known username from an unknown one.
+        _ = try await requestedUsername(request)
         let challenge = challenges.generate()
-        var allow: [CredentialDescriptor] = []
-        var userID: String?
-        // An unknown username gets discoverable-credential options, so the
-        // endpoint does not reveal which usernames exist.
-        if let username, let user = try await store.user(named: username) {
-            userID = user.id
-            allow = try await store.credentials(ofUser: user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        }
         let key = Base64URL.encode(secureRandomBytes(16))
-        try await store.insertChallenge(
-            ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key, userID: userID,
-                            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout))),
-            now: now())
+        try await limits.insert(
+            ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
+                            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip),
+            into: store, now: now())
         let options = relyingParty.requestOptions(
-            challenge: challenge, allowCredentials: allow,
+            challenge: challenge, allowCredentials: [],
             userVerification: configuration.requireUserVerification ? .required : .preferred,
             timeoutSeconds: configuration.challengeTimeout)
         return jsonResponse(WithChallengeKey(options: options, challengeKey: key))
@@ -222,7 +231,8 @@ struct CeremonyController: Sendable {
         let expiresAt: Date
     }
 
-    @Sendable func verifyAuthentication(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func verifyAuthentication(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try limits.check(limits.verify, limits.clientIP(request, context), now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .authentication, key: body.challengeKey)
@@ -273,7 +283,7 @@ struct CeremonyController: Sendable {
         events.record(.signedIn, username: user.username, detail: "count=\(verified.newSignCount)")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
                                                     token: token, expiresAt: session.expiresAt)
-        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt)])
+        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
     }
 
     // MARK: - Challenges
@@ -300,14 +310,20 @@ struct CeremonyController: Sendable {
 enum Usernames {
     static let anonymousPrefix = "anon-"
 
-    static func validate(_ name: String) throws {
-        let allowed = CharacterSet.alphanumerics.union(CharacterSet(charactersIn: "._-@+"))
-        guard (1...64).contains(name.count), name.unicodeScalars.allSatisfy(allowed.contains) else {
-            throw APIError.invalid("username must be 1 to 64 letters, digits or . _ - @ +")
+    /// The one spelling of a username: NFKC (full-width and compatibility forms fold to their
+    /// plain letters), lowercased, and then only `a-z 0-9 . _ - @ +`, 1 to 64 bytes. ASCII only:
+    /// the store's case-insensitive match folds ASCII alone, and mixed scripts make look-alikes
+    /// (Cyrillic "а" in "аlice").
+    static func normalize(_ name: String) throws -> String {
+        let folded = name.precomposedStringWithCompatibilityMapping.lowercased()
+        let allowed: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789._-@+".unicodeScalars)
+        guard (1...64).contains(folded.utf8.count), folded.unicodeScalars.allSatisfy(allowed.contains) else {
+            throw APIError.invalid("username must be 1 to 64 of a-z, 0-9 and . _ - @ + (letters are not case-sensitive)")
         }
-        guard !name.lowercased().hasPrefix(anonymousPrefix) else {
+        guard !folded.hasPrefix(anonymousPrefix) else {
             throw APIError.invalid("usernames starting with \"\(anonymousPrefix)\" are reserved for anonymous accounts")
         }
+        return folded
     }
 
     static func anonymous() -> String {

@@ -13,7 +13,7 @@ struct AccountController: Sendable {
     let custody: KeyCustody
     let now: @Sendable () -> Date
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/session", use: session)
         router.post("/logout", use: logout)
         router.get("/account/credentials", use: credentials)
@@ -31,7 +31,7 @@ struct AccountController: Sendable {
         let npub: String
     }
 
-    @Sendable func session(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let unlocked = auth.session.isUnlocked(at: now())
         let pubkey = try await custody.publicKey(of: auth.user.id)
@@ -41,7 +41,7 @@ struct AccountController: Sendable {
             pubkey: pubkey.hex, npub: NIP19.npub(pubkey)))
     }
 
-    @Sendable func logout(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         if let auth = try await sessions.authenticate(request) {
             if let everywhere = request.uri.queryParameters.get("everywhere"), ["1", "true"].contains(everywhere) {
                 try await store.deleteSessions(ofUser: auth.user.id)
@@ -51,7 +51,7 @@ struct AccountController: Sendable {
                 events.record(.signedOut, username: auth.user.username)
             }
         }
-        return jsonResponse(["signedOut": true], headers: [.setCookie: sessions.clearingCookie])
+        return jsonResponse(["signedOut": true], headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
     }
 
     struct CredentialInfo: Encodable {
@@ -61,23 +61,27 @@ struct AccountController: Sendable {
         let aaguid: String
         let transports: [String]
         let backedUp: Bool
+        /// False: no configured trust anchor vouched for the attestation, so `attestationFormat`
+        /// and `aaguid` are only what the client claimed.
+        let attestationTrusted: Bool
         let createdAt: Date
         let lastUsedAt: Date?
     }
 
-    @Sendable func credentials(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func credentials(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let list = try await store.credentials(ofUser: auth.user.id).map {
             CredentialInfo(id: Base64URL.encode($0.id), algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
                            aaguid: Hex.encode($0.aaguid), transports: $0.transports,
-                           backedUp: $0.backupState, createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
+                           backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
+                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
         }
         return jsonResponse(["credentials": list])
     }
 
     /// Removing a passkey needs an unlocked signer (a stolen session must not lock the owner out),
     /// and ends every session that passkey started.
-    @Sendable func deleteCredential(_ request: Request, context: BasicRequestContext) async throws -> Response {
+    @Sendable func deleteCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
             throw APIError.invalid("credential id is not base64url")

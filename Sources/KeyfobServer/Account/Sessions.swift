@@ -7,11 +7,15 @@ import WebAuthn
 /// Sessions of DESIGN.md §3: a random 256-bit token, stored only as its SHA-256,
 /// sent as an HttpOnly SameSite=Lax cookie to browsers and as a bearer token to apps.
 struct Sessions: Sendable {
+    /// Over plain http on localhost (development) only.
     static let cookieName = "keyfob_session"
+    /// Everywhere else: `Secure`, and the `__Host-` prefix pins it to this host, path `/`, no Domain.
+    static let secureCookieName = "__Host-keyfob_session"
 
     let store: any KeyfobStore
     let configuration: ServerConfiguration
     let now: @Sendable () -> Date
+    var client: ClientAddress { ClientAddress(trustedProxies: Set(configuration.trustedProxies)) }
 
     /// A signed-in request: its session, its user, and how it proved it.
     struct Authenticated: Sendable {
@@ -39,7 +43,7 @@ struct Sessions: Sendable {
         var viaCookie = false
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
             token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        } else if let cookie = request.cookie(Self.cookieName) {
+        } else if let cookie = request.cookie(Self.secureCookieName) ?? request.cookie(Self.cookieName) {
             token = cookie
             viaCookie = true
         }
@@ -72,13 +76,26 @@ struct Sessions: Sendable {
         }
     }
 
-    func cookie(token: String, expires: Date) -> String {
-        let maxAge = max(0, Int(expires.timeIntervalSince(now())))
-        return "\(Self.cookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
-            + (configuration.secureCookies ? "; Secure" : "")
+    /// Whether this request's cookie must be `Secure`: always, except for a browser on
+    /// `http://localhost` (a cookie marked Secure is never sent back over plain http).
+    func secureCookie(for request: Request, context: KeyfobRequestContext) -> Bool {
+        if client.isHTTPS(request, peer: context.remoteAddress) { return true }
+        // No Host at all is no browser on a named site (router tests, HTTP/1.0 probes).
+        guard let authority = request.head.authority, !authority.isEmpty else { return false }
+        let host = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst())
+                                            : String(authority.split(separator: ":").first ?? "")
+        let local = host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
+        return !local
     }
 
-    var clearingCookie: String {
-        "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (configuration.secureCookies ? "; Secure" : "")
+    func cookie(token: String, expires: Date, secure: Bool) -> String {
+        let maxAge = max(0, Int(expires.timeIntervalSince(now())))
+        return secure ? "\(Self.secureCookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax; Secure"
+                      : "\(Self.cookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
+    }
+
+    func clearingCookie(secure: Bool) -> String {
+        secure ? "\(Self.secureCookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure"
+               : "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
     }
 }

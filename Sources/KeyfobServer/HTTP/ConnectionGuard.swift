@@ -1,0 +1,102 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+
+/// Per-connection deadlines and parse-error answers, in the channel pipeline after HTTP decoding.
+///
+/// - A request's head must arrive within `headerTimeout` of the connection opening or of the
+///   previous response (this also ends idle keep-alive connections), and its body within
+///   `bodyTimeout` of the head: slow-header and slow-body clients cannot hold a connection.
+/// - A request the HTTP parser refuses (oversized or too many header fields, malformed syntax)
+///   gets the same JSON error body as every other 4xx, then the connection closes.
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    private let headerTimeout: TimeAmount
+    private let bodyTimeout: TimeAmount
+    private var deadline: Scheduled<Void>?
+    /// A response head has been written and its end not yet: parse errors then just close.
+    private var responding = false
+
+    init(headerTimeout: TimeAmount, bodyTimeout: TimeAmount) {
+        self.headerTimeout = headerTimeout
+        self.bodyTimeout = bodyTimeout
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { arm(context, headerTimeout) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        arm(context, headerTimeout)
+        context.fireChannelActive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) { disarm() }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        disarm()
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head: arm(context, bodyTimeout)
+        case .body: break
+        case .end: disarm()  // the request is whole; the handler may take its time
+        }
+        context.fireChannelRead(data)
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head) where head.status.code >= 200: responding = true
+        case .end:
+            responding = false
+            arm(context, headerTimeout)  // the next request on this connection gets the same deadline
+        default: break
+        }
+        context.write(data, promise: promise)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        guard let parseError = error as? HTTPParserError else {
+            context.fireErrorCaught(error)
+            return
+        }
+        disarm()
+        guard !responding else { context.close(promise: nil); return }
+        let (status, code, message): (HTTPResponse.Status, String, String) = switch parseError {
+        case .headerOverflow:
+            (.init(code: 431, reasonPhrase: "Request Header Fields Too Large"), "payload_too_large",
+             "request headers are too large or too many")
+        default:
+            (.badRequest, "invalid_request", "the request is not valid HTTP/1.1")
+        }
+        let body = ByteBuffer(string: #"{"error":"\#(code)","message":"\#(message)"}"#)
+        var headers = SecurityHeadersMiddleware<KeyfobRequestContext>.headers
+        headers[.contentType] = "application/json; charset=utf-8"
+        headers[.contentLength] = String(body.readableBytes)
+        headers[.connection] = "close"
+        context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: headers))), promise: nil)
+        context.write(wrapOutboundOut(.body(body)), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    private func arm(_ context: ChannelHandlerContext, _ timeout: TimeAmount) {
+        disarm()
+        deadline = context.eventLoop.scheduleTask(in: timeout) { [weak context] in
+            context?.close(promise: nil)
+        }
+    }
+
+    private func disarm() {
+        deadline?.cancel()
+        deadline = nil
+    }
+}

@@ -1,0 +1,24 @@
+import Foundation
+import Hummingbird
+import Logging
+
+/// One structured log line per request: method, route (the pattern, never the raw path or
+/// query, which may carry payloads), status, milliseconds, client IP.
+struct RequestLogMiddleware: RouterMiddleware {
+    let addresses: ClientAddress
+    let logger: Logger
+
+    func handle(_ request: Request, context: KeyfobRequestContext,
+                next: (Request, KeyfobRequestContext) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        let response = try await next(request, context)
+        let elapsed = ContinuousClock.now - start
+        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        logger.info("request", metadata: [
+            "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
+            "status": "\(response.status.code)", "ms": "\(String(format: "%.1f", ms))",
+            "ip": "\(addresses.resolve(request, peer: context.remoteAddress))",
+        ])
+        return response
+    }
+}
