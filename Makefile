@@ -1,13 +1,16 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
-.PHONY: serve test test-swift test-browser fuzz bench
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
+.PHONY: serve test test-swift test-browser test-fuzz fuzz bench
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
 	@scripts/install-deps.sh
 	swift run keyfob serve
 
-## Run every test: Swift unit and HTTP tests, then the real binary in headless Chromium.
-test: test-swift test-browser
+## Run every test: Swift unit and HTTP tests, the real binary in headless Chromium, then each
+## libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
+test: test-swift test-browser test-fuzz
 
 test-swift:
 	@scripts/install-deps.sh --test
@@ -19,12 +22,19 @@ test-browser:
 	swift build --product keyfob
 	python3 -m pytest Tests/e2e -q
 
-## libFuzzer for 60 s over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder); see README.
+## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
+## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.
 TARGET ?= WebAuthnFuzz
+FUZZ_SECONDS ?= 60
 fuzz:
 	swift build -c debug --scratch-path .build-fuzz --product $(TARGET) --sanitize fuzzer -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -v 'Cannot export local symbol'
 	mkdir -p Fuzz/corpus-$(TARGET) Fuzz/artifacts
-	SWIFT_BACKTRACE=enable=no ./.build-fuzz/debug/$(TARGET) Fuzz/corpus-$(TARGET) -max_total_time=60 -artifact_prefix=Fuzz/artifacts/ -print_final_stats=1
+	SWIFT_BACKTRACE=enable=no ./.build-fuzz/debug/$(TARGET) Fuzz/corpus-$(TARGET) Fuzz/seeds-$(TARGET) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -artifact_prefix=Fuzz/artifacts/ -print_final_stats=1
+
+## Both fuzz targets, briefly (part of make test).
+test-fuzz:
+	$(MAKE) fuzz TARGET=WebAuthnFuzz
+	$(MAKE) fuzz TARGET=NostrFuzz
 
 ## Benchmarks beside raw OpenSSL figures.
 bench:

@@ -63,7 +63,7 @@ let package = Package(
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "COpenSSL",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: strict),

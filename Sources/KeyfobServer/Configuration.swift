@@ -120,6 +120,10 @@ public struct ServerConfiguration: Sendable {
         guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, maxChallengesPerIP >= 1 else {
             throw Invalid(description: "--ip-rate, --ip-burst and --signups-per-hour must be at least 1")
         }
+        guard (1...600).contains(headerTimeout), (1...600).contains(bodyTimeout) else {
+            throw Invalid(description: "--header-timeout and --body-timeout must be between 1 and 600 seconds")
+        }
+        if let maxConnections, maxConnections < 1 { throw Invalid(description: "--max-connections must be at least 1") }
         guard signRate >= 1 else { throw Invalid(description: "--sign-rate must be at least 1 operation a minute") }
         if let masterKey, masterKey.count != KeyVault.masterKeyLength {
             throw Invalid(description: "the master key must be 32 bytes (KEYFOB_MASTER_KEY is their base64)")
@@ -148,6 +152,11 @@ public struct ServerConfiguration: Sendable {
                                                     attributes: [.posixPermissions: 0o700])
         } catch {
             throw Invalid(description: "cannot create data directory \(dir): \(error.localizedDescription) (set --data-dir to a writable folder)")
+        }
+        // The data directory is 0700 whatever the umask, also when it existed: it holds the master
+        // key. (Folders named only through sqlite:/path or --master-key-file are the operator's.)
+        if dir != ".", (dir as NSString).standardizingPath == (dataDirectory as NSString).standardizingPath {
+            chmod(dir, 0o700)
         }
         guard FileManager.default.isWritableFile(atPath: dir) else {
             throw Invalid(description: "data directory \(dir) is not writable (set --data-dir to a writable folder)")

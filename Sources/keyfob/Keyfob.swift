@@ -69,6 +69,10 @@ struct Serve: AsyncParsableCommand {
     var attestationRoots: String?
     @Flag(name: .customLong("allow-legacy-algorithms"), help: "Accept RS1 (SHA-1) and RSA keys under 2048 bits, for old TPMs. (env: KEYFOB_ALLOW_LEGACY_ALGORITHMS=1)")
     var allowLegacyAlgorithms = false
+    @Option(name: .customLong("header-timeout"), help: "Seconds a client has to send a request's headers, after connecting or after the previous response (closes idle keep-alive connections too). (env: KEYFOB_HEADER_TIMEOUT; default 15)")
+    var headerTimeout: Int?
+    @Option(name: .customLong("body-timeout"), help: "Seconds a client has to send a request's body after its headers. (env: KEYFOB_BODY_TIMEOUT; default 30)")
+    var bodyTimeout: Int?
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
 
@@ -155,6 +159,8 @@ struct Serve: AsyncParsableCommand {
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
             || (file["allow-legacy-algorithms"] as? Bool ?? false)
         c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
+        c.headerTimeout = try int(headerTimeout, "KEYFOB_HEADER_TIMEOUT", "header-timeout") ?? c.headerTimeout
+        c.bodyTimeout = try int(bodyTimeout, "KEYFOB_BODY_TIMEOUT", "body-timeout") ?? c.bodyTimeout
         switch string(userVerification, "KEYFOB_USER_VERIFICATION", "user-verification") ?? "required" {
         case "required": c.requireUserVerification = true
         case "preferred": c.requireUserVerification = false
