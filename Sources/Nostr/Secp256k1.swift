@@ -25,8 +25,10 @@ func wipe(_ bytes: inout [UInt8]) {
 /// Bytes from OpenSSL's CSPRNG.
 func randomBytes(_ count: Int) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: count)
-    let ok = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
-    precondition(ok == 1, "OpenSSL's random generator failed")
+    // kf_random_bytes falls back to getrandom(2), which needs no descriptor: running out of
+    // descriptors must not crash the server here (a trap is what a SIGILL under EMFILE was).
+    let ok = out.withUnsafeMutableBufferPointer { kf_random_bytes($0.baseAddress, count) }
+    precondition(ok == 1, "no random bytes from OpenSSL or getrandom(2)")
     return out
 }
 
