@@ -81,9 +81,14 @@ public func buildRouter(
     let custody = KeyCustody(store: store, vault: vault, now: clock)
     let dispatcher = SignerDispatcher(custody: custody, store: store,
                                       limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock)
-    CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: CredentialKeyCache(),
+    let keys = CredentialKeyCache()
+    let limits = ClientLimits(configuration: configuration)
+    CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
                        events: events, challenges: challenges, custody: custody,
-                       limits: ClientLimits(configuration: configuration), now: clock).addRoutes(to: router)
+                       limits: limits, now: clock).addRoutes(to: router)
+    ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
+                       grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
+                       now: clock).addRoutes(to: router)
     AccountController(store: store, sessions: sessions, events: events, custody: custody, now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)

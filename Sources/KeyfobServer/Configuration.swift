@@ -63,6 +63,8 @@ public struct ServerConfiguration: Sendable {
     public var bodyTimeout = 30
     /// Connections held at once; nil: just below the descriptor limit.
     public var maxConnections: Int?
+    /// Every approval (not only dangerous kinds) needs a fresh passkey assertion bound to the request.
+    public var confirmWithPasskey = false
     /// Seconds between sweeps of expired challenges and sessions.
     public var sweepInterval: TimeInterval = 30
     /// Highest NIP-49 log_n accepted when importing an ncryptsec (scrypt memory is 2^(log_n+10) bytes).

@@ -152,9 +152,11 @@ public struct AuditRecord: Sendable, Equatable {
     /// `approved`, `rejected` or `failed`.
     public var outcome: String
     public var code: String?
+    /// For passkey-confirmed approvals: the assertion and the bytes its challenge commits to (JSON).
+    public var receipt: String?
 
     public init(id: Int64 = 0, userID: String, at: Date, client: String, transport: String, method: String,
-                kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil) {
+                kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil, receipt: String? = nil) {
         self.id = id
         self.userID = userID
         self.at = at
@@ -165,6 +167,7 @@ public struct AuditRecord: Sendable, Equatable {
         self.eventID = eventID
         self.outcome = outcome
         self.code = code
+        self.receipt = receipt
     }
 }
 
@@ -179,4 +182,72 @@ public enum StoreError: Error, Sendable, Equatable {
     case limitReached
     /// The database itself failed; the message is for logs, not for clients.
     case database(String)
+}
+
+/// A signer request waiting for its user's decision (redirect flows, NIP-07): in the database so
+/// any instance can finish it. What it asks is sealed (`payload`), since it may carry a plaintext.
+public struct PendingRequestRecord: Sendable, Equatable {
+    /// Random 128-bit id, base64url: the `/approve/<id>` path.
+    public var id: String
+    /// The signed-in user it belongs to: set at creation when the browser had a session, else by
+    /// the first signed-in user who opens it. To anyone else it does not exist.
+    public var userID: String?
+    /// Who asked for it when no user was known yet (`ip:<address>`), for the pending cap.
+    public var requester: String
+    public var client: String
+    public var transport: String
+    public var method: String
+    public var kind: Int?
+    /// The request, sealed under the master key with the id as additional data.
+    public var nonce: [UInt8]
+    public var payload: [UInt8]
+    /// Fresh per confirmation challenge: what a passkey-confirmed approval commits to.
+    public var confirmationNonce: [UInt8]?
+    public var createdAt: Date
+    public var expiresAt: Date
+    /// `pending`, then `approved` or `rejected` (once).
+    public var state: String
+
+    public init(id: String, userID: String?, requester: String, client: String, transport: String, method: String,
+                kind: Int?, nonce: [UInt8], payload: [UInt8], confirmationNonce: [UInt8]? = nil, createdAt: Date,
+                expiresAt: Date, state: String = "pending") {
+        self.id = id
+        self.userID = userID
+        self.requester = requester
+        self.client = client
+        self.transport = transport
+        self.method = method
+        self.kind = kind
+        self.nonce = nonce
+        self.payload = payload
+        self.confirmationNonce = confirmationNonce
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.state = state
+    }
+}
+
+/// A remembered decision: this user lets (or never lets) this client run this method (on this
+/// kind, for sign_event; nil kind: every kind that is not dangerous) until `expiresAt` (nil: until revoked).
+public struct GrantRecord: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    public var client: String
+    public var method: String
+    public var kind: Int?
+    public var allow: Bool
+    public var createdAt: Date
+    public var expiresAt: Date?
+
+    public init(id: String, userID: String, client: String, method: String, kind: Int?, allow: Bool, createdAt: Date,
+                expiresAt: Date?) {
+        self.id = id
+        self.userID = userID
+        self.client = client
+        self.method = method
+        self.kind = kind
+        self.allow = allow
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
 }

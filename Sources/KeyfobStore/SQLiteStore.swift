@@ -115,6 +115,38 @@ public actor SQLiteStore: KeyfobStore {
         CREATE INDEX challenges_client ON challenges(client_ip, expires_at);
         ALTER TABLE credentials ADD COLUMN attestation_trusted INTEGER NOT NULL DEFAULT 0;
         """,
+        // 4: approvals. Pending signer requests (sealed), grants, receipts in the audit log.
+        """
+        CREATE TABLE signer_requests (
+            id TEXT PRIMARY KEY,
+            user_id TEXT REFERENCES users(id) ON DELETE CASCADE,
+            requester TEXT NOT NULL,
+            client TEXT NOT NULL,
+            transport TEXT NOT NULL,
+            method TEXT NOT NULL,
+            kind INTEGER,
+            nonce BLOB NOT NULL,
+            payload BLOB NOT NULL,
+            confirmation_nonce BLOB,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            state TEXT NOT NULL
+        );
+        CREATE INDEX signer_requests_owner ON signer_requests(requester, client, state, expires_at);
+        CREATE INDEX signer_requests_expiry ON signer_requests(expires_at);
+        CREATE TABLE grants (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            client TEXT NOT NULL,
+            method TEXT NOT NULL,
+            kind INTEGER,
+            allow INTEGER NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL
+        );
+        CREATE INDEX grants_user ON grants(user_id, client);
+        ALTER TABLE audit_log ADD COLUMN receipt TEXT;
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -215,6 +247,14 @@ public actor SQLiteStore: KeyfobStore {
             "DELETE FROM challenges WHERE rowid IN (SELECT rowid FROM challenges WHERE expires_at <= ? LIMIT ?)",
             [.date(now), .int(Int64(limit))])
         var removed = connection.changes
+        try connection.query(
+            "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
+            [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
+        removed += connection.changes
+        try connection.query(
+            "DELETE FROM grants WHERE rowid IN (SELECT rowid FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+            [.date(now), .int(Int64(limit))])
+        removed += connection.changes
         try connection.query(
             "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
             [.date(now), .int(Int64(limit))])
@@ -387,26 +427,125 @@ public actor SQLiteStore: KeyfobStore {
     public func appendAudit(_ e: AuditRecord) throws -> Int64 {
         try connection.query(
             """
-            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
             """,
             [.text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
              e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
-             e.code.map(SQLValue.text) ?? .null]
+             e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null]
         ).first?.first?.int ?? 0
+    }
+
+    private static let auditColumns = "id, user_id, at, client, transport, method, kind, event_id, outcome, code, receipt"
+
+    private func auditRow(_ r: [SQLValue]) -> AuditRecord {
+        AuditRecord(id: r[0].int ?? 0, userID: r[1].text ?? "", at: r[2].date ?? .distantPast, client: r[3].text ?? "",
+                    transport: r[4].text ?? "", method: r[5].text ?? "", kind: r[6].int.map { Int($0) },
+                    eventID: r[7].text, outcome: r[8].text ?? "", code: r[9].text, receipt: r[10].text)
     }
 
     public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) throws -> [AuditRecord] {
         try connection.query(
-            """
-            SELECT id, user_id, at, client, transport, method, kind, event_id, outcome, code FROM audit_log
-            WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?
-            """, [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]
-        ).map { r in
-            AuditRecord(id: r[0].int ?? 0, userID: r[1].text ?? "", at: r[2].date ?? .distantPast, client: r[3].text ?? "",
-                        transport: r[4].text ?? "", method: r[5].text ?? "", kind: r[6].int.map { Int($0) },
-                        eventID: r[7].text, outcome: r[8].text ?? "", code: r[9].text)
+            "SELECT \(Self.auditColumns) FROM audit_log WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+            [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]).map(auditRow)
+    }
+
+    public func auditEntry(id: Int64, ofUser userID: String) throws -> AuditRecord? {
+        try connection.query("SELECT \(Self.auditColumns) FROM audit_log WHERE id = ? AND user_id = ?",
+                             [.int(id), .text(userID)]).first.map(auditRow)
+    }
+
+    // MARK: Pending requests and grants
+
+    private static let requestColumns = """
+        id, user_id, requester, client, transport, method, kind, nonce, payload, confirmation_nonce, created_at, expires_at, state
+        """
+
+    private func requestRow(_ r: [SQLValue]) -> PendingRequestRecord {
+        PendingRequestRecord(id: r[0].text ?? "", userID: r[1].text, requester: r[2].text ?? "", client: r[3].text ?? "",
+                             transport: r[4].text ?? "", method: r[5].text ?? "", kind: r[6].int.map { Int($0) },
+                             nonce: r[7].blob ?? [], payload: r[8].blob ?? [], confirmationNonce: r[9].blob,
+                             createdAt: r[10].date ?? .distantPast, expiresAt: r[11].date ?? .distantPast,
+                             state: r[12].text ?? "")
+    }
+
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) throws {
+        try connection.transaction {
+            let owner = q.userID ?? q.requester
+            let live = try connection.query(
+                """
+                SELECT count(*) FROM (SELECT 1 FROM signer_requests
+                WHERE (user_id = ? OR requester = ?) AND client = ? AND state = 'pending' AND expires_at > ? LIMIT ?)
+                """, [.text(owner), .text(owner), .text(q.client), .date(now), .int(Int64(maxPending))]).first?.first?.int ?? 0
+            guard live < maxPending else { throw StoreError.limitReached }
+            try connection.query(
+                "INSERT INTO signer_requests (\(Self.requestColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [.text(q.id), q.userID.map(SQLValue.text) ?? .null, .text(q.requester), .text(q.client), .text(q.transport),
+                 .text(q.method), q.kind.map { .int(Int64($0)) } ?? .null, .blob(q.nonce), .blob(q.payload),
+                 q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state)])
         }
+    }
+
+    public func claimPendingRequest(id: String, userID: String, now: Date) throws -> PendingRequestRecord? {
+        try connection.transaction {
+            try connection.query(
+                "UPDATE signer_requests SET user_id = ? WHERE id = ? AND user_id IS NULL AND state = 'pending' AND expires_at > ?",
+                [.text(userID), .text(id), .date(now)])
+            return try connection.query(
+                "SELECT \(Self.requestColumns) FROM signer_requests WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+                [.text(id), .text(userID), .date(now)]).first.map(requestRow)
+        }
+    }
+
+    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) throws -> Bool {
+        try connection.query(
+            "UPDATE signer_requests SET confirmation_nonce = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+            [.blob(nonce), .text(id), .text(userID), .date(now)])
+        return connection.changes == 1
+    }
+
+    public func decidePendingRequest(id: String, userID: String, state: String, now: Date) throws -> Bool {
+        try connection.query(
+            "UPDATE signer_requests SET state = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+            [.text(state), .text(id), .text(userID), .date(now)])
+        return connection.changes == 1
+    }
+
+    public func pendingRequestCount(now: Date) throws -> Int {
+        Int(try connection.query("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",
+                                 [.date(now)]).first?.first?.int ?? 0)
+    }
+
+    public func insertGrant(_ g: GrantRecord) throws {
+        try connection.query(
+            "INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [.text(g.id), .text(g.userID), .text(g.client), .text(g.method), g.kind.map { .int(Int64($0)) } ?? .null,
+             .bool(g.allow), .date(g.createdAt), .date(g.expiresAt)])
+    }
+
+    public func grants(ofUser userID: String, now: Date) throws -> [GrantRecord] {
+        try connection.query(
+            """
+            SELECT id, user_id, client, method, kind, allow, created_at, expires_at FROM grants
+            WHERE user_id = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rowid DESC LIMIT 1000
+            """, [.text(userID), .date(now)]
+        ).map { r in
+            GrantRecord(id: r[0].text ?? "", userID: r[1].text ?? "", client: r[2].text ?? "", method: r[3].text ?? "",
+                        kind: r[4].int.map { Int($0) }, allow: r[5].bool, createdAt: r[6].date ?? .distantPast, expiresAt: r[7].date)
+        }
+    }
+
+    public func deleteGrant(id: String, ofUser userID: String) throws -> Bool {
+        try connection.query("DELETE FROM grants WHERE id = ? AND user_id = ?", [.text(id), .text(userID)])
+        return connection.changes == 1
+    }
+
+    public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+                                usedAt: Date) throws {
+        try connection.query(
+            "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
+            [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
+        guard connection.changes == 1 else { throw StoreError.conflict }
     }
 
     public func healthCheck() throws {

@@ -63,6 +63,29 @@ extension MetaStore {
     public static var masterKeyCheckName: String { "master_key_check" }
 }
 
+/// Pending signer requests and grants (redirect flows, NIP-07, later NIP-46).
+public protocol ApprovalStore: Sendable {
+    /// Stores a request; `limitReached` when its owner (or requester) already has `maxPending`
+    /// undecided, unexpired requests from the same client.
+    func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int) async throws
+    /// The request if it is pending, unexpired and `userID`'s — claiming it for `userID` when it has
+    /// no owner yet. Nil otherwise (decided, expired, someone else's, unknown).
+    func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord?
+    /// Sets the confirmation nonce of a pending request of `userID`.
+    func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
+    /// Marks the request decided (`approved`/`rejected`) once; false when it was not pending,
+    /// expired or not `userID`'s.
+    func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool
+
+    /// Undecided, unexpired requests (all users): for operators and tests.
+    func pendingRequestCount(now: Date) async throws -> Int
+
+    func insertGrant(_ grant: GrantRecord) async throws
+    /// The user's unexpired grants, newest first.
+    func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord]
+    func deleteGrant(id: String, ofUser userID: String) async throws -> Bool
+}
+
 /// The signer's audit log.
 public protocol AuditStore: Sendable {
     /// Appends an entry; returns its id.
@@ -70,10 +93,13 @@ public protocol AuditStore: Sendable {
     func appendAudit(_ entry: AuditRecord) async throws -> Int64
     /// The user's entries with id below `before` (all when nil), newest first.
     func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord]
+    /// One of the user's entries (with its receipt), if it exists.
+    func auditEntry(id: Int64, ofUser userID: String) async throws -> AuditRecord?
 }
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
-public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore {
+public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
+                             ApprovalStore {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
     /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
     /// nothing in that case.
@@ -85,6 +111,10 @@ public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, Session
     /// stored counter is no longer `expectedSignCount` (a concurrent assertion won).
     func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
                                 backupState: Bool, usedAt: Date, session: SessionRecord) async throws
+
+    /// Compare-and-swap of the sign counter alone (a passkey-confirmed approval: no new session).
+    func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+                         usedAt: Date) async throws
 
     /// Is the database reachable?
     func healthCheck() async throws

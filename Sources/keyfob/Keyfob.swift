@@ -73,6 +73,8 @@ struct Serve: AsyncParsableCommand {
     var headerTimeout: Int?
     @Option(name: .customLong("body-timeout"), help: "Seconds a client has to send a request's body after its headers. (env: KEYFOB_BODY_TIMEOUT; default 30)")
     var bodyTimeout: Int?
+    @Flag(name: .customLong("confirm-with-passkey"), help: "Every approval of an app's request needs a fresh passkey assertion bound to what is signed, kept as a receipt (dangerous kinds always do). (env: KEYFOB_CONFIRM_WITH_PASSKEY=1)")
+    var confirmWithPasskey = false
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
 
@@ -159,6 +161,8 @@ struct Serve: AsyncParsableCommand {
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
             || (file["allow-legacy-algorithms"] as? Bool ?? false)
         c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
+        c.confirmWithPasskey = confirmWithPasskey || ["1", "true"].contains(env["KEYFOB_CONFIRM_WITH_PASSKEY"] ?? "")
+            || (file["confirm-with-passkey"] as? Bool ?? false)
         c.headerTimeout = try int(headerTimeout, "KEYFOB_HEADER_TIMEOUT", "header-timeout") ?? c.headerTimeout
         c.bodyTimeout = try int(bodyTimeout, "KEYFOB_BODY_TIMEOUT", "body-timeout") ?? c.bodyTimeout
         switch string(userVerification, "KEYFOB_USER_VERIFICATION", "user-verification") ?? "required" {

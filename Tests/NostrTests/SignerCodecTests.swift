@@ -243,3 +243,26 @@ import Testing
         }
     }
 }
+
+/// Callback URLs are read the way browsers read them (WHATWG URL), and clients are named by origin.
+@Suite struct CallbackParsingTests {
+    @Test func urlsThatBrowsersReadDifferentlyAreRefused() {
+        for raw in ["https://evil.example\\@trusted.example/cb", "https://trusted.example\\cb", "https://user@trusted.example/cb",
+                    "https://user:pw@trusted.example/cb", "https://trusted.example@evil.example/cb", "https:trusted.example/cb",
+                    "https:/trusted.example/cb", "https://tr\u{0443}sted.example/cb", "myapp://x\\y"] {
+            #expect(throws: NostrError.self, "\(raw)") { _ = try CallbackURL(raw) }
+        }
+    }
+
+    @Test func webCallbacksAreRebuiltAndNamedByOrigin() throws {
+        let plain = try CallbackURL("HTTPS://Client.Example:443/cb?x=1#frag")
+        #expect(plain.string == "https://client.example/cb?x=1#frag")
+        #expect(plain.clientIdentifier == "client.example" && plain.origin == "https://client.example")
+        #expect(try CallbackURL("http://client.example/cb").clientIdentifier == "http://client.example")
+        #expect(try CallbackURL("https://client.example:8443/cb").clientIdentifier == "client.example:8443")
+        #expect(try CallbackURL("http://client.example:8080").string == "http://client.example:8080/")
+        #expect(try CallbackURL.clientIdentifier(ofOrigin: "https://client.example") == "client.example")
+        #expect(throws: NostrError.self) { _ = try CallbackURL.clientIdentifier(ofOrigin: "https://client.example/path") }
+        #expect(try CallbackURL("primal://nostrsigner").string == "primal://nostrsigner")
+    }
+}

@@ -16,6 +16,8 @@ struct SecurityHeadersMiddleware<Context: RequestContext>: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
         for field in Self.headers where response.headers[field.name] == nil { response.headers.append(field) }
+        // The NIP-07 shim is loaded by other sites' pages (DESIGN.md §4.5).
+        if request.uri.path == "/nip07.js" { response.headers[.accessControlAllowOrigin] = "*" }
         return response
     }
 }

@@ -46,6 +46,18 @@ public final class KeyVault: @unchecked Sendable {
                              aad: Self.associatedData(userID: userID, version: version), input: sealed)
     }
 
+    /// Seals other short-lived secrets (a pending request's payload) under the same key, bound to `context`.
+    func seal(_ bytes: [UInt8], context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
+        var nonce = [UInt8](repeating: 0, count: 12)
+        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        return (nonce, try Self.gcm(encrypt: true, key: keyEncryptionKey, nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: bytes))
+    }
+
+    func open(nonce: [UInt8], sealed: [UInt8], context: String) -> [UInt8]? {
+        guard nonce.count == 12, sealed.count >= 16 else { return nil }
+        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: sealed)
+    }
+
     // MARK: OpenSSL
 
     /// HKDF-SHA256 (RFC 5869) through OpenSSL's KDF, 32 bytes out.

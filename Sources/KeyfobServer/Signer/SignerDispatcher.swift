@@ -34,7 +34,8 @@ struct SignerDispatcher: Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
 
-    func run(_ call: SignerCall, for caller: SignerCaller) async throws -> SignerResult {
+    /// `receipt`: for passkey-confirmed approvals, stored with the audit entry.
+    func run(_ call: SignerCall, for caller: SignerCaller, receipt: String? = nil) async throws -> SignerResult {
         if let retry = limiter.take(caller.limitKey, now: now()) {
             logger.notice("signer.rate_limited", metadata: ["user": "\(caller.username)", "client": "\(caller.client)"])
             throw APIError.rateLimited(retryAfter: retry)
@@ -42,7 +43,8 @@ struct SignerDispatcher: Sendable {
         do {
             let result = try await perform(call, userID: caller.userID)
             await audit(caller, method: call.method.rawValue, kind: call.kind,
-                        eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved")
+                        eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
+                        receipt: receipt)
             return result
         } catch {
             let apiError = error as? APIError ?? APIError("internal_error", "the signer failed", status: .internalServerError)
@@ -93,9 +95,9 @@ struct SignerDispatcher: Sendable {
 
     /// Records one operation. Never plaintext, ciphertext, keys or tokens: only what is named here.
     func audit(_ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
-               outcome: String, code: String? = nil) async {
+               outcome: String, code: String? = nil, receipt: String? = nil) async {
         let entry = AuditRecord(userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
-                                method: method, kind: kind, eventID: eventID, outcome: outcome, code: code)
+                                method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
         var metadata: Logger.Metadata = [
             "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
             "transport": "\(caller.transport)", "method": "\(method)",

@@ -44,6 +44,23 @@ public struct SignerRequest: Sendable, Equatable {
 
     /// The largest payload a request may carry after decompression.
     public static let maxContentLength = 256 * 1024
+
+    /// A request as a client builds it (then `SignerCodec.buildURL`).
+    public init(transport: Transport, method: SignerMethod, content: String, peer: PublicKey?, correlationID: String?,
+                returnType: String?, compression: Compression, callbacks: Callbacks, currentUser: String?,
+                clientName: String?, permissions: String?) {
+        self.transport = transport
+        self.method = method
+        self.content = content
+        self.peer = peer
+        self.correlationID = correlationID
+        self.returnType = returnType
+        self.compression = compression
+        self.callbacks = callbacks
+        self.currentUser = currentUser
+        self.clientName = clientName
+        self.permissions = permissions
+    }
 }
 
 /// Where results go. `success` is required; error and cancel fall back as each spec says.
@@ -51,13 +68,22 @@ public struct Callbacks: Sendable, Equatable {
     public var success: CallbackURL
     public var error: CallbackURL?
     public var cancel: CallbackURL?
+
+    public init(success: CallbackURL, error: CallbackURL? = nil, cancel: CallbackURL? = nil) {
+        self.success = success
+        self.error = error
+        self.cancel = cancel
+    }
 }
 
 /// A validated callback URL: absolute, with a scheme that cannot run code or re-enter the signer.
 public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
+    /// The URL to open. For web callbacks this is rebuilt from the parsed parts, never the raw string.
     public let string: String
     public let scheme: String
     public let host: String?
+    /// Web callbacks: the explicit port, when not the scheme's default.
+    public let port: Int?
 
     /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations).
     public static let refusedSchemes: Set<String> = ["javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner"]
@@ -78,13 +104,46 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
         guard !Self.refusedSchemes.contains(scheme) else {
             throw .init(.invalidCallback, "callback scheme \"\(scheme):\" is not allowed")
         }
+        // Browsers (WHATWG URL) read "\" as "/" in web URLs: "https://evil.example\@trusted.example/cb"
+        // goes to evil.example, while RFC 3986 parsers see trusted.example. No reading may differ.
+        guard !raw.contains("\\") else { throw .init(.invalidCallback, "callback URL contains a backslash") }
         guard let components = URLComponents(string: raw) else { throw .init(.invalidCallback, "callback is not a URL") }
-        if scheme == "http" || scheme == "https" {
-            guard let host = components.host, !host.isEmpty else { throw .init(.invalidCallback, "web callback has no host") }
-        }
-        string = raw
         self.scheme = scheme
-        host = components.host.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+        if scheme == "http" || scheme == "https" {
+            guard raw.dropFirst(scheme.count + 1).hasPrefix("//") else {
+                throw .init(.invalidCallback, "web callback must be scheme://host/…")
+            }
+            guard components.user == nil, components.password == nil,
+                  !(components.percentEncodedHost ?? "").contains("@") else {
+                throw .init(.invalidCallback, "web callback must not carry a user name or password (user@host)")
+            }
+            guard let rawHost = components.host, !rawHost.isEmpty,
+                  rawHost.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-.[]:".unicodeScalars.contains($0)) }) else {
+                throw .init(.invalidCallback, "web callback needs a plain host name (ASCII letters, digits, - and .)")
+            }
+            let host = rawHost.lowercased()
+            let defaultPort = scheme == "https" ? 443 : 80
+            let port = components.port.flatMap { $0 == defaultPort ? nil : $0 }
+            if let p = components.port, !(1...65535).contains(p) { throw .init(.invalidCallback, "web callback port is out of range") }
+            self.host = host
+            self.port = port
+            // Rebuilt from the parts this parser saw, so what is redirected to is what was named.
+            var rebuilt = "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")
+            rebuilt += components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
+            if let query = components.percentEncodedQuery { rebuilt += "?" + query }
+            if let fragment = components.percentEncodedFragment { rebuilt += "#" + fragment }
+            string = rebuilt
+        } else {
+            host = components.host.flatMap { $0.isEmpty ? nil : $0.lowercased() }
+            port = nil
+            string = raw
+        }
+    }
+
+    /// The web origin of an http(s) callback, as a browser writes it (`https://host[:port]`).
+    public var origin: String? {
+        guard scheme == "http" || scheme == "https", let host else { return nil }
+        return "\(scheme)://\(host)" + (port.map { ":\($0)" } ?? "")
     }
 
     public var description: String { string }
@@ -93,9 +152,26 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
     /// own example names `primal` for `primal://nostrsigner`, whose URL host is `nostrsigner`. Taking the
     /// host of an app scheme would let `evil://nostrsigner` share `primal://nostrsigner`'s grants, so:
     /// web callbacks are named by host, app callbacks by scheme (as the example shows), else "unknown".
+    /// A web callback's client is its origin: `https` on the default port is written as the bare
+    /// host (`client.example`); any other origin is written so that it never equals an `https`
+    /// client's name (`http://client.example`, `client.example:8443`).
     public var clientIdentifier: String {
-        if scheme == "http" || scheme == "https" { return host ?? "unknown" }
+        if scheme == "http" || scheme == "https" {
+            guard let host else { return "unknown" }
+            if scheme == "https" { return host + (port.map { ":\($0)" } ?? "") }
+            return "http://\(host)" + (port.map { ":\($0)" } ?? "")
+        }
         return scheme.isEmpty ? (host ?? "unknown") : scheme
+    }
+
+    /// The client name a web origin gets (same rules as `clientIdentifier`), for NIP-07 flows
+    /// whose callback is Keyfob's own page and whose client is the requesting page's origin.
+    public static func clientIdentifier(ofOrigin origin: String) throws(NostrError) -> String {
+        let url = try CallbackURL(origin)
+        guard let canonical = url.origin, canonical == origin.lowercased() || canonical + "/" == origin.lowercased() else {
+            throw .init(.invalidCallback, "origin must be a web origin like https://client.example")
+        }
+        return url.clientIdentifier
     }
 
     /// The URL with `parameters` appended: `?` when it has no query yet, `&` otherwise,

@@ -1,0 +1,354 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import Nostr
+import WebAuthn
+
+/// Redirect flows and the approval page's API (DESIGN.md §4.4–§4.6):
+///
+///     client app ── GET /nostrsigner/…, /app/sign ─▶ keyfob
+///        bad callback ──────────────▶ 400 page, nothing stored
+///        other bad request ─────────▶ 400 page + "Back to <client>" link (spec's error form)
+///        remembered + unlocked ─────▶ 303 to the callback with the result
+///        otherwise ─────────────────▶ pending request (sealed, 5 min) ─▶ 303 /approve/<id>
+///     /approve/<id> ── GET /api/requests/<id>, POST …/approve | …/reject ─▶ {redirect}
+struct ApprovalController: Sendable {
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let sessions: Sessions
+    let dispatcher: SignerDispatcher
+    let custody: KeyCustody
+    let grants: Grants
+    let vault: KeyVault
+    let keys: CredentialKeyCache
+    let limits: ClientLimits
+    let now: @Sendable () -> Date
+
+    static let lifetime: TimeInterval = 300
+    static let maxPendingPerClient = 20
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.get("/app/sign", use: entry)
+        router.get("/app/pubkey", use: entry)
+        router.get("/nostrsigner", use: entry)
+        router.get("/nostrsigner/**", use: entry)
+        router.get("/approve/:id") { _, _ in try staticPage("approve.html") }
+        router.get("/api/requests/:id", use: show)
+        router.post("/api/requests/:id/approve", use: approve)
+        router.post("/api/requests/:id/reject", use: reject)
+        router.post("/api/requests/:id/challenge", use: challenge)
+        router.get("/api/signer/grants", use: listGrants)
+        router.delete("/api/signer/grants/:id", use: deleteGrant)
+        router.get("/api/signer/history/:entry/receipt", use: receipt)
+    }
+
+    func staticPage(_ name: String) throws -> Response {
+        let path = (configuration.publicDirectory as NSString).appendingPathComponent(name)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
+        }
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    // MARK: - Entry points
+
+    @Sendable func entry(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let target = request.head.path ?? request.uri.description
+        let incoming: IncomingRequest
+        do {
+            incoming = try IncomingRequest.decode(target, now: now(), ownOrigins: configuration.effectiveOrigins)
+        } catch .badCallback(let message) {
+            return HTMLPage.problem(title: "This request cannot be handled",
+                                    message: "The app's return address is missing or not allowed: \(message).")
+        } catch .badRequest(let code, let message, let back, let client) {
+            return HTMLPage.problem(title: "This request cannot be handled", message: "\(message) (\(code)).",
+                                    back: back, client: client)
+        }
+        let auth = try? await sessions.authenticate(request)
+        let method = incoming.call.method.rawValue
+        if let auth, auth.session.isUnlocked(at: now()) {
+            let decision = try await grants.decision(userID: auth.user.id, client: incoming.client, method: method, kind: incoming.call.kind)
+            if decision != .ask {
+                let caller = caller(auth.user, client: incoming.client, transport: incoming.transport, session: auth.session)
+                let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: decision == .allow)
+                guard let location else {
+                    return HTMLPage.problem(title: "Rejected", message: "You chose to reject this app's \(method) requests.",
+                                            status: .ok)
+                }
+                return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
+            }
+        }
+        // A pending request: sealed (it may carry a plaintext), in the database, five minutes.
+        let id = Base64URL.encode(secureRandomBytes(16))
+        let (nonce, payload) = try vault.seal(Array(incoming.target.utf8), context: "pending-request:\(id)")
+        let created = now()
+        let record = PendingRequestRecord(
+            id: id, userID: auth?.user.id, requester: "ip:" + limits.clientIP(request, context), client: incoming.client,
+            transport: incoming.transport, method: method, kind: incoming.call.kind, nonce: nonce, payload: payload,
+            createdAt: created, expiresAt: created.addingTimeInterval(Self.lifetime))
+        do {
+            try await store.insertPendingRequest(record, now: created, maxPending: Self.maxPendingPerClient)
+        } catch StoreError.limitReached {
+            let back = SignerCodec.callback(for: incoming.request, outcome: .failure(code: "rate_limited",
+                                                                                       message: "too many requests are waiting for approval"))
+            return HTMLPage.problem(title: "Too many waiting requests",
+                                    message: "\(incoming.client) has \(Self.maxPendingPerClient) requests waiting for your decision already.",
+                                    back: back, client: incoming.client, status: .tooManyRequests)
+        }
+        return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
+    }
+
+    func caller(_ user: UserRecord, client: String, transport: String, session: SessionRecord) -> SignerCaller {
+        SignerCaller(userID: user.id, username: user.username, client: client, transport: transport,
+                     limitKey: Hex.encode(session.tokenHash))
+    }
+
+    /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's form.
+    func finish(_ request: SignerRequest, call: SignerCall, caller: SignerCaller, approved: Bool,
+                receipt: String? = nil) async throws -> String? {
+        guard approved else {
+            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: "user_rejected")
+            return SignerCodec.callback(for: request, outcome: .rejected)
+        }
+        do {
+            let result = try await dispatcher.run(call, for: caller, receipt: receipt)
+            return SignerCodec.callback(for: request, outcome: .success(result: result.result, event: result.event?.json))
+        } catch let error as APIError {
+            return SignerCodec.callback(for: request, outcome: .failure(code: error.code, message: error.message))
+        }
+    }
+
+    // MARK: - The approval page's API
+
+    /// The pending request `id` for this user, decoded again from its sealed form.
+    func load(_ id: String, user: UserRecord) async throws -> (PendingRequestRecord, IncomingRequest) {
+        guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: user.id, now: now()),
+              let target = vault.open(nonce: record.nonce, sealed: record.payload, context: "pending-request:\(id)"),
+              let incoming = try? IncomingRequest.decode(String(decoding: target, as: UTF8.self), now: record.createdAt,
+                                                         ownOrigins: configuration.effectiveOrigins) else {
+            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        }
+        return (record, incoming)
+    }
+
+    func needsPasskey(_ record: PendingRequestRecord) -> Bool {
+        configuration.confirmWithPasskey || Grants.isDangerous(record.method, kind: record.kind)
+    }
+
+    @Sendable func show(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let pubkey = try await custody.publicKey(of: auth.user.id)
+        var view: [String: Any] = [
+            "id": record.id, "transport": incoming.request.transport.rawValue, "client": record.client,
+            "method": record.method, "expiresAt": ISO8601DateFormatter().string(from: record.expiresAt),
+            "account": ["username": auth.user.username, "npub": NIP19.npub(pubkey), "pubkey": pubkey.hex],
+            "signerLocked": !auth.session.isUnlocked(at: now()), "needsPasskey": needsPasskey(record),
+            "remember": Grants.isDangerous(record.method, kind: record.kind) ? ["once"] : ["once", "hour", "day", "forever"],
+            "firstFromClient": try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client },
+        ]
+        if let name = incoming.request.clientName { view["clientName"] = name }
+        if let kind = record.kind { view["kind"] = kind; view["kindName"] = KindNames.name(kind) }
+        var warnings: [String] = []
+        switch incoming.call {
+        case .signEvent(let unsigned):
+            let id = unsigned.id(pubkey: pubkey)
+            view["event"] = ["pubkey": pubkey.hex, "created_at": unsigned.createdAt, "kind": unsigned.kind,
+                             "tags": unsigned.tags, "content": unsigned.content, "id": Hex.encode(id)] as [String: Any]
+            if SignerCall.dangerousKinds.contains(unsigned.kind) {
+                warnings.append("Kind \(unsigned.kind) (\(KindNames.name(unsigned.kind))) can change your profile, contacts or relays, delete notes, or log you in elsewhere. Approve only if you started this.")
+            }
+        case .encrypt(_, let plaintext, let peer):
+            view["plaintext"] = plaintext
+            view["peer"] = peer.hex
+        case .decrypt(_, let ciphertext, let peer):
+            view["ciphertext"] = ciphertext
+            view["peer"] = peer.hex
+        case .decryptZap(let zap):
+            view["event"] = SignerController.eventObject(zap)
+        case .getPublicKey:
+            break
+        }
+        if let current = incoming.request.currentUser, current.lowercased() != pubkey.hex, current != NIP19.npub(pubkey) {
+            warnings.append("The app thinks it is talking to another account (\(current.prefix(16))…); you are signed in as \(auth.user.username).")
+        }
+        if incoming.request.clientName != nil {
+            warnings.append("The app calls itself \"\(incoming.request.clientName!)\"; that name is not verified. The result goes to \(record.client).")
+        }
+        view["warnings"] = warnings
+        return jsonObjectResponse(view)
+    }
+
+    @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        let body = try await jsonBody(request)
+        let remember = body["remember"] as? String ?? "once"
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session)
+        guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
+        if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
+            throw APIError("permission_denied", "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
+        }
+        var receipt: String?
+        if needsPasskey(record) {
+            receipt = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)
+        }
+        // Decided once: a second approve finds nothing pending.
+        guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {
+            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        }
+        try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
+        if let preset = body["preset"] as? String { try await grants.apply(preset: preset, userID: auth.user.id, client: record.client) }
+        let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: true, receipt: receipt)
+        return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
+    }
+
+    @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let body = try await jsonBody(request)
+        let remember = body["remember"] as? String ?? "once"
+        guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "rejected", now: now()) else {
+            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        }
+        try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
+        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session)
+        let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: false)
+        return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
+    }
+
+    func jsonBody(_ request: Request) async throws -> [String: Any] {
+        let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
+        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        guard !bytes.isEmpty else { return [:] }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            throw APIError.invalid("request body must be a JSON object")
+        }
+        return object
+    }
+
+    // MARK: - Passkey-confirmed approvals and receipts
+
+    /// The bytes a confirmation commits to: the request, the client, the method, what is signed
+    /// (the event id) or handled (SHA-256 of the payload), and a fresh nonce.
+    func committedBytes(_ record: PendingRequestRecord, _ incoming: IncomingRequest, pubkey: PublicKey, nonce: [UInt8]) -> String {
+        let subject: String = switch incoming.call {
+        case .signEvent(let unsigned): "event:" + Hex.encode(unsigned.id(pubkey: pubkey))
+        default: "payload-sha256:" + Hex.encode(sha256(Array(incoming.request.content.utf8)))
+        }
+        return "keyfob approval v1\nrequest:\(record.id)\nclient:\(record.client)\nmethod:\(record.method)\n\(subject)\nnonce:\(Hex.encode(nonce))"
+    }
+
+    @Sendable func challenge(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let nonce = secureRandomBytes(16)
+        guard try await store.setConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
+            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        }
+        let pubkey = try await custody.publicKey(of: auth.user.id)
+        let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
+        let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        let options = configuration.relyingParty.requestOptions(
+            challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
+            timeoutSeconds: configuration.challengeTimeout)
+        return jsonResponse(WithCommitted(options: options, committed: committed))
+    }
+
+    struct WithCommitted<Options: Encodable>: Encodable {
+        let options: Options
+        let committed: String
+        private enum Keys: String, CodingKey { case committed }
+        func encode(to encoder: Encoder) throws {
+            try options.encode(to: encoder)
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(committed, forKey: .committed)
+        }
+    }
+
+    /// Verifies the assertion against this user's passkey and the committed bytes; returns the receipt.
+    func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> String {
+        guard let raw, let nonce = record.confirmationNonce else {
+            throw APIError("user_verification_required", "approving this request needs your passkey: ask for a challenge first",
+                           status: .forbidden)
+        }
+        guard let data = try? JSONSerialization.data(withJSONObject: raw),
+              let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
+              let credentialID = Base64URL.decode(assertion.rawId),
+              let credential = try await store.credential(id: credentialID), credential.userID == user.id else {
+            throw APIError("signature_invalid", "the assertion is not from one of your passkeys", status: .unauthorized)
+        }
+        let pubkey = try await custody.publicKey(of: user.id)
+        let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
+        let verified: VerifiedAuthentication
+        do {
+            let stored = StoredCredential(id: credential.id, publicKey: try keys.key(for: credential), signCount: credential.signCount,
+                                          userHandle: Base64URL.decode(user.id), backupEligible: credential.backupEligible)
+            verified = try configuration.relyingParty.verifyAuthentication(
+                assertion, challenge: sha256(Array(committed.utf8)), stored: stored, requireUserVerification: true)
+        } catch { throw APIError(error) }
+        do {
+            try await store.updateSignCount(credentialID: credential.id, expectedSignCount: credential.signCount,
+                                            newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: now())
+        } catch StoreError.conflict {
+            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
+        }
+        let receipt: [String: Any] = [
+            "version": 1, "committed": committed, "challenge": Base64URL.encode(sha256(Array(committed.utf8))),
+            "credentialId": Base64URL.encode(credential.id), "publicKey": Base64URL.encode(credential.publicKey),
+            "algorithm": credential.algorithm, "rpId": configuration.rpID,
+            "assertion": (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(assertion))) ?? [:],
+        ]
+        let json = try JSONSerialization.data(withJSONObject: receipt, options: [.sortedKeys, .withoutEscapingSlashes])
+        return String(decoding: json, as: UTF8.self)
+    }
+
+    @Sendable func receipt(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        guard let id = context.parameters.get("entry").flatMap({ Int64($0) }),
+              let entry = try await store.auditEntry(id: id, ofUser: auth.user.id), let receipt = entry.receipt else {
+            throw APIError("request_not_found", "no receipt: this entry is not yours or was not confirmed with a passkey",
+                           status: .notFound)
+        }
+        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(string: receipt)))
+    }
+
+    // MARK: - Grants
+
+    @Sendable func listGrants(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let formatter = ISO8601DateFormatter()
+        let list: [[String: Any]] = try await store.grants(ofUser: auth.user.id, now: now()).map { g in
+            var item: [String: Any] = ["id": g.id, "client": g.client, "method": g.method, "allow": g.allow,
+                                       "createdAt": formatter.string(from: g.createdAt)]
+            if let kind = g.kind { item["kind"] = kind }
+            if let expires = g.expiresAt { item["expiresAt"] = formatter.string(from: expires) }
+            return item
+        }
+        return jsonObjectResponse(["grants": list])
+    }
+
+    /// Changing grants needs an unlocked signer (DESIGN.md §3).
+    @Sendable func deleteGrant(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        guard let id = context.parameters.get("id"), try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
+            throw APIError("request_not_found", "you have no grant with this id", status: .notFound)
+        }
+        return jsonObjectResponse(["deleted": true])
+    }
+}
+
+/// Human names for common kinds, for the approval page.
+enum KindNames {
+    static let names: [Int: String] = [
+        0: "profile", 1: "note", 3: "contact list", 4: "encrypted direct message", 5: "deletion request", 6: "repost",
+        7: "reaction", 16: "generic repost", 1111: "comment", 9734: "zap request", 9735: "zap receipt",
+        10002: "relay list", 22242: "relay login", 24133: "remote signer message", 27235: "HTTP login",
+        30023: "long-form article", 30078: "app data",
+    ]
+    static func name(_ kind: Int) -> String { names[kind] ?? "kind \(kind)" }
+}

@@ -1,0 +1,81 @@
+import Foundation
+import KeyfobStore
+import Nostr
+import WebAuthn
+
+/// Remembered decisions (DESIGN.md §4.6): per user × client × method (× kind for sign_event).
+/// A grant skips the approval page, never the lock. Dangerous kinds are never allowed in advance.
+struct Grants: Sendable {
+    let store: any KeyfobStore
+    let now: @Sendable () -> Date
+
+    enum Decision: Equatable { case allow, deny, ask }
+
+    /// "Remember" choices and how long each lasts (nil: until revoked).
+    static let durations: [String: TimeInterval?] = ["once": 0, "hour": 3600, "day": 86_400, "forever": nil]
+
+    /// Kinds the "everyday use" preset allows for an hour: notes, reposts, reactions, zap requests,
+    /// comments, long-form articles; plus the encrypt/decrypt methods.
+    static let everydayKinds = [1, 6, 7, 9734, 1111, 30023]
+    static let presets = ["ask", "everyday", "trusted"]
+
+    static func isDangerous(_ method: String, kind: Int?) -> Bool {
+        method == SignerMethod.signEvent.rawValue && kind.map(SignerCall.dangerousKinds.contains) == true
+    }
+
+    /// What the user decided before for this request, if anything. A deny beats an allow; an
+    /// allow never covers a dangerous kind.
+    func decision(userID: String, client: String, method: String, kind: Int?) async throws -> Decision {
+        let matching = try await store.grants(ofUser: userID, now: now()).filter { grant in
+            guard grant.client == client, grant.method == method else { return false }
+            if method != SignerMethod.signEvent.rawValue { return true }
+            return grant.kind == nil ? !grant.allow || !Self.isDangerous(method, kind: kind) : grant.kind == kind
+        }
+        if matching.contains(where: { !$0.allow }) { return .deny }
+        if matching.contains(where: \.allow), !Self.isDangerous(method, kind: kind) { return .allow }
+        return .ask
+    }
+
+    /// Remembers one decision. `once` remembers nothing; an allow for a dangerous kind is refused.
+    func remember(_ choice: String, allow: Bool, userID: String, client: String, method: String, kind: Int?) async throws {
+        guard let duration = Self.durations[choice] else {
+            throw APIError.invalid("remember must be once, hour, day or forever")
+        }
+        if duration == 0 { return }
+        guard !allow || !Self.isDangerous(method, kind: kind) else {
+            throw APIError("permission_denied", "kind \(kind ?? 0) can change or impersonate your account: it is asked every time",
+                           status: .forbidden)
+        }
+        try await insert(userID: userID, client: client, method: method,
+                         kind: method == SignerMethod.signEvent.rawValue ? kind : nil, allow: allow, duration: duration)
+    }
+
+    /// A preset for a client's first request: "everyday" or "trusted" (see `durations`, `everydayKinds`).
+    func apply(preset: String, userID: String, client: String) async throws {
+        let others: [SignerMethod] = [.getPublicKey, .nip04Encrypt, .nip04Decrypt, .nip44Encrypt, .nip44Decrypt]
+        switch preset {
+        case "ask": return
+        case "everyday":
+            for kind in Self.everydayKinds {
+                try await insert(userID: userID, client: client, method: SignerMethod.signEvent.rawValue, kind: kind, allow: true, duration: 3600)
+            }
+            for method in others {
+                try await insert(userID: userID, client: client, method: method.rawValue, kind: nil, allow: true, duration: 3600)
+            }
+        case "trusted":
+            // Every kind that is not dangerous (kind nil), and every other method, until revoked.
+            for method in [SignerMethod.signEvent, .decryptZapEvent] + others {
+                try await insert(userID: userID, client: client, method: method.rawValue, kind: nil, allow: true, duration: nil)
+            }
+        default:
+            throw APIError.invalid("preset must be ask, everyday or trusted")
+        }
+    }
+
+    private func insert(userID: String, client: String, method: String, kind: Int?, allow: Bool, duration: TimeInterval?) async throws {
+        let created = now()
+        try await store.insertGrant(GrantRecord(
+            id: Base64URL.encode(secureRandomBytes(16)), userID: userID, client: client, method: method, kind: kind,
+            allow: allow, createdAt: created, expiresAt: duration.map { created.addingTimeInterval($0) }))
+    }
+}

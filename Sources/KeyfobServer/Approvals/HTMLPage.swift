@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+
+/// Small server-rendered pages for redirect flows that cannot go on (bad callback, bad request).
+/// Everything interpolated is HTML-escaped; no script, so the CSP holds.
+enum HTMLPage {
+    static func escape(_ text: String) -> String {
+        var out = ""
+        for ch in text.unicodeScalars {
+            switch ch {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            default: out.unicodeScalars.append(ch)
+            }
+        }
+        return out
+    }
+
+    /// A page that explains what went wrong; `back` (already in the client's own error form) is a
+    /// link the user may follow, never an automatic redirect.
+    static func problem(title: String, message: String, back: String? = nil, client: String? = nil,
+                        status: HTTPResponse.Status = .badRequest) -> Response {
+        var body = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Keyfob — \(escape(title))</title><link rel="stylesheet" href="/style.css"></head>
+            <body><main><h1>\(escape(title))</h1>
+            <section class="card"><p id="problem">\(escape(message))</p>
+            """
+        if let back {
+            body += #"<a id="back" class="button secondary" href="\#(escape(back))">Back to \#(escape(client ?? "the app"))</a>"#
+            body += #"<p class="hint">The app will be told the request could not be handled.</p>"#
+        } else {
+            body += #"<p class="hint">Nothing was signed or stored. You can close this window.</p>"#
+        }
+        body += "</section></main></body></html>"
+        return Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
+}

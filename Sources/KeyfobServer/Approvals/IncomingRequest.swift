@@ -1,0 +1,147 @@
+import Foundation
+import Nostr
+
+/// A redirect-flow request as it arrived (`/app/sign?…`, `/app/pubkey?…`, `/nostrsigner/<content>?…`),
+/// decoded by the `Nostr` codecs and checked down to its payload, so nothing half-valid is stored.
+struct IncomingRequest: Sendable {
+    /// The raw request target (path and query), kept sealed with a pending request so any instance
+    /// can decode it again when the user decides.
+    let target: String
+    let request: SignerRequest
+    let call: SignerCall
+    /// Who asks: the callback's host or scheme; for NIP-07 flows the requesting page's origin.
+    let client: String
+    /// `redirect` (DIP-05, NIP-155, keyfob links) or `nip07` (the callback is Keyfob's own page).
+    let transport: String
+
+    enum Failure: Error {
+        /// Missing or dangerous callback: a page that says so, nothing else (no link, nothing stored).
+        case badCallback(String)
+        /// Anything else: a page with a "Back to <client>" link in the spec's own error form.
+        case badRequest(code: String, message: String, back: String?, client: String?)
+    }
+
+    /// Decodes `target`; `now` fills a missing `created_at`; `ownOrigins` recognise Keyfob's `/callback.html`.
+    static func decode(_ target: String, now: Date, ownOrigins: [String]) throws(Failure) -> IncomingRequest {
+        let (path, query) = split(target)
+        let request: SignerRequest
+        do {
+            if path == "/app/sign" || path == "/app/pubkey" {
+                request = try SignerCodec.parse(keyfobLinkAction: String(path.dropFirst("/app/".count)), query: query)
+            } else if path == "/nostrsigner" || path.hasPrefix("/nostrsigner/") {
+                request = try SignerCodec.parse(content: String(path.dropFirst("/nostrsigner".count).drop { $0 == "/" }), query: query)
+            } else {
+                throw NostrError(.unsupportedType, "not a signer request path")
+            }
+        } catch let error as NostrError {
+            throw failure(error.code.rawValue, error.message, path: path, query: query)
+        } catch {
+            throw failure("invalid_request", "the request could not be read", path: path, query: query)
+        }
+
+        // NIP-07: the result goes to Keyfob's own callback page, which posts it to the page whose
+        // origin the callback names; that origin is the client, and the request must say the same.
+        var client = request.client
+        var transport = "redirect"
+        let success = request.callbacks.success
+        if let origin = success.origin, ownOrigins.contains(origin) {
+            guard success.string.split(separator: "?")[0].hasSuffix("/callback.html") else {
+                throw .badCallback("a callback to Keyfob itself must be /callback.html")
+            }
+            let items = (try? queryItems(URLComponents(string: success.string)?.percentEncodedQuery ?? "")) ?? []
+            guard let pageOrigin = items.first(where: { $0.0 == "origin" })?.1,
+                  let name = try? CallbackURL.clientIdentifier(ofOrigin: pageOrigin) else {
+                throw .badCallback("a NIP-07 request must name the requesting page's origin in its callback (/callback.html?origin=https://…)")
+            }
+            let requestItems = (try? queryItems(query)) ?? []
+            if let claimed = requestItems.first(where: { $0.0 == "origin" || $0.0 == "client_url" })?.1,
+               claimed.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "/")) != pageOrigin.lowercased() {
+                throw .badCallback("the request's origin and its callback's origin differ")
+            }
+            client = name
+            transport = "nip07"
+        }
+
+        let call: SignerCall
+        do {
+            call = try makeCall(request, now: now)
+        } catch {
+            let back = SignerCodec.callback(for: request, outcome: .failure(code: error.code, message: error.message))
+            throw .badRequest(code: error.code, message: error.message, back: back, client: client)
+        }
+        return IncomingRequest(target: target, request: request, call: call, client: client, transport: transport)
+    }
+
+    /// The signer call a decoded request asks for, its payload checked.
+    static func makeCall(_ r: SignerRequest, now: Date) throws(APIError) -> SignerCall {
+        switch r.method {
+        case .getPublicKey:
+            return .getPublicKey
+        case .signEvent:
+            let event = try APIError.from { () throws(NostrError) in
+                try UnsignedEvent.parse(json: Array(r.content.utf8), now: Int64(now.timeIntervalSince1970))
+            }
+            guard !SignerCall.neverSignedKinds.contains(event.kind) else {
+                throw APIError("permission_denied", "kind \(event.kind) is a direct-message rumor and must stay unsigned", status: .forbidden)
+            }
+            return .signEvent(event)
+        case .nip04Encrypt, .nip44Encrypt, .nip04Decrypt, .nip44Decrypt:
+            guard let peer = r.peer else { throw APIError("invalid_pubkey", "the other party's pubkey is missing") }
+            let cipher: SignerCall.Cipher = r.method == .nip04Encrypt || r.method == .nip04Decrypt ? .nip04 : .nip44
+            return r.method == .nip04Encrypt || r.method == .nip44Encrypt
+                ? .encrypt(cipher, plaintext: r.content, peer: peer) : .decrypt(cipher, ciphertext: r.content, peer: peer)
+        case .decryptZapEvent:
+            return .decryptZap(try APIError.from { () throws(NostrError) in try Event.parse(json: Array(r.content.utf8)) })
+        }
+    }
+
+    /// A failure before a request could be decoded: the back link is built from the callback
+    /// parameter alone, and only if that callback is itself acceptable.
+    static func failure(_ code: String, _ message: String, path: String, query: String) -> Failure {
+        let items = (try? queryItems(query)) ?? []
+        func value(_ name: String) -> String? { items.first { $0.0 == name }?.1 }
+        let keyfob = path.hasPrefix("/app/")
+        let nip155 = value("x-success") != nil || value("x-error") != nil
+        let raw = keyfob ? value("cb") : nip155 ? value("x-error") : value("callbackUrl")
+        if code == "invalid_callback" || (raw == nil && !nip155) {
+            return .badCallback(message)
+        }
+        guard let raw, let callback = try? CallbackURL(raw) else {
+            if nip155, let success = value("x-success"), (try? CallbackURL(success)) == nil { return .badCallback(message) }
+            return .badRequest(code: code, message: message, back: nil, client: nil)
+        }
+        let back: String
+        if keyfob {
+            back = callback.appending([("ok", "0"), ("code", code), ("msg", message)])
+        } else if nip155 {
+            var params = [("code", nip155Code(code)), ("reason", message)]
+            if let id = value("id") { params.append(("id", id)) }
+            back = callback.appending(params)
+        } else {
+            back = callback.appending([("error", dip05Code(code))])
+        }
+        return .badRequest(code: code, message: message, back: back, client: callback.clientIdentifier)
+    }
+
+    static func nip155Code(_ code: String) -> String {
+        ["unsupported_type": "unsupported_method", "payload_too_large": "payload_too_large"][code] ?? "invalid_request"
+    }
+
+    static func dip05Code(_ code: String) -> String {
+        ["unsupported_type", "invalid_pubkey", "invalid_content"].contains(code) ? code : "invalid_content"
+    }
+
+    static func split(_ target: String) -> (String, String) {
+        guard let q = target.firstIndex(of: "?") else { return (target, "") }
+        return (String(target[..<q]), String(target[target.index(after: q)...]))
+    }
+
+    static func queryItems(_ query: String) throws -> [(String, String)] {
+        query.split(separator: "&").compactMap { part in
+            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard let name = String(pair[0]).removingPercentEncoding,
+                  let value = (pair.count > 1 ? String(pair[1]) : "").removingPercentEncoding else { return nil }
+            return (name, value)
+        }
+    }
+}
