@@ -1,0 +1,185 @@
+"""Apps ask, the user approves with a passkey: NIP-07 from a page on a second origin, a keyfob
+/app/sign link with an https callback, and a kind-0 approval confirmed with the passkey whose
+receipt the test verifies itself. Screenshots of the approval page at phone and laptop width."""
+import base64
+import http.server
+import json
+import os
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import urllib.parse
+
+import pytest
+from selenium.webdriver.common.by import By
+
+sys.path.insert(0, os.path.dirname(__file__))
+from nostr_check import verify_event, verify_es256_receipt  # noqa: E402
+from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
+
+
+class Recorder(http.server.SimpleHTTPRequestHandler):
+    seen = []
+
+    def do_GET(self):
+        Recorder.seen.append(self.path)
+        if self.path.startswith("/cb"):
+            body = b"<!doctype html><title>client</title><p id=done>callback received</p>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def serve(directory, tls=False):
+    handler = lambda *a, **k: Recorder(*a, directory=directory, **k)  # noqa: E731
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    if tls:
+        cert = os.path.join(directory, "cert.pem")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+                        "-keyout", cert, "-out", cert, "-days", "1", "-subj", "/CN=localhost"], check=True, capture_output=True)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert)
+        httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def sign_up(driver, server, name):
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "username").send_keys(name)
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and d.find_element(By.ID, "npub").text.startswith("npub1"))
+    return driver.execute_async_script("fetch('/session').then(r => r.json()).then(arguments[0])")["pubkey"]
+
+
+def approve_in_popup(driver, main, remember="once", shots=None):
+    wait_for(driver, lambda d: len(d.window_handles) == 2)
+    popup = [h for h in driver.window_handles if h != main][0]
+    driver.switch_to.window(popup)
+    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    if shots:
+        driver.save_screenshot(shots)
+    driver.find_element(By.ID, "remember").send_keys({"once": "Just", "hour": "For an hour"}[remember])
+    driver.find_element(By.ID, "approve").click()
+    wait_for(driver, lambda d: len(d.window_handles) == 1)
+    driver.switch_to.window(main)
+
+
+def test_nip07_from_a_page_on_another_origin(server, driver):
+    pubkey = sign_up(driver, server, "nina")
+    site = tempfile.mkdtemp(prefix="keyfob-demo-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(f"""<!doctype html><title>a nostr client</title>
+<script src="{server.url}/nip07.js"></script>
+<button id=pk onclick="window.nostr.getPublicKey().then(v => out.textContent = v, e => out.textContent = 'error ' + e.code)">pk</button>
+<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'hello from another origin', tags: [['t', 'nip07']]}})
+  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
+<pre id=out></pre>""")
+    httpd = serve(site)
+    try:
+        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
+        main = driver.current_window_handle
+        out = lambda d: d.find_element(By.ID, "out").text  # noqa: E731
+
+        driver.find_element(By.ID, "pk").click()
+        approve_in_popup(driver, main, shots=server.data + "/approve-popup.png")
+        wait_for(driver, lambda d: out(d) != "")
+        assert out(driver) == pubkey
+
+        driver.find_element(By.ID, "sign").click()
+        approve_in_popup(driver, main, remember="hour")
+        wait_for(driver, lambda d: out(d).startswith("{"))
+        event = json.loads(out(driver))
+        assert event["pubkey"] == pubkey and event["content"] == "hello from another origin"
+        assert verify_event(event)
+
+        # Remembered for an hour: the popup opens and closes by itself, no approval.
+        driver.execute_script("document.getElementById('out').textContent = ''")
+        driver.find_element(By.ID, "sign").click()
+        wait_for(driver, lambda d: out(d).startswith("{"), timeout=20)
+        assert verify_event(json.loads(out(driver)))
+        history = driver.execute_async_script(
+            f"window.open('{server.url}/account.html', '_self'); arguments[0](1)")
+        assert history == 1
+        logs = server.logs()
+        assert f"client=http://127.0.0.1:{httpd.server_port}" in logs and "transport=nip07" in logs
+    finally:
+        httpd.shutdown()
+
+
+@pytest.fixture
+def tls_driver():
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=390,844",
+                 "--ignore-certificate-errors"):
+        options.add_argument(flag)
+    d = webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+    yield d
+    d.quit()
+
+
+def test_a_keyfob_link_with_an_https_callback(server, tls_driver):
+    driver = tls_driver
+    pubkey = sign_up(driver, server, "lena")
+    callback_dir = tempfile.mkdtemp(prefix="keyfob-cb-")
+    httpd = serve(callback_dir, tls=True)
+    try:
+        event = {"kind": 1, "content": "signed through a universal link", "tags": [], "created_at": 1_700_000_000}
+        payload = base64.urlsafe_b64encode(json.dumps(event).encode()).decode().rstrip("=")
+        cb = f"https://localhost:{httpd.server_port}/cb"
+        driver.get(f"{server.url}/app/sign?payload={payload}&cb={urllib.parse.quote(cb, safe='')}&origin=Example%20App")
+        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        assert f"localhost:{httpd.server_port}" in driver.find_element(By.ID, "client").text
+        assert "not verified" in driver.find_element(By.ID, "client-claimed").text
+        driver.save_screenshot(server.data + "/approve-phone.png")
+        driver.set_window_size(1280, 900)
+        driver.save_screenshot(server.data + "/approve-laptop.png")
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: any(p.startswith("/cb?") for p in Recorder.seen))
+        path = [p for p in Recorder.seen if p.startswith("/cb?")][-1]
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(path).query))
+        assert query["ok"] == "1" and query["pubkey"] == pubkey
+        signed = {**event, "pubkey": query["pubkey"], "id": query["id"], "sig": query["sig"]}
+        assert verify_event(signed)
+    finally:
+        httpd.shutdown()
+
+
+def test_a_profile_change_needs_the_passkey_and_leaves_a_receipt(server, driver):
+    sign_up(driver, server, "rosa")
+    event = {"kind": 0, "content": json.dumps({"name": "rosa"}), "tags": []}
+    payload = base64.urlsafe_b64encode(json.dumps(event).encode()).decode().rstrip("=")
+    cb = urllib.parse.quote("http://127.0.0.1:9/cb-not-served", safe="")
+    driver.get(f"{server.url}/app/sign?payload={payload}&cb={cb}")
+    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    assert "profile" in driver.find_element(By.ID, "what").text
+    assert driver.find_element(By.ID, "warnings").text.strip() != ""
+    assert not driver.find_element(By.ID, "passkey-note").get_attribute("hidden")
+    driver.save_screenshot(server.data + "/approve-kind0.png")
+    driver.find_element(By.ID, "approve").click()
+    wait_for(driver, lambda d: "cb-not-served" in d.current_url)
+    assert "ok=1" in driver.current_url
+    driver.get(server.url + "/account.html")
+    receipt = driver.execute_async_script("""
+        const done = arguments[0];
+        fetch('/api/signer/history').then(r => r.json()).then(h => {
+          const entry = h.entries.find(e => e.kind === 0 && e.outcome === 'approved');
+          return fetch(`/api/signer/history/${entry.id}/receipt`);
+        }).then(r => r.json()).then(done, e => done(String(e)));""")
+    assert "event:" in receipt["committed"]
+    assert verify_es256_receipt(receipt)
+    tampered = dict(receipt, committed=receipt["committed"].replace("nonce:", "nonce:0"))
+    assert not verify_es256_receipt(tampered)
