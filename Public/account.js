@@ -108,6 +108,37 @@ async function loadHistory(more = false) {
   $("more").hidden = !historyCursor;
 }
 
+async function loadGrants() {
+  const { grants } = await api("/api/signer/grants");
+  const items = grants.map((g) => {
+    const item = document.createElement("li");
+    item.className = "grant";
+    const what = g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
+    const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
+    const text = document.createElement("span");
+    text.textContent = `${g.allow ? "Allowed" : "Refused"}: ${g.client} · ${what} · ${until}`;
+    const revoke = document.createElement("button");
+    revoke.type = "button";
+    revoke.className = "link";
+    revoke.textContent = "Revoke";
+    revoke.setAttribute("aria-label", `Revoke ${g.client} ${what}`);
+    revoke.addEventListener("click", () => guarded(async () => {
+      await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
+      showStatus("ok", `${g.client} will ask again.`);
+      loadGrants();
+    }));
+    item.append(text, revoke);
+    return item;
+  });
+  if (!items.length) {
+    const empty = document.createElement("li");
+    empty.className = "hint";
+    empty.textContent = "No app can sign without asking.";
+    items.push(empty);
+  }
+  $("grants").replaceChildren(...items);
+}
+
 $("copy-npub").addEventListener("click", async () => {
   try {
     await navigator.clipboard.writeText(account.npub);
@@ -180,5 +211,5 @@ $("signout-all").addEventListener("click", async () => {
 
 (async () => {
   if (!(await refreshSession())) return;
-  await guarded(() => Promise.all([loadPasskeys(), loadHistory()]));
+  await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants()]));
 })();
