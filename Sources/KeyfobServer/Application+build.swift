@@ -75,6 +75,7 @@ public func buildRouter(
     router.add(middleware: RequestLogMiddleware(addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)),
                                                 logger: logger))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: LoopbackAddressMiddleware(rpID: configuration.rpID))
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
     let events = EventLog(logger: logger)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
@@ -89,7 +90,8 @@ public func buildRouter(
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
                        now: clock).addRoutes(to: router)
-    AccountController(store: store, sessions: sessions, events: events, custody: custody, now: clock).addRoutes(to: router)
+    AccountController(store: store, sessions: sessions, events: events, custody: custody,
+                      names: PasskeyNames(publicDirectory: configuration.publicDirectory), now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
     router.get("/healthz") { _, _ -> Response in

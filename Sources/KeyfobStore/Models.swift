@@ -33,10 +33,15 @@ public struct CredentialRecord: Sendable, Equatable {
     /// Whether the attestation chain reached a configured trust anchor. When false, the format
     /// and AAGUID are only what the client claimed.
     public var attestationTrusted: Bool
+    /// What the user calls it ("work laptop"), if they named it.
+    public var name: String?
+    /// The browser and system it was made on ("Chrome on Android"), from the User-Agent.
+    public var createdOn: String?
 
     public init(id: [UInt8], userID: String, publicKey: [UInt8], algorithm: Int, signCount: UInt32,
                 transports: [String], aaguid: [UInt8], attestationFormat: String, backupEligible: Bool,
-                backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false) {
+                backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false,
+                name: String? = nil, createdOn: String? = nil) {
         self.id = id
         self.userID = userID
         self.publicKey = publicKey
@@ -50,6 +55,8 @@ public struct CredentialRecord: Sendable, Equatable {
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
         self.attestationTrusted = attestationTrusted
+        self.name = name
+        self.createdOn = createdOn
     }
 }
 

@@ -147,6 +147,11 @@ public actor SQLiteStore: KeyfobStore {
         CREATE INDEX grants_user ON grants(user_id, client);
         ALTER TABLE audit_log ADD COLUMN receipt TEXT;
         """,
+        // 5: passkeys people recognise: a name the user chose, the browser and system it was made on.
+        """
+        ALTER TABLE credentials ADD COLUMN name TEXT;
+        ALTER TABLE credentials ADD COLUMN created_on TEXT;
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -181,7 +186,7 @@ public actor SQLiteStore: KeyfobStore {
 
     private static let credentialColumns = """
         id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
-        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted
+        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on
         """
 
     private func credentialRow(_ r: [SQLValue]) -> CredentialRecord {
@@ -190,7 +195,8 @@ public actor SQLiteStore: KeyfobStore {
             signCount: UInt32(clamping: r[4].int ?? 0),
             transports: (r[5].text ?? "").split(separator: ",").map(String.init), aaguid: r[6].blob ?? [],
             attestationFormat: r[7].text ?? "", backupEligible: r[8].bool, backupState: r[9].bool,
-            createdAt: r[10].date ?? .distantPast, lastUsedAt: r[11].date, attestationTrusted: r[12].bool)
+            createdAt: r[10].date ?? .distantPast, lastUsedAt: r[11].date, attestationTrusted: r[12].bool,
+            name: r[13].text, createdOn: r[14].text)
     }
 
     public func credential(id: [UInt8]) throws -> CredentialRecord? {
@@ -212,6 +218,12 @@ public actor SQLiteStore: KeyfobStore {
             try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
             return true
         }
+    }
+
+    public func renameCredential(id: [UInt8], ofUser userID: String, name: String?) throws -> Bool {
+        try connection.query("UPDATE credentials SET name = ? WHERE id = ? AND user_id = ?",
+                             [name.map(SQLValue.text) ?? .null, .blob(id), .text(userID)])
+        return connection.changes == 1
     }
 
     public func countUsersAndCredentials() throws -> (users: Int, credentials: Int) {
@@ -336,11 +348,11 @@ public actor SQLiteStore: KeyfobStore {
             if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
             do {
                 try connection.query(
-                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
                      .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
                      .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
-                     .bool(c.attestationTrusted)])
+                     .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null])
             } catch StoreError.conflict { throw StoreError.credentialExists }
             try insertSession(session)
         }

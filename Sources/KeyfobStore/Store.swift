@@ -16,6 +16,8 @@ public protocol CredentialStore: Sendable {
     /// ceremonies started, in one transaction. Returns false when not found.
     func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool
     func countUsersAndCredentials() async throws -> (users: Int, credentials: Int)
+    /// Sets (or, with nil, clears) the name the user gave a passkey. False when not theirs.
+    func renameCredential(id: [UInt8], ofUser userID: String, name: String?) async throws -> Bool
 }
 
 /// Pending ceremonies.

@@ -100,11 +100,67 @@ struct Serve: AsyncParsableCommand {
             FileHandle.standardError.write(Data("keyfob serve: \(error.description)\n".utf8))
             throw ExitCode.failure
         }
-        logger.info("keyfob serving", metadata: [
+        for origin in settings.effectiveOrigins where settings.rpID == "localhost" {
+            if let port = URL(string: origin)?.port, port != settings.port {
+                logger.warning("origin \(origin) has port \(port) but Keyfob listens on \(settings.port): browsers on that origin reach another server (or set --port \(port))")
+            }
+        }
+        let open = settings.rpID == "localhost" ? "http://localhost:\(settings.port)" : settings.effectiveOrigins.first ?? ""
+        logger.info("keyfob serving — open \(open)\(settings.rpID == "localhost" ? " (localhost, not 127.0.0.1: browsers refuse passkeys on a bare IP)" : "")", metadata: [
             "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
             "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.sqlitePath)",
+            "pages": "\(settings.publicDirectory)",
         ])
-        try await serve(app, logger: logger)
+        do {
+            try await serve(app, logger: logger)
+        } catch where "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") {
+            FileHandle.standardError.write(Data("keyfob serve: port \(settings.port) on \(settings.host) is already in use (another keyfob?): stop that program or choose another port with --port\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+
+    /// The web pages: --public-dir, else ./Public, else Public next to the executable or in the
+    /// package it was built in (.build/<config>/keyfob), so `keyfob serve` works from any folder.
+    static func findPublicDirectory() -> String? {
+        var candidates = ["Public"]
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().deletingLastPathComponent()
+        for up in 0...3 {
+            var url = executable
+            for _ in 0..<up { url = url.deletingLastPathComponent() }
+            candidates.append(url.appendingPathComponent("Public").path)
+        }
+        candidates.append("/usr/share/keyfob/Public")
+        return candidates.first { FileManager.default.fileExists(atPath: ($0 as NSString).appendingPathComponent("index.html")) }
+    }
+
+    /// Config-file keys and the JSON type each must have.
+    static let fileKeys: [String: String] = [
+        "host": "string", "port": "number", "rp-id": "string", "rp-name": "string", "origin": "list", "data-dir": "string",
+        "database": "string", "challenge-timeout": "number", "session-ttl": "number", "signer-unlock-ttl": "number",
+        "admin": "list", "trusted-proxy": "list", "public-dir": "string", "user-verification": "string",
+        "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
+        "signups-per-hour": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
+        "header-timeout": "number", "body-timeout": "number", "max-connections": "number", "confirm-with-passkey": "bool",
+    ]
+
+    static func checkFile(_ object: [String: Any], path: String) throws {
+        for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+            guard let type = fileKeys[key] else {
+                throw ValidationError("config file \(path): unknown key \"\(key)\" (known: \(fileKeys.keys.sorted().joined(separator: ", ")))")
+            }
+            let number = value as? NSNumber
+            let isBool = number.map { ["c", "B"].contains(String(cString: $0.objCType)) } ?? false
+            let ok = switch type {
+            case "string": value is String
+            case "number": number != nil && !isBool && number!.doubleValue == number!.doubleValue.rounded()
+            case "bool": isBool
+            default: value is String || (value as? [Any])?.allSatisfy { $0 is String } == true
+            }
+            guard ok else {
+                let expected = ["list": "a string or a list of strings", "number": "a whole number", "bool": "true or false"][type] ?? "a string"
+                throw ValidationError("config file \(path): \"\(key)\" must be \(expected)")
+            }
+        }
     }
 
     /// Flags, then `KEYFOB_*`, then the config file, then defaults.
@@ -116,6 +172,7 @@ struct Serve: AsyncParsableCommand {
                   let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
                 throw ValidationError("config file \(path) is missing or not a JSON object")
             }
+            try Self.checkFile(object, path: path)
             file = object
         }
         func string(_ flag: String?, _ variable: String, _ key: String) -> String? {
@@ -150,7 +207,14 @@ struct Serve: AsyncParsableCommand {
         c.signerUnlockTTL = try int(signerUnlockTTL, "KEYFOB_SIGNER_UNLOCK_TTL", "signer-unlock-ttl") ?? c.signerUnlockTTL
         c.admins = list(admins, "KEYFOB_ADMINS", "admin") ?? []
         c.trustedProxies = list(trustedProxies, "KEYFOB_TRUSTED_PROXIES", "trusted-proxy") ?? []
-        c.publicDirectory = string(publicDir, "KEYFOB_PUBLIC_DIR", "public-dir") ?? c.publicDirectory
+        if let directory = string(publicDir, "KEYFOB_PUBLIC_DIR", "public-dir") {
+            c.publicDirectory = directory
+        } else if let found = Self.findPublicDirectory() {
+            c.publicDirectory = found
+        }
+        guard FileManager.default.fileExists(atPath: (c.publicDirectory as NSString).appendingPathComponent("index.html")) else {
+            throw ValidationError("the web pages (index.html) are not in \(c.publicDirectory): set --public-dir to the repository's Public folder")
+        }
         c.masterKeyFile = string(masterKeyFile, "KEYFOB_MASTER_KEY_FILE", "master-key-file")
         if let base64 = env["KEYFOB_MASTER_KEY"] { c.masterKey = try MasterKeyFile.decode(base64: base64) }
         c.signRate = try int(signRate, "KEYFOB_SIGN_RATE", "sign-rate") ?? c.signRate

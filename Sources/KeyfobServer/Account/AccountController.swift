@@ -11,6 +11,7 @@ struct AccountController: Sendable {
     let sessions: Sessions
     let events: EventLog
     let custody: KeyCustody
+    let names: PasskeyNames
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
@@ -18,6 +19,7 @@ struct AccountController: Sendable {
         router.post("/logout", use: logout)
         router.get("/account/credentials", use: credentials)
         router.delete("/account/credentials/:id", use: deleteCredential)
+        router.patch("/account/credentials/:id", use: renameCredential)
     }
 
     struct SessionResponse: Encodable {
@@ -56,6 +58,14 @@ struct AccountController: Sendable {
 
     struct CredentialInfo: Encodable {
         let id: String
+        /// The name the user gave it, if any.
+        let name: String?
+        /// The provider its AAGUID names ("iCloud Keychain", "YubiKey 5 Series"), else "Passkey".
+        let authenticatorName: String
+        /// `icons/<icon>.svg` in the public directory.
+        let icon: String
+        /// "Chrome on Android": where it was created.
+        let createdOn: String?
         let algorithm: Int
         let attestationFormat: String
         let aaguid: String
@@ -71,12 +81,34 @@ struct AccountController: Sendable {
     @Sendable func credentials(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let list = try await store.credentials(ofUser: auth.user.id).map {
-            CredentialInfo(id: Base64URL.encode($0.id), algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
+            CredentialInfo(id: Base64URL.encode($0.id), name: $0.name, authenticatorName: names.provider(aaguid: $0.aaguid).name,
+                           icon: names.provider(aaguid: $0.aaguid).icon, createdOn: $0.createdOn,
+                           algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
                            aaguid: Hex.encode($0.aaguid), transports: $0.transports,
                            backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
                            createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
         }
         return jsonResponse(["credentials": list])
+    }
+
+    /// Naming a passkey needs only a session: it changes nothing about who can sign in.
+    @Sendable func renameCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
+            throw APIError.invalid("credential id is not base64url")
+        }
+        struct Body: Decodable { var name: String? }
+        let body = try await request.decodeJSON(Body.self, limit: 4096)
+        let name = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
+        if let name, !name.isEmpty {
+            guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+                throw APIError.invalid("a passkey name is at most 64 characters, without control characters")
+            }
+        }
+        guard try await store.renameCredential(id: id, ofUser: auth.user.id, name: name?.isEmpty == false ? name : nil) else {
+            throw APIError("credential_not_found", "you have no passkey with this id", status: .notFound)
+        }
+        return jsonResponse(["renamed": true])
     }
 
     /// Removing a passkey needs an unlocked signer (a stolen session must not lock the owner out),

@@ -26,11 +26,16 @@ enum HTMLPage {
         var body = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-            <title>Keyfob — \(escape(title))</title><link rel="stylesheet" href="/style.css"></head>
+            <title>Keyfob — \(escape(title))</title><link rel="icon" href="/favicon.svg" type="image/svg+xml">
+            <link rel="stylesheet" href="/style.css"></head>
             <body><main><h1>\(escape(title))</h1>
             <section class="card"><p id="problem">\(escape(message))</p>
             """
-        if let back {
+        if let back, client == "localhost" {
+            body += #"<a id="localhost" class="button" href="\#(escape(back))">Open \#(escape(back))</a>"#
+        } else if let back, client == "Keyfob" {
+            body += #"<a id="home" class="button secondary" href="\#(escape(back))">Go to Keyfob's start page</a>"#
+        } else if let back {
             body += #"<a id="back" class="button secondary" href="\#(escape(back))">Back to \#(escape(client ?? "the app"))</a>"#
             body += #"<p class="hint">The app will be told the request could not be handled.</p>"#
         } else {

@@ -168,7 +168,8 @@ struct CeremonyController: Sendable {
             transports: (body.cred.response.transports ?? []).filter { $0.count <= 32 }.prefix(8).map { $0 },
             aaguid: verified.aaguid, attestationFormat: verified.attestation.format,
             backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created,
-            attestationTrusted: verified.attestation.trust == .trusted)
+            attestationTrusted: verified.attestation.trust == .trusted,
+            createdOn: PasskeyNames.createdOn(userAgent: request.headers[.userAgent]))
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven

@@ -65,6 +65,9 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch let error as APIError {
             if error.status.code >= 500 { context.logger.error("request failed", metadata: ["code": "\(error.code)"]) }
             return jsonResponse(["error": error.code, "message": error.message], status: error.status, headers: error.headers)
+        } catch let error as HTTPResponseError where error.status == .notFound && request.wantsHTML {
+            return HTMLPage.problem(title: "Page not found", message: "There is no page at this address.",
+                                    back: "/", client: "Keyfob", status: .notFound)
         } catch let error as HTTPResponseError {
             let status = error.status
             let code = status == .contentTooLarge ? "payload_too_large" : status.code >= 500 ? "internal_error" : "invalid_request"

@@ -49,6 +49,11 @@ extension Request {
             .replacingOccurrences(of: ".[", with: "[")
     }
 
+    /// A browser asking for a page (not the JSON API): GET, `Accept` with text/html.
+    var wantsHTML: Bool {
+        method == .get && !uri.path.hasPrefix("/api/") && (headers[.accept] ?? "").contains("text/html")
+    }
+
     /// A cookie's value from the Cookie header.
     func cookie(_ name: String) -> String? {
         for header in headers[values: .cookie] {
