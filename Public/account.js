@@ -39,6 +39,11 @@ async function refreshSession() {
   $("anonymous").hidden = !account.isAnonymous;
   $("npub").textContent = account.npub;
   renderLock();
+  if (window.PublicKeyCredential && PublicKeyCredential.signalCurrentUserDetails) {
+    PublicKeyCredential.signalCurrentUserDetails({
+      rpId: location.hostname, userId: account.userId, name: account.username, displayName: account.username,
+    }).catch(() => {});
+  }
   return true;
 }
 
@@ -60,30 +65,84 @@ async function loadPasskeys() {
   const { credentials } = await api("/account/credentials");
   const list = $("passkeys");
   list.replaceChildren(...credentials.map((c) => {
+    const label = c.name || c.authenticatorName;
     const item = document.createElement("li");
     item.className = "passkey";
     item.dataset.id = c.id;
+    const icon = document.createElement("img");
+    icon.src = `/icons/${encodeURIComponent(c.icon)}.svg`;
+    icon.alt = "";
+    icon.width = icon.height = 28;
     const text = document.createElement("div");
-    text.innerHTML = `<div>Passkey <code></code></div><div class="meta"></div>`;
-    text.querySelector("code").textContent = c.id.slice(0, 12) + "…";
-    text.querySelector(".meta").textContent =
-      `created ${when(c.createdAt)} · last used ${when(c.lastUsedAt)}${c.backedUp ? " · synced" : ""}`;
+    text.className = "passkey-text";
+    text.innerHTML = `<div class="passkey-name"></div><div class="meta"></div>`;
+    text.querySelector(".passkey-name").textContent = label;
+    const facts = [c.name ? c.authenticatorName : null, c.createdOn ? `made on ${c.createdOn}` : null,
+                   `created ${when(c.createdAt)}`, `last used ${when(c.lastUsedAt)}`, c.backedUp ? "synced" : null];
+    text.querySelector(".meta").textContent = facts.filter(Boolean).join(" · ");
+    const actions = document.createElement("div");
+    actions.className = "passkey-actions";
+    const rename = document.createElement("button");
+    rename.className = "link neutral";
+    rename.type = "button";
+    rename.textContent = "Rename";
+    rename.setAttribute("aria-label", `Rename passkey ${label}`);
+    rename.addEventListener("click", () => guarded(async () => {
+      const name = prompt("Name this passkey (for example: work laptop)", c.name || "");
+      if (name === null) return;
+      await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "PATCH", body: { name } });
+      showStatus("ok", "Passkey renamed.");
+      await loadPasskeys();
+    }));
     const remove = document.createElement("button");
     remove.className = "link";
     remove.type = "button";
     remove.textContent = "Remove";
+    remove.setAttribute("aria-label", `Remove passkey ${label}`);
     remove.disabled = credentials.length < 2;
-    remove.title = credentials.length < 2 ? "Add another passkey before removing your only one" : "";
     remove.addEventListener("click", () => guarded(async () => {
-      if (!confirm("Remove this passkey? You can no longer sign in with it, and its sessions end.")) return;
+      if (!confirm(`Remove the passkey "${label}"? You can no longer sign in with it, and its sessions end.`)) return;
       await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE" });
       showStatus("ok", "Passkey removed.");
       if (await refreshSession()) await loadPasskeys();
     }));
-    item.append(text, remove);
+    actions.append(rename, remove);
+    item.append(icon, text, actions);
     return item;
   }));
   list.dataset.count = String(credentials.length);
+  $("last-passkey").hidden = credentials.length !== 1;
+  const dismissed = localStorage.getItem("keyfob-nudge-dismissed") === account.userId;
+  $("nudge").hidden = credentials.length !== 1 || dismissed;
+  // Tell the passkey manager which passkeys still exist, so it stops offering removed ones (Signal API).
+  if (window.PublicKeyCredential && PublicKeyCredential.signalAllAcceptedCredentials) {
+    PublicKeyCredential.signalAllAcceptedCredentials({
+      rpId: location.hostname, userId: account.userId, allAcceptedCredentialIds: credentials.map((c) => c.id),
+    }).catch(() => {});
+  }
+}
+
+/** Adds a passkey; when this device has one already, offers the other routes instead of a dead end. */
+async function addPasskey(hints) {
+  showStatus("", "Creating a passkey…");
+  try {
+    await registerPasskey(account.username, hints);
+    $("add-elsewhere").hidden = true;
+    $("nudge").hidden = true;
+    showStatus("ok", "Passkey added.");
+    await loadPasskeys();
+  } catch (error) {
+    if (error && error.name === "InvalidStateError") {
+      $("add-elsewhere").hidden = false;
+      showStatus("error", "This device already has a passkey for this account: choose another device below.");
+      $("add-phone").focus();
+    } else if (error.code === "signer_locked") {
+      await refreshSession();
+      showStatus("error", "Adding a passkey needs an unlocked signer: unlock it with your passkey, then try again.");
+    } else {
+      showStatus("error", describeError(error));
+    }
+  }
 }
 
 async function loadHistory(more = false) {
@@ -166,12 +225,14 @@ $("sign-note").addEventListener("click", () => guarded(async () => {
   loadHistory();
 }));
 
-$("add").addEventListener("click", () => guarded(async () => {
-  showStatus("", "Creating a passkey…");
-  await registerPasskey(account.username);
-  showStatus("ok", "Passkey added.");
-  await loadPasskeys();
-}));
+$("add").addEventListener("click", () => addPasskey());
+$("add-phone").addEventListener("click", () => addPasskey(["hybrid"]));
+$("add-key").addEventListener("click", () => addPasskey(["security-key"]));
+$("nudge-add").addEventListener("click", () => addPasskey(["hybrid", "security-key"]));
+$("nudge-later").addEventListener("click", () => {
+  localStorage.setItem("keyfob-nudge-dismissed", account.userId);
+  $("nudge").hidden = true;
+});
 
 $("export").addEventListener("click", () => guarded(async () => {
   const reply = await api("/api/signer/key/export", { method: "POST", body: { password: $("export-password").value } });

@@ -1,51 +1,83 @@
-// The sign-in / sign-up page: passkey autofill, the two buttons.
+// The sign-in / sign-up page: passkey autofill (kept fresh), the two buttons, errors beside the fields.
 "use strict";
 let conditional = null;  // AbortController of a pending autofill sign-in
+let refresh = null;      // timer that renews the autofill request before its challenge expires
 
 function done(result) {
   showStatus("ok", `Signed in as ${result.username}.`);
   location.assign("/account.html");
 }
 
-async function startAutofill() {
+function fieldError(id, message) {
+  const el = document.getElementById(id);
+  el.hidden = !message;
+  el.textContent = message || "";
+  if (id === "username-error") document.getElementById("username").setAttribute("aria-invalid", message ? "true" : "false");
+}
+
+/** Passkey autofill. Its challenge expires with the options' timeout, so it is renewed a few
+ *  seconds before; a failure is shown, never swallowed (except the aborts this page makes). */
+async function startAutofill(retried = false) {
   if (!window.PublicKeyCredential || !PublicKeyCredential.isConditionalMediationAvailable) return;
   if (!(await PublicKeyCredential.isConditionalMediationAvailable())) return;
-  conditional = new AbortController();
+  stopAutofill();
+  const controller = new AbortController();
+  conditional = controller;
   try {
-    done(await signInWithPasskey({ mediation: "conditional", signal: conditional.signal }));
+    const pending = signInWithPasskey({ mediation: "conditional", signal: controller.signal, onOptions: (options) => {
+      clearTimeout(refresh);
+      refresh = setTimeout(() => startAutofill(), Math.max(5000, (options.timeout || 60000) - 5000));
+    } });
+    done(await pending);
   } catch (error) {
-    // Aborted for an explicit ceremony, or no passkey offered: the buttons still work.
+    if (controller.signal.aborted || (error && error.name === "AbortError")) return;
+    if (error.code === "challenge_expired" && !retried) { startAutofill(true); return; }
+    fieldError("signin-error", describeError(error));
   }
 }
 
 function stopAutofill() {
+  clearTimeout(refresh);
   if (conditional) { conditional.abort(); conditional = null; }
 }
 
 document.getElementById("signin").addEventListener("click", async () => {
   stopAutofill();
+  fieldError("signin-error", "");
   showStatus("", "Waiting for your passkey…");
-  try { done(await signInWithPasskey()); } catch (error) { showStatus("error", describeError(error)); }
+  try { done(await signInWithPasskey()); } catch (error) {
+    showStatus("", "");
+    fieldError("signin-error", describeError(error));
+  }
 });
+
+document.getElementById("username").addEventListener("input", () => fieldError("username-error", ""));
 
 document.getElementById("signup-form").addEventListener("submit", async (event) => {
   event.preventDefault();
   stopAutofill();
+  fieldError("username-error", "");
   const username = document.getElementById("username").value.trim();
   showStatus("", "Creating your passkey…");
   try {
     const result = await registerPasskey(username);
     showStatus("ok", `Account ${result.username} created.`);
-    location.assign("/account.html");
+    location.assign("/account.html?welcome");
   } catch (error) {
-    showStatus("error", describeError(error));
+    showStatus("", "");
+    fieldError("username-error", describeError(error));
   }
 });
 
-if (!window.PublicKeyCredential) {
-  showStatus("error", "This browser does not support passkeys.");
-} else if (new URLSearchParams(location.search).has("signedout")) {
-  showStatus("ok", "You are signed out.");
-} else {
+(async () => {
+  const params = new URLSearchParams(location.search);
+  if (!window.PublicKeyCredential) {
+    showStatus("error", "This browser does not support passkeys. Use a current Chrome, Safari, Firefox or Edge.");
+    return;
+  }
+  if (params.has("signedout")) { showStatus("ok", "You are signed out."); return; }
+  // Signed in already: the account is where you want to be.
+  const session = await fetch("/session", { credentials: "same-origin" }).catch(() => null);
+  if (session && session.ok) { location.replace("/account.html"); return; }
   startAutofill();
-}
+})();

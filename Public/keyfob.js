@@ -81,10 +81,18 @@ function assertionToJSON(credential) {
   };
 }
 
-/** Creates a passkey: for a new account (username optional) or, when signed in, for this account. */
-async function registerPasskey(username) {
+/** Creates a passkey: for a new account (username optional) or, when signed in, for this account.
+ *  `hints` (WebAuthn L3: "client-device", "hybrid", "security-key") tell the browser which route to offer. */
+async function registerPasskey(username, hints) {
   const options = await api("/generate-registration-options", { method: "POST", body: username ? { username } : {} });
-  const credential = await navigator.credentials.create({ publicKey: creationOptionsFromJSON(options) });
+  const publicKey = creationOptionsFromJSON(options);
+  if (hints) {
+    publicKey.hints = hints;
+    if (!hints.includes("client-device")) {
+      publicKey.authenticatorSelection = { ...publicKey.authenticatorSelection, authenticatorAttachment: "cross-platform" };
+    }
+  }
+  const credential = await navigator.credentials.create({ publicKey });
   return api("/verify-registration", {
     method: "POST",
     body: { username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential) },
@@ -92,14 +100,34 @@ async function registerPasskey(username) {
 }
 
 /** Signs in with a passkey; `mediation` "conditional" lets the browser offer passkeys in the username field. */
-async function signInWithPasskey({ mediation, signal } = {}) {
+async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
   const options = await api("/generate-authentication-options", { method: "POST", body: {} });
+  if (onOptions) onOptions(options);
   const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
-  return api("/verify-authentication", {
-    method: "POST",
-    body: { challengeKey: options.challengeKey, cred: assertionToJSON(credential) },
-  });
+  try {
+    return await api("/verify-authentication", {
+      method: "POST",
+      body: { challengeKey: options.challengeKey, cred: assertionToJSON(credential) },
+    });
+  } catch (error) {
+    // Tell the passkey manager this passkey is gone, so it stops offering it (Signal API).
+    if (error.code === "credential_not_found" && PublicKeyCredential.signalUnknownCredential) {
+      PublicKeyCredential.signalUnknownCredential({ rpId: options.rpId, credentialId: credential.id }).catch(() => {});
+    }
+    throw error;
+  }
 }
+
+/** Messages a person can act on, by error code; the code stays visible for support. */
+const friendlyErrors = {
+  username_taken: "That username is taken. If it is yours, sign in instead.",
+  invalid_request: null,  // the server's own sentence
+  challenge_expired: "That took too long. Try again.",
+  credential_not_found: "This passkey is not registered here any more. Create an account or use another passkey.",
+  rate_limited: "Too many attempts from here. Wait a minute and try again.",
+  signer_locked: "Your signer is locked. Unlock it with your passkey first.",
+  user_verification_required: "Your device must check it is you (PIN, fingerprint or face). Try again and confirm.",
+};
 
 /** Shows a result in #status; tests wait on data-status. */
 function showStatus(kind, message) {
@@ -110,6 +138,10 @@ function showStatus(kind, message) {
 
 function describeError(error) {
   if (error && error.name === "NotAllowedError") return "The passkey prompt was closed or timed out. Try again.";
-  if (error && error.name === "InvalidStateError") return "This authenticator already holds a passkey for this account.";
+  if (error && error.name === "InvalidStateError") return "This device already has a passkey for this account.";
+  if (error && error.code) {
+    const sentence = friendlyErrors[error.code] || error.message;
+    return `${sentence} (${error.code})`;
+  }
   return (error && error.message) || String(error);
 }

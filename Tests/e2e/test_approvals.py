@@ -58,7 +58,7 @@ def sign_up(driver, server, name):
     add_authenticator(driver)
     driver.find_element(By.ID, "username").send_keys(name)
     driver.find_element(By.ID, "signup").click()
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and d.find_element(By.ID, "npub").text.startswith("npub1"))
+    wait_for(driver, lambda d: "/account.html" in d.current_url and d.find_element(By.ID, "npub").text.startswith("npub1"))
     return driver.execute_async_script("fetch('/session').then(r => r.json()).then(arguments[0])")["pubkey"]
 
 

@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -32,7 +33,9 @@ def add_authenticator(driver):
 
 
 def wait_for(driver, condition, timeout=15):
-    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(lambda d: condition(d))
+    # Pages re-render lists: an element found a moment ago may be replaced (stale) — look again.
+    return WebDriverWait(driver, timeout, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
 def passkey_count(driver):
@@ -47,7 +50,7 @@ def test_sign_up_sign_out_and_sign_in_without_a_username(server, driver):
     # Sign up with a username.
     driver.find_element(By.ID, "username").send_keys("alice")
     driver.find_element(By.ID, "signup").click()
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     assert driver.find_element(By.ID, "username").text == "alice"
     meta = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey .meta").text
     assert "created" in meta and "last used never" in meta
@@ -61,7 +64,7 @@ def test_sign_up_sign_out_and_sign_in_without_a_username(server, driver):
 
     # Sign in without typing a username (discoverable credential).
     driver.find_element(By.ID, "signin").click()
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     assert driver.find_element(By.ID, "username").text == "alice"
     meta = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey .meta").text
     assert "last used never" not in meta          # the sign-in was recorded
@@ -77,14 +80,14 @@ def test_conditional_ui_signs_in_from_autofill(server, driver):
     driver.get(server.url + "/?signedout")
     add_authenticator(driver)
     driver.find_element(By.ID, "signup").click()      # anonymous account
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     assert driver.find_element(By.ID, "username").text.startswith("anon-")
     driver.find_element(By.ID, "signout").click()
     wait_for(driver, lambda d: "signedout" in d.current_url)
     # A plain visit starts a conditional (autofill) request; Chrome's virtual
     # authenticator answers it at once, as a user picking the passkey would.
     driver.get(server.url + "/")
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
 
 
 def test_adding_a_second_passkey_from_the_account_page(server, driver):
@@ -92,7 +95,7 @@ def test_adding_a_second_passkey_from_the_account_page(server, driver):
     add_authenticator(driver)
     driver.find_element(By.ID, "username").send_keys("bob")
     driver.find_element(By.ID, "signup").click()
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     # A second authenticator (another device) adds a passkey to the same account.
     driver.remove_virtual_authenticator()
     add_authenticator(driver)
@@ -108,7 +111,7 @@ def test_sign_up_see_the_npub_and_sign_a_test_note(server, driver):
     add_authenticator(driver)
     driver.find_element(By.ID, "username").send_keys("carol")
     driver.find_element(By.ID, "signup").click()
-    wait_for(driver, lambda d: d.current_url.endswith("/account.html") and d.find_element(By.ID, "npub").text.startswith("npub1"))
+    wait_for(driver, lambda d: "/account.html" in d.current_url and d.find_element(By.ID, "npub").text.startswith("npub1"))
     hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
     assert hrp == "npub" and len(pubkey) == 32
     wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")

@@ -31,6 +31,8 @@ struct AccountController: Sendable {
         /// The user's nostr public key (hex) and npub: public, shown even while the signer is locked.
         let pubkey: String
         let npub: String
+        /// The WebAuthn user handle (base64url), for the browser's Signal API.
+        let userId: String
     }
 
     @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -40,7 +42,7 @@ struct AccountController: Sendable {
         return jsonResponse(SessionResponse(
             username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
             signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil,
-            pubkey: pubkey.hex, npub: NIP19.npub(pubkey)))
+            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id))
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {

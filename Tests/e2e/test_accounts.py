@@ -1,0 +1,114 @@
+"""Passkey accounts people can live with: names, the second-passkey nudge, the add-passkey dead end
+turned into choices, autofill that survives its challenge's expiry, errors beside the fields, the
+127.0.0.1 page; screenshots of the main pages at phone and laptop size."""
+import os
+import sys
+import time
+
+from selenium.webdriver.common.by import By
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import Server  # noqa: E402
+from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
+
+
+def sign_up(driver, server, name):
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "username").send_keys(name)
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url and d.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey"))
+
+
+def shoot(driver, server, name):
+    for width, height in ((390, 844), (1280, 900)):
+        driver.set_window_size(width, height)
+        time.sleep(0.2)
+        driver.save_screenshot(f"{server.data}/{name}-{width}.png")
+    driver.set_window_size(430, 932)
+
+
+def test_passkeys_have_names_and_the_nudge_shows_once(server, driver):
+    sign_up(driver, server, "maria")
+    item = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey")
+    assert item.find_element(By.CSS_SELECTOR, ".passkey-name").text == "Passkey"   # the virtual authenticator has no AAGUID
+    assert "made on Chrome on Linux" in item.find_element(By.CSS_SELECTOR, ".meta").text
+    remove = item.find_element(By.XPATH, ".//button[text()='Remove']")
+    assert remove.get_attribute("aria-label") == "Remove passkey Passkey" and not remove.is_enabled()
+    assert driver.find_element(By.ID, "last-passkey").is_displayed()
+    assert driver.find_element(By.ID, "nudge").is_displayed()
+    shoot(driver, server, "account")
+
+    item.find_element(By.XPATH, ".//button[text()='Rename']").click()
+    alert = driver.switch_to.alert
+    alert.send_keys("work laptop")
+    alert.accept()
+    wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#passkeys .passkey-name").text == "work laptop")
+    assert "Passkey" in driver.find_element(By.CSS_SELECTOR, "#passkeys .meta").text
+
+    driver.find_element(By.ID, "nudge-later").click()
+    assert not driver.find_element(By.ID, "nudge").is_displayed()
+    driver.refresh()
+    wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#passkeys .passkey-name").text == "work laptop")
+    assert not driver.find_element(By.ID, "nudge").is_displayed()
+
+
+def test_adding_a_passkey_on_a_device_that_has_one_offers_other_routes(server, driver):
+    sign_up(driver, server, "omar")
+    driver.find_element(By.ID, "add").click()       # the same (virtual) device again
+    wait_for(driver, lambda d: d.find_element(By.ID, "add-elsewhere").is_displayed())
+    assert "already has a passkey" in driver.find_element(By.ID, "status").text
+    assert driver.find_element(By.ID, "add-phone").is_displayed() and driver.find_element(By.ID, "add-key").is_displayed()
+
+
+def test_errors_are_shown_beside_the_username(server, driver):
+    sign_up(driver, server, "alice")
+    driver.find_element(By.ID, "signout").click()
+    wait_for(driver, lambda d: "signedout" in d.current_url)
+    field = driver.find_element(By.ID, "username")
+    field.send_keys("Alice")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "username-error").is_displayed())
+    error = driver.find_element(By.ID, "username-error").text
+    assert "taken" in error and "sign in instead" in error and "(username_taken)" in error
+    assert field.get_attribute("aria-invalid") == "true"
+    shoot(driver, server, "signup-error")
+    field.clear()
+    field.send_keys("\u0430lice")    # Cyrillic а
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "a-z" in d.find_element(By.ID, "username-error").text)
+    field.clear()
+    field.send_keys("x" * 70)       # refused, not cut
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "64" in d.find_element(By.ID, "username-error").text)
+    driver.get(server.url + "/?signedout")
+    shoot(driver, server, "signin")
+
+
+def test_autofill_survives_its_challenge_expiring(driver):
+    server = Server(args=("--challenge-timeout", "10")).start()
+    try:
+        sign_up(driver, server, "paula")
+        credential = driver.get_credentials()[0]
+        driver.find_element(By.ID, "signout").click()
+        wait_for(driver, lambda d: "signedout" in d.current_url)
+        driver.remove_all_credentials()                 # the passkey manager has nothing to offer yet
+        driver.get(server.url + "/")                    # autofill starts; nobody picks a passkey
+        time.sleep(12)                                  # the first challenge has expired meanwhile
+        driver.add_credential(credential)               # now the user picks the passkey
+        wait_for(driver, lambda d: "/account.html" in d.current_url, timeout=20)
+        logs = server.logs()
+        assert logs.count("route=/generate-authentication-options") >= 2   # renewed before it expired
+    finally:
+        server.stop()
+
+
+def test_a_browser_at_127_0_0_1_is_sent_to_localhost(server, driver):
+    driver.get(f"http://127.0.0.1:{server.port}/")
+    link = driver.find_element(By.ID, "localhost")
+    assert link.get_attribute("href") == f"http://localhost:{server.port}/"
+    assert "bare IP address" in driver.find_element(By.ID, "problem").text
+    link.click()
+    wait_for(driver, lambda d: d.current_url.startswith(f"http://localhost:{server.port}/"))
+    driver.get(server.url + "/no-such-page")
+    assert driver.find_element(By.TAG_NAME, "h1").text == "Page not found"
