@@ -20,7 +20,7 @@ test-swift:
 test-browser:
 	@scripts/install-deps.sh --test
 	swift build --product keyfob
-	python3 -m pytest Tests/e2e -q
+	scripts/python -m pytest Tests/e2e -q
 
 ## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
 ## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.

@@ -7,13 +7,21 @@ packages=(libssl-dev libcbor-dev libsecp256k1-dev libsqlite3-dev zlib1g-dev pkg-
 [ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver python3-pytest)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 if [ ${#missing[@]} -gt 0 ]; then
-  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   echo "installing: ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 if [ "${1:-}" = "--test" ]; then
-  python3 -c "import selenium" 2>/dev/null || python3 -m pip install -q selenium
-  python3 -c "import pytest" 2>/dev/null || python3 -m pip install -q pytest
+  # Selenium and pytest for the browser tests: already importable, else pip; where the system
+  # Python refuses pip (PEP 668, stock Debian 12), a virtual environment in .venv/ that the
+  # Makefile then uses (scripts/python).
+  if ! python3 -c "import selenium, pytest" 2>/dev/null && [ ! -x .venv/bin/python3 ]; then
+    if ! python3 -m pip install -q selenium pytest 2>/dev/null; then
+      dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
+      python3 -m venv .venv
+      .venv/bin/python3 -m pip install -q selenium pytest
+    fi
+  fi
 fi
