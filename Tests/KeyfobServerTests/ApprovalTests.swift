@@ -338,6 +338,18 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
 }
 
 @Suite struct ReceiptTests {
+    @Test func confirmWithPasskeyAsksForEveryApproval() async throws {
+        try await Harness { $0.confirmWithPasskey = true }.run { client in
+            let (token, _) = try await client.newAccount("alice")
+            let request = try keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: .keyfobLink)
+            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
+            let id = String(location!.dropFirst("/approve/".count))
+            #expect(try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(token))["needsPasskey"] as? Bool == true)
+            let plain = try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: Client.bearer(token))
+            #expect(plain.status == .forbidden && plain.error == "user_verification_required")
+        }
+    }
+
     /// A kind-0 approval needs a passkey assertion over the request's canonical bytes; the
     /// receipt it leaves verifies with the WebAuthn module against the stored credential.
     @Test func aConfirmedApprovalLeavesAReceiptThatVerifies() async throws {

@@ -42,6 +42,17 @@ import WebAuthnTestSupport
         }
     }
 
+    @Test func signerRequestEntriesShareThePerIPBudget() async throws {
+        try await limitedHarness { $0.ipBurst = 3 }.run(.live) { client async throws in
+            for i in 0..<3 {
+                let target = "/app/pubkey?cb=https%3A%2F%2Fclient\(i).example%2Fcb"
+                #expect(try await client.call(.get, target, headers: fromIP("203.0.113.9")).status == .seeOther)
+            }
+            let refused = try await client.call(.get, "/app/pubkey?cb=https%3A%2F%2Fclient9.example%2Fcb", headers: fromIP("203.0.113.9"))
+            #expect(refused.status == .tooManyRequests && refused.headers[.retryAfter] != nil)
+        }
+    }
+
     @Test func forwardedForIsIgnoredFromAnUntrustedPeer() async throws {
         try await limitedHarness { $0.trustedProxies = []; $0.ipBurst = 3 }.run(.live) { client async throws in
             for i in 0..<3 {

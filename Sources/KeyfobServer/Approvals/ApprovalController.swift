@@ -55,6 +55,14 @@ struct ApprovalController: Sendable {
     // MARK: - Entry points
 
     @Sendable func entry(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        // Each entry may store a request: the per-IP budget of the ceremony endpoints applies (a
+        // stranger could otherwise fill the table by varying the callback, i.e. the client).
+        if let retry = limits.options.take(limits.clientIP(request, context), now: now()) {
+            var page = HTMLPage.problem(title: "Too many requests", message: "Too many requests from this address; try again in \(retry) s.",
+                                        status: .tooManyRequests)
+            page.headers[.retryAfter] = String(retry)
+            return page
+        }
         let target = request.head.path ?? request.uri.description
         let incoming: IncomingRequest
         do {
