@@ -94,6 +94,7 @@ public func buildRouter(
                       names: PasskeyNames(publicDirectory: configuration.publicDirectory), now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
+    WellKnownController(configuration: configuration).addRoutes(to: router)
     router.get("/healthz") { _, _ -> Response in
         do {
             try await store.healthCheck()

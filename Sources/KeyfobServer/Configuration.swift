@@ -65,6 +65,14 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int?
     /// Every approval (not only dangerous kinds) needs a fresh passkey assertion bound to the request.
     public var confirmWithPasskey = false
+    /// Apple app ids (`TEAMID.bundle.id`) for /.well-known/apple-app-site-association.
+    public var appleAppIDs: [String] = []
+    /// Android package and signing-certificate SHA-256 fingerprints for /.well-known/assetlinks.json.
+    public var androidPackage: String?
+    public var androidCertFingerprints: [String] = []
+    /// Related origins (WebAuthn L3 §5.11): other sites whose pages may use this rpId; listed at
+    /// /.well-known/webauthn and accepted in ceremonies.
+    public var relatedOrigins: [String] = []
     /// Seconds between sweeps of expired challenges and sessions.
     public var sweepInterval: TimeInterval = 30
     /// Highest NIP-49 log_n accepted when importing an ncryptsec (scrypt memory is 2^(log_n+10) bytes).
@@ -79,7 +87,7 @@ public struct ServerConfiguration: Sendable {
     }
 
     public var relyingParty: RelyingParty {
-        RelyingParty(id: rpID, name: rpName, origins: effectiveOrigins)
+        RelyingParty(id: rpID, name: rpName, origins: effectiveOrigins + relatedOrigins)
     }
 
     /// The master key file in force.
@@ -126,6 +134,14 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "--header-timeout and --body-timeout must be between 1 and 600 seconds")
         }
         if let maxConnections, maxConnections < 1 { throw Invalid(description: "--max-connections must be at least 1") }
+        for origin in relatedOrigins {
+            guard let url = URL(string: origin), url.scheme == "https", url.host != nil, url.path.isEmpty else {
+                throw Invalid(description: "--related-origin \"\(origin)\" must be an https origin such as https://example.net")
+            }
+        }
+        if androidPackage != nil && androidCertFingerprints.isEmpty {
+            throw Invalid(description: "--android-package needs --android-cert-fingerprint (the app's signing certificate SHA-256, AA:BB:…)")
+        }
         guard signRate >= 1 else { throw Invalid(description: "--sign-rate must be at least 1 operation a minute") }
         if let masterKey, masterKey.count != KeyVault.masterKeyLength {
             throw Invalid(description: "the master key must be 32 bytes (KEYFOB_MASTER_KEY is their base64)")

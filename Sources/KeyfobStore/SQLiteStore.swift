@@ -182,6 +182,24 @@ public actor SQLiteStore: KeyfobStore {
         try connection.query("SELECT \(Self.userColumns) FROM users WHERE id = ?", [.text(id)]).first.map(userRow)
     }
 
+    public func users(matching query: String?, after afterName: String?, limit: Int) throws -> [UserRecord] {
+        // LIKE with the user's text escaped: % and _ in a search are literal.
+        let pattern = query.map { text in
+            "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+                .replacingOccurrences(of: "_", with: "!_") + "%"
+        } ?? "%"
+        return try connection.query(
+            "SELECT \(Self.userColumns) FROM users WHERE username LIKE ? ESCAPE '!' AND username > ? ORDER BY username LIMIT ?",
+            [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]).map(userRow)
+    }
+
+    public func deleteUser(id: String) throws -> Bool {
+        try connection.transaction {
+            try connection.query("DELETE FROM users WHERE id = ?", [.text(id)])
+            return connection.changes == 1
+        }
+    }
+
     // MARK: Credentials
 
     private static let credentialColumns = """

@@ -6,6 +6,10 @@ public protocol UserStore: Sendable {
     func user(named username: String) async throws -> UserRecord?
     /// The user with this handle, if any.
     func user(id: String) async throws -> UserRecord?
+    /// Users whose name contains `query` (all when nil), by name, after `afterName`, at most `limit`.
+    func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord]
+    /// Removes the account and everything of it (passkeys, sessions, key, grants, requests). False when unknown.
+    func deleteUser(id: String) async throws -> Bool
 }
 
 /// Passkeys.

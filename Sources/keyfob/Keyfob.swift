@@ -11,7 +11,7 @@ struct Keyfob: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
-        subcommands: [Serve.self, RotateMasterKey.self])
+        subcommands: [Serve.self, Users.self, Sessions.self, RotateMasterKey.self])
 }
 
 /// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
@@ -75,6 +75,14 @@ struct Serve: AsyncParsableCommand {
     var bodyTimeout: Int?
     @Flag(name: .customLong("confirm-with-passkey"), help: "Every approval of an app's request needs a fresh passkey assertion bound to what is signed, kept as a receipt (dangerous kinds always do). (env: KEYFOB_CONFIRM_WITH_PASSKEY=1)")
     var confirmWithPasskey = false
+    @Option(name: .customLong("apple-app-id"), help: "iOS app id (TEAMID.bundle.id) for /.well-known/apple-app-site-association, repeatable. (env: KEYFOB_APPLE_APP_IDS)")
+    var appleAppIDs: [String] = []
+    @Option(name: .customLong("android-package"), help: "Android package name for /.well-known/assetlinks.json. (env: KEYFOB_ANDROID_PACKAGE)")
+    var androidPackage: String?
+    @Option(name: .customLong("android-cert-fingerprint"), help: "SHA-256 fingerprint of the Android app's signing certificate, repeatable. (env: KEYFOB_ANDROID_CERT_FINGERPRINTS)")
+    var androidCertFingerprints: [String] = []
+    @Option(name: .customLong("related-origin"), help: "Another site's origin allowed to use this rpId (WebAuthn related origins), repeatable; served at /.well-known/webauthn. (env: KEYFOB_RELATED_ORIGINS)")
+    var relatedOrigins: [String] = []
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
 
@@ -141,6 +149,7 @@ struct Serve: AsyncParsableCommand {
         "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
         "signups-per-hour": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
         "header-timeout": "number", "body-timeout": "number", "max-connections": "number", "confirm-with-passkey": "bool",
+        "apple-app-id": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list",
     ]
 
     static func checkFile(_ object: [String: Any], path: String) throws {
@@ -225,6 +234,10 @@ struct Serve: AsyncParsableCommand {
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
             || (file["allow-legacy-algorithms"] as? Bool ?? false)
         c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
+        c.appleAppIDs = list(appleAppIDs, "KEYFOB_APPLE_APP_IDS", "apple-app-id") ?? []
+        c.androidPackage = string(androidPackage, "KEYFOB_ANDROID_PACKAGE", "android-package")
+        c.androidCertFingerprints = list(androidCertFingerprints, "KEYFOB_ANDROID_CERT_FINGERPRINTS", "android-cert-fingerprint") ?? []
+        c.relatedOrigins = list(relatedOrigins, "KEYFOB_RELATED_ORIGINS", "related-origin") ?? []
         c.confirmWithPasskey = confirmWithPasskey || ["1", "true"].contains(env["KEYFOB_CONFIRM_WITH_PASSKEY"] ?? "")
             || (file["confirm-with-passkey"] as? Bool ?? false)
         c.headerTimeout = try int(headerTimeout, "KEYFOB_HEADER_TIMEOUT", "header-timeout") ?? c.headerTimeout
@@ -300,6 +313,105 @@ struct RotateMasterKey: AsyncParsableCommand {
         } catch {
             FileHandle.standardError.write(Data("keyfob rotate-master-key: \(error)\n".utf8))
             throw ExitCode.failure
+        }
+    }
+}
+
+/// Where the database is, for the operator commands (the same settings as `keyfob serve`).
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("data-dir"), help: "Folder of the database. (env: KEYFOB_DATA_DIR; default ./data)")
+    var dataDir: String?
+    @Option(help: "Storage: sqlite or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    var database: String?
+
+    /// Opens the store a running server uses (SQLite in WAL mode: both may work at once).
+    func open() throws -> SQLiteStore {
+        let env = ProcessInfo.processInfo.environment
+        var c = ServerConfiguration()
+        c.dataDirectory = dataDir ?? env["KEYFOB_DATA_DIR"] ?? c.dataDirectory
+        c.database = database ?? env["KEYFOB_DATABASE"] ?? c.database
+        do { try c.validate() } catch { throw ValidationError(error.description) }
+        guard FileManager.default.fileExists(atPath: c.sqlitePath) else {
+            throw ValidationError("no database at \(c.sqlitePath) (set --data-dir or --database)")
+        }
+        return try SQLiteStore(path: c.sqlitePath)
+    }
+}
+
+/// `keyfob users list|show|remove`.
+struct Users: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List, show and remove accounts (works beside a running server).",
+        subcommands: [List.self, Show.self, Remove.self])
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List accounts, by name.")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "Only names containing this text.") var query: String?
+        @Option(help: "At most this many.") var limit = 100
+
+        func run() async throws {
+            let db = try store.open()
+            let users = try await db.users(matching: query, after: nil, limit: limit)
+            let formatter = ISO8601DateFormatter()
+            print("username\tanonymous\tcreated\tpasskeys")
+            for user in users {
+                let count = try await db.credentials(ofUser: user.id).count
+                print("\(user.username)\t\(user.isAnonymous ? "yes" : "no")\t\(formatter.string(from: user.createdAt))\t\(count)")
+            }
+        }
+    }
+
+    struct Show: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Show one account: passkeys and nostr public key.")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The username.") var username: String
+
+        func run() async throws {
+            let db = try store.open()
+            guard let user = try await db.user(named: username) else { throw ValidationError("no account named \(username)") }
+            let formatter = ISO8601DateFormatter()
+            print("username: \(user.username)\nanonymous: \(user.isAnonymous)\ncreated: \(formatter.string(from: user.createdAt))")
+            if let key = try await db.nostrKey(ofUser: user.id) { print("nostr pubkey: \(key.pubkey)") }
+            for credential in try await db.credentials(ofUser: user.id) {
+                print("passkey \(Base64URL.encode(credential.id).prefix(16))…  \(credential.name ?? "-")  format=\(credential.attestationFormat) created=\(formatter.string(from: credential.createdAt)) last-used=\(credential.lastUsedAt.map { formatter.string(from: $0) } ?? "never")")
+            }
+        }
+    }
+
+    struct Remove: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Remove an account with its passkeys, sessions, nostr key and grants.",
+            discussion: "The nostr key is gone for good unless the user exported it. Asks for --yes.")
+        @OptionGroup var store: StoreOptions
+        @Argument(help: "The username.") var username: String
+        @Flag(help: "Really remove it.") var yes = false
+
+        func run() async throws {
+            let db = try store.open()
+            guard let user = try await db.user(named: username) else { throw ValidationError("no account named \(username)") }
+            guard yes else { throw ValidationError("this removes \(user.username) and its nostr key for good; add --yes") }
+            _ = try await db.deleteUser(id: user.id)
+            print("removed \(user.username)")
+        }
+    }
+}
+
+/// `keyfob sessions revoke --user NAME`.
+struct Sessions: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "End sessions.", subcommands: [Revoke.self])
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "End every session of an account at once (the running server refuses them from the next request).")
+        @OptionGroup var store: StoreOptions
+        @Option(help: "The username.") var user: String
+
+        func run() async throws {
+            let db = try store.open()
+            guard let account = try await db.user(named: user) else { throw ValidationError("no account named \(user)") }
+            try await db.deleteSessions(ofUser: account.id)
+            print("ended every session of \(account.username)")
         }
     }
 }
