@@ -71,17 +71,19 @@ public func buildRouter(
     logger: Logger = Logger(label: "keyfob")
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
+    let metrics = KeyfobMetrics()
     router.add(middleware: SecurityHeadersMiddleware())
     router.add(middleware: RequestLogMiddleware(addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)),
-                                                logger: logger))
+                                                logger: logger, metrics: metrics))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: LoopbackAddressMiddleware(rpID: configuration.rpID))
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
-    let events = EventLog(logger: logger)
+    let events = EventLog(logger: logger, metrics: metrics)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
     let custody = KeyCustody(store: store, vault: vault, now: clock)
     let dispatcher = SignerDispatcher(custody: custody, store: store,
-                                      limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock)
+                                      limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
+                                      metrics: metrics)
     let keys = CredentialKeyCache()
     let limits = ClientLimits(configuration: configuration)
     CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
@@ -95,6 +97,14 @@ public func buildRouter(
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
+    // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only.
+    let scrapers = Set(["127.0.0.1", "::1"] + configuration.metricsFrom)
+    router.get("/metrics") { _, context -> Response in
+        guard let peer = context.remoteAddress?.ipAddress, scrapers.contains(peer) else {
+            throw APIError("unauthorized", "metrics are served to the operator's scraper only (--metrics-from)", status: .forbidden)
+        }
+        return metrics.exposition()
+    }
     router.get("/healthz") { _, _ -> Response in
         do {
             try await store.healthCheck()

@@ -73,6 +73,8 @@ public struct ServerConfiguration: Sendable {
     /// Related origins (WebAuthn L3 §5.11): other sites whose pages may use this rpId; listed at
     /// /.well-known/webauthn and accepted in ceremonies.
     public var relatedOrigins: [String] = []
+    /// Addresses (besides loopback) allowed to read /metrics.
+    public var metricsFrom: [String] = []
     /// Seconds between sweeps of expired challenges and sessions.
     public var sweepInterval: TimeInterval = 30
     /// Highest NIP-49 log_n accepted when importing an ncryptsec (scrypt memory is 2^(log_n+10) bytes).

@@ -36,8 +36,10 @@ struct EventLog: Sendable {
     }
 
     let logger: Logger
+    var metrics: KeyfobMetrics? = nil
 
     func record(_ kind: Kind, username: String?, code: String? = nil, detail: String? = nil) {
+        metrics?.event(kind.rawValue, code: code)
         var metadata: Logger.Metadata = ["event": "\(kind.rawValue)"]
         if let username { metadata["user"] = "\(username)" }
         if let code { metadata["code"] = "\(code)" }

@@ -83,6 +83,8 @@ struct Serve: AsyncParsableCommand {
     var androidCertFingerprints: [String] = []
     @Option(name: .customLong("related-origin"), help: "Another site's origin allowed to use this rpId (WebAuthn related origins), repeatable; served at /.well-known/webauthn. (env: KEYFOB_RELATED_ORIGINS)")
     var relatedOrigins: [String] = []
+    @Option(name: .customLong("metrics-from"), help: "Address (besides loopback) allowed to read /metrics, repeatable. (env: KEYFOB_METRICS_FROM)")
+    var metricsFrom: [String] = []
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
 
@@ -149,7 +151,7 @@ struct Serve: AsyncParsableCommand {
         "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
         "signups-per-hour": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
         "header-timeout": "number", "body-timeout": "number", "max-connections": "number", "confirm-with-passkey": "bool",
-        "apple-app-id": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list",
+        "apple-app-id": "list", "metrics-from": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list",
     ]
 
     static func checkFile(_ object: [String: Any], path: String) throws {
@@ -238,6 +240,7 @@ struct Serve: AsyncParsableCommand {
         c.androidPackage = string(androidPackage, "KEYFOB_ANDROID_PACKAGE", "android-package")
         c.androidCertFingerprints = list(androidCertFingerprints, "KEYFOB_ANDROID_CERT_FINGERPRINTS", "android-cert-fingerprint") ?? []
         c.relatedOrigins = list(relatedOrigins, "KEYFOB_RELATED_ORIGINS", "related-origin") ?? []
+        c.metricsFrom = list(metricsFrom, "KEYFOB_METRICS_FROM", "metrics-from") ?? []
         c.confirmWithPasskey = confirmWithPasskey || ["1", "true"].contains(env["KEYFOB_CONFIRM_WITH_PASSKEY"] ?? "")
             || (file["confirm-with-passkey"] as? Bool ?? false)
         c.headerTimeout = try int(headerTimeout, "KEYFOB_HEADER_TIMEOUT", "header-timeout") ?? c.headerTimeout

@@ -73,3 +73,25 @@ import WebAuthnTestSupport
         #expect(try await store.deleteUser(id: alice.id) == false)
     }
 }
+
+@Suite struct MetricsTests {
+    @Test func metricsCountWhatHappenedAndAreForTheScraperOnly() async throws {
+        try await Harness().run(.live) { client async throws in
+            let (token, _) = try await client.newAccount("mia")
+            _ = try await client.signer("get_public_key", token: token)
+            _ = try await client.signer("nip44_decrypt", ["ciphertext": "AA", "pubkey": String(repeating: "0", count: 64)], token: token)
+            let response = try await client.raw.execute(uri: "/metrics", method: .get, headers: [:], body: nil)
+            #expect(response.status == .ok)
+            let text = String(buffer: response.body)
+            #expect(text.contains(#"keyfob_events_total{event="registration.verified",code=""} 1"#), "\(text.prefix(2000))")
+            #expect(text.contains(#"keyfob_signer_operations_total{method="get_public_key",outcome="approved",code=""} 1"#))
+            #expect(text.contains(#"keyfob_signer_operations_total{method="nip44_decrypt",outcome="failed",code="invalid_pubkey"} 1"#))
+            #expect(text.contains(#"keyfob_http_requests_total{method="POST",route="/verify-registration",status="200"} 1"#))
+            #expect(text.contains("keyfob_http_request_duration_seconds_bucket"))
+            #expect(!text.contains(token))
+        }
+        try await Harness().run { client async throws in  // no socket peer: not the scraper
+            #expect(try await client.call(.get, "/metrics").status == .forbidden)
+        }
+    }
+}

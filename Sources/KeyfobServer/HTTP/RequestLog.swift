@@ -7,6 +7,7 @@ import Logging
 struct RequestLogMiddleware: RouterMiddleware {
     let addresses: ClientAddress
     let logger: Logger
+    let metrics: KeyfobMetrics
 
     func handle(_ request: Request, context: KeyfobRequestContext,
                 next: (Request, KeyfobRequestContext) async throws -> Response) async throws -> Response {
@@ -14,6 +15,8 @@ struct RequestLogMiddleware: RouterMiddleware {
         let response = try await next(request, context)
         let elapsed = ContinuousClock.now - start
         let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        metrics.request(method: request.method.rawValue, route: context.endpointPath ?? "static",
+                        status: Int(response.status.code), duration: elapsed)
         logger.info("request", metadata: [
             "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
             "status": "\(response.status.code)", "ms": "\(String(format: "%.1f", ms))",

@@ -33,6 +33,7 @@ struct SignerDispatcher: Sendable {
     let limiter: RateLimiter
     let logger: Logger
     let now: @Sendable () -> Date
+    var metrics: KeyfobMetrics? = nil
 
     /// `receipt`: for passkey-confirmed approvals, stored with the audit entry.
     func run(_ call: SignerCall, for caller: SignerCaller, receipt: String? = nil) async throws -> SignerResult {
@@ -106,6 +107,7 @@ struct SignerDispatcher: Sendable {
         if let eventID { metadata["eventId"] = "\(eventID)" }
         if let code { metadata["code"] = "\(code)" }
         logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
+        metrics?.signer(method: method, outcome: outcome, code: code)
         do { try await store.appendAudit(entry) } catch {
             logger.error("audit write failed", metadata: ["method": "\(method)"])
         }

@@ -1,0 +1,35 @@
+import Foundation
+import Hummingbird
+import Prometheus
+
+/// Prometheus metrics (swift-prometheus), one registry per application: requests and latency per
+/// route, ceremony outcomes and signer operations by code. Served at `/metrics` to loopback
+/// peers and `--metrics-from` addresses only.
+final class KeyfobMetrics: Sendable {
+    let registry = PrometheusCollectorRegistry()
+    static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+                                      .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+                                      .milliseconds(500), .seconds(1), .seconds(5)]
+
+    func request(method: String, route: String, status: Int, duration: Duration) {
+        registry.makeCounter(name: "keyfob_http_requests_total", labels: [("method", method), ("route", route), ("status", String(status))])
+            .increment()
+        registry.makeDurationHistogram(name: "keyfob_http_request_duration_seconds", labels: [("route", route)], buckets: Self.buckets)
+            .record(duration)
+    }
+
+    /// A ceremony or session event (`registration.verified`, `authentication.failed`, …) and its code.
+    func event(_ name: String, code: String?) {
+        registry.makeCounter(name: "keyfob_events_total", labels: [("event", name), ("code", code ?? "")]).increment()
+    }
+
+    func signer(method: String, outcome: String, code: String?) {
+        registry.makeCounter(name: "keyfob_signer_operations_total",
+                             labels: [("method", method), ("outcome", outcome), ("code", code ?? "")]).increment()
+    }
+
+    func exposition() -> Response {
+        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+                 body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+    }
+}
