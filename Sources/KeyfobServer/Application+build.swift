@@ -36,12 +36,15 @@ public func buildApplication(
     }
     let vault = try KeyVault(masterKey: masterKey)
     try await KeyCustody.checkMasterKey(vault, store: store)
-    if !configuration.admins.isEmpty {
-        let admins = try await Admins.bind(configuration.admins, store: store, now: clock())
-        for line in await admins.describe() { logger.notice("admin \(line)") }
+    let admins = try await Admins.bind(configuration.admins, store: store, now: clock())
+    for line in await admins.describe() { logger.notice("admin \(line)") }
+    if let path = try await AdminToken.ensure(store: store, configuration: configuration) {
+        logger.notice("created the dashboard's admin token; read it once from the file, then delete the file",
+                      metadata: ["file": "\(path)"])
     }
+    let connections = ConnectionCounter()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
-                             challenges: challenges, logger: logger)
+                             challenges: challenges, logger: logger, admins: admins, connections: connections)
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = configuration.maxConnections ?? connectionCap()
@@ -52,7 +55,8 @@ public func buildApplication(
     return Application(
         router: router,
         server: .http1(configuration: .init(
-            additionalChannelHandlers: [ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout)],
+            additionalChannelHandlers: [ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout,
+                                                        connections: connections)],
             idleTimeout: nil,
             httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob",
@@ -68,7 +72,9 @@ public func buildRouter(
     vault: KeyVault,
     clock: @escaping @Sendable () -> Date = { Date() },
     challenges: ChallengeGenerator = .live,
-    logger: Logger = Logger(label: "keyfob")
+    logger: Logger = Logger(label: "keyfob"),
+    admins: Admins? = nil,
+    connections: ConnectionCounter = ConnectionCounter()
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
@@ -78,12 +84,13 @@ public func buildRouter(
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: LoopbackAddressMiddleware(rpID: configuration.rpID))
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
-    let events = EventLog(logger: logger, metrics: metrics)
+    let feed = ActivityFeed()
+    let events = EventLog(logger: logger, metrics: metrics, feed: feed, now: clock)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
     let custody = KeyCustody(store: store, vault: vault, now: clock)
     let dispatcher = SignerDispatcher(custody: custody, store: store,
                                       limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
-                                      metrics: metrics)
+                                      metrics: metrics, feed: feed)
     let keys = CredentialKeyCache()
     let limits = ClientLimits(configuration: configuration)
     CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
@@ -92,8 +99,12 @@ public func buildRouter(
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
                        now: clock).addRoutes(to: router)
+    let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(store: store, sessions: sessions, events: events, custody: custody,
-                      names: PasskeyNames(publicDirectory: configuration.publicDirectory), now: clock).addRoutes(to: router)
+                      names: names, now: clock).addRoutes(to: router)
+    AdminController(store: store, configuration: configuration, sessions: sessions,
+                    admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
+                    names: names, now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)

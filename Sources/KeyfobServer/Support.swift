@@ -37,11 +37,17 @@ struct EventLog: Sendable {
 
     let logger: Logger
     var metrics: KeyfobMetrics? = nil
+    var feed: ActivityFeed? = nil
+    var now: @Sendable () -> Date = { Date() }
 
-    func record(_ kind: Kind, username: String?, code: String? = nil, detail: String? = nil) {
+    func record(_ kind: Kind, ip: String? = nil, username: String?, code: String? = nil, detail: String? = nil) {
         metrics?.event(kind.rawValue, code: code)
+        let category = kind == .signedOut || kind == .credentialRemoved ? "session" : "ceremony"
+        feed?.publish(Activity(time: now(), category: category, event: kind.rawValue, user: username, client: nil, method: nil,
+                               kind: nil, outcome: code == nil ? "ok" : "failed", code: code, ip: ip))
         var metadata: Logger.Metadata = ["event": "\(kind.rawValue)"]
         if let username { metadata["user"] = "\(username)" }
+        if let ip { metadata["ip"] = "\(ip)" }
         if let code { metadata["code"] = "\(code)" }
         if let detail { metadata["detail"] = "\(detail)" }
         logger.log(level: code == nil ? .info : .notice, "\(kind.rawValue)", metadata: metadata)

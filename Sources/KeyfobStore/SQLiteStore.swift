@@ -328,6 +328,11 @@ public actor SQLiteStore: KeyfobStore {
         }
     }
 
+    public func lockAllSessions() throws -> Int {
+        try connection.query("UPDATE sessions SET unlocked_until = NULL WHERE unlocked_until IS NOT NULL")
+        return connection.changes
+    }
+
     public func deleteSessions(ofUser userID: String) throws {
         try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
     }
@@ -444,6 +449,10 @@ public actor SQLiteStore: KeyfobStore {
 
     public func metaValue(_ name: String) throws -> [UInt8]? {
         try connection.query("SELECT value FROM meta WHERE name = ?", [.text(name)]).first?.first?.blob
+    }
+
+    public func setMetaValue(_ name: String, _ value: [UInt8]) throws {
+        try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
     }
 
     public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) throws -> [UInt8] {

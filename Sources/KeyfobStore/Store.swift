@@ -42,6 +42,9 @@ public protocol SessionStore: Sendable {
     func deleteSession(tokenHash: [UInt8]) async throws
     /// Ends every session of the user (sign out everywhere).
     func deleteSessions(ofUser userID: String) async throws
+    /// The kill switch: every unlocked signer is locked now; each user unlocks again with a passkey.
+    /// Returns how many sessions were unlocked.
+    func lockAllSessions() async throws -> Int
 }
 
 /// Nostr keys in custody (sealed; the store never sees a key in the clear).
@@ -62,6 +65,8 @@ public protocol MetaStore: Sendable {
     func metaValue(_ name: String) async throws -> [UInt8]?
     /// Sets `name` unless it has a value; returns the value now stored.
     func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8]
+    /// Sets `name`, replacing any value.
+    func setMetaValue(_ name: String, _ value: [UInt8]) async throws
 }
 
 extension MetaStore {

@@ -11,7 +11,7 @@ struct Keyfob: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
-        subcommands: [Serve.self, Users.self, Sessions.self, RotateMasterKey.self])
+        subcommands: [Serve.self, Users.self, Sessions.self, AdminTokenCommand.self, RotateMasterKey.self])
 }
 
 /// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
@@ -416,5 +416,26 @@ struct Sessions: AsyncParsableCommand {
             try await db.deleteSessions(ofUser: account.id)
             print("ended every session of \(account.username)")
         }
+    }
+}
+
+/// `keyfob admin-token [--rotate]`: the bearer token for /dashboard and /api/admin/*.
+struct AdminTokenCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "admin-token",
+        abstract: "Print a new dashboard admin token (with --rotate the old one stops working at once).",
+        discussion: "Only the token's SHA-256 is stored; this is the only time it is shown. Use it as: Authorization: Bearer kfa_…")
+    @OptionGroup var store: StoreOptions
+    @Flag(help: "Replace the existing token.") var rotate = false
+
+    func run() async throws {
+        let db = try store.open()
+        let exists = try await db.metaValue(KeyfobServer.adminTokenMetaName) != nil
+        guard rotate || !exists else {
+            throw ValidationError("an admin token exists already; add --rotate to replace it (the old one stops working)")
+        }
+        let (token, hash) = AdminToken.generate()
+        try await db.setMetaValue(KeyfobServer.adminTokenMetaName, hash)
+        print(token)
     }
 }

@@ -79,7 +79,8 @@ struct ApprovalController: Sendable {
         if let auth, auth.session.isUnlocked(at: now()) {
             let decision = try await grants.decision(userID: auth.user.id, client: incoming.client, method: method, kind: incoming.call.kind)
             if decision != .ask {
-                let caller = caller(auth.user, client: incoming.client, transport: incoming.transport, session: auth.session)
+                let caller = caller(auth.user, client: incoming.client, transport: incoming.transport, session: auth.session,
+                                    ip: limits.clientIP(request, context))
                 let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: decision == .allow)
                 guard let location else {
                     return HTMLPage.problem(title: "Rejected", message: "You chose to reject this app's \(method) requests.",
@@ -108,9 +109,9 @@ struct ApprovalController: Sendable {
         return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
     }
 
-    func caller(_ user: UserRecord, client: String, transport: String, session: SessionRecord) -> SignerCaller {
+    func caller(_ user: UserRecord, client: String, transport: String, session: SessionRecord, ip: String? = nil) -> SignerCaller {
         SignerCaller(userID: user.id, username: user.username, client: client, transport: transport,
-                     limitKey: Hex.encode(session.tokenHash))
+                     limitKey: Hex.encode(session.tokenHash), ip: ip)
     }
 
     /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's form.
@@ -194,7 +195,8 @@ struct ApprovalController: Sendable {
         let body = try await jsonBody(request)
         let remember = body["remember"] as? String ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
-        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session)
+        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session,
+                            ip: limits.clientIP(request, context))
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
             throw APIError("permission_denied", "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
@@ -223,7 +225,8 @@ struct ApprovalController: Sendable {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
-        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session)
+        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session,
+                            ip: limits.clientIP(request, context))
         let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: false)
         return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
     }

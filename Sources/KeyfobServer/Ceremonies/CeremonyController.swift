@@ -129,7 +129,8 @@ struct CeremonyController: Sendable {
     }
 
     @Sendable func verifyRegistration(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        try limits.check(limits.verify, limits.clientIP(request, context), now: now())
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .registration, key: body.challengeKey)
@@ -157,7 +158,7 @@ struct CeremonyController: Sendable {
                 allowedAlgorithms: pending.algorithms.compactMap(COSEAlgorithm.init(rawValue:)),
                 attestation: configuration.attestationPolicy, now: now())
         } catch {
-            events.record(.registrationFailed, username: username, code: error.code.rawValue)
+            events.record(.registrationFailed, ip: ip, username: username, code: error.code.rawValue)
             throw APIError(error)
         }
 
@@ -182,13 +183,13 @@ struct CeremonyController: Sendable {
             try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
                                                  credential: credential, session: session)
         } catch StoreError.usernameTaken {
-            events.record(.registrationFailed, username: username, code: "username_taken")
+            events.record(.registrationFailed, ip: ip, username: username, code: "username_taken")
             throw APIError("username_taken", "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
         } catch StoreError.credentialExists {
-            events.record(.registrationFailed, username: username, code: "credential_exists")
+            events.record(.registrationFailed, ip: ip, username: username, code: "credential_exists")
             throw APIError("credential_exists", "this passkey is registered already", status: .conflict)
         }
-        events.record(.registered, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
+        events.record(.registered, ip: ip, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
 
         let response = VerifyRegistrationResponse(
             verified: true, username: username, isAnonymous: pending.isAnonymous,
@@ -233,7 +234,8 @@ struct CeremonyController: Sendable {
     }
 
     @Sendable func verifyAuthentication(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        try limits.check(limits.verify, limits.clientIP(request, context), now: now())
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .authentication, key: body.challengeKey)
@@ -243,7 +245,7 @@ struct CeremonyController: Sendable {
         guard let record = try await store.credential(id: credentialID),
               pending.userID == nil || pending.userID == record.userID,
               let user = try await store.user(id: record.userID) else {
-            events.record(.signInFailed, username: nil, code: "credential_not_found")
+            events.record(.signInFailed, ip: ip, username: nil, code: "credential_not_found")
             throw APIError("credential_not_found", "this passkey is not registered here", status: .notFound)
         }
 
@@ -260,7 +262,7 @@ struct CeremonyController: Sendable {
                 context.logger.warning("sign counter regression: possible cloned authenticator",
                                        metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
             }
-            events.record(.signInFailed, username: user.username, code: error.code.rawValue)
+            events.record(.signInFailed, ip: ip, username: user.username, code: error.code.rawValue)
             throw APIError(error)
         }
 
@@ -270,7 +272,7 @@ struct CeremonyController: Sendable {
                 credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
                 backupState: verified.backupState, usedAt: now(), session: session)
         } catch StoreError.conflict {
-            events.record(.signInFailed, username: user.username, code: "counter_regression")
+            events.record(.signInFailed, ip: ip, username: user.username, code: "counter_regression")
             throw APIError("counter_regression", "another sign-in with this passkey used the same counter", status: .conflict)
         }
         if verified.backupState != record.backupState {
@@ -281,7 +283,7 @@ struct CeremonyController: Sendable {
         if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
             try await store.deleteSession(tokenHash: previous.session.tokenHash)
         }
-        events.record(.signedIn, username: user.username, detail: "count=\(verified.newSignCount)")
+        events.record(.signedIn, ip: ip, username: user.username, detail: "count=\(verified.newSignCount)")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
                                                     token: token, expiresAt: session.expiresAt)
         return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])

@@ -23,24 +23,36 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
     /// A response head has been written and its end not yet: parse errors then just close.
     private var responding = false
 
-    init(headerTimeout: TimeAmount, bodyTimeout: TimeAmount) {
+    private let connections: ConnectionCounter?
+    private var counted = false
+
+    init(headerTimeout: TimeAmount, bodyTimeout: TimeAmount, connections: ConnectionCounter? = nil) {
         self.headerTimeout = headerTimeout
         self.bodyTimeout = bodyTimeout
+        self.connections = connections
+    }
+
+    private func count(_ open: Bool) {
+        guard open != counted else { return }
+        counted = open
+        if open { connections?.opened() } else { connections?.closed() }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { arm(context, headerTimeout) }
+        if context.channel.isActive { arm(context, headerTimeout); count(true) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
         arm(context, headerTimeout)
+        count(true)
         context.fireChannelActive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { disarm() }
+    func handlerRemoved(context: ChannelHandlerContext) { disarm(); count(false) }
 
     func channelInactive(context: ChannelHandlerContext) {
         disarm()
+        count(false)
         context.fireChannelInactive()
     }
 

@@ -34,7 +34,7 @@ struct SignerController: Sendable {
             throw APIError("unsupported_type", "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
                            status: .notFound)
         }
-        let caller = try await unlockedCaller(request)
+        let caller = try await unlockedCaller(request, context: context)
         let body = try await jsonObjectBody(request)
         let id = try echoedID(body)
         let call: SignerCall
@@ -60,10 +60,11 @@ struct SignerController: Sendable {
     }
 
     /// A session whose signer is unlocked, as the dispatcher's caller. A locked one is audited.
-    func unlockedCaller(_ request: Request) async throws -> SignerCaller {
+    func unlockedCaller(_ request: Request, context: KeyfobRequestContext) async throws -> SignerCaller {
         let auth = try await sessions.require(request)
         let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
-                                  limitKey: Hex.encode(auth.session.tokenHash))
+                                  limitKey: Hex.encode(auth.session.tokenHash),
+                                  ip: sessions.client.resolve(request, peer: context.remoteAddress))
         guard auth.session.isUnlocked(at: now()) else {
             await dispatcher.audit(caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
                                    outcome: "failed", code: "signer_locked")
@@ -100,7 +101,7 @@ struct SignerController: Sendable {
     // MARK: Import and export
 
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let caller = try await unlockedCaller(request)
+        let caller = try await unlockedCaller(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await jsonObjectBody(request)
         let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
@@ -141,7 +142,7 @@ struct SignerController: Sendable {
     }
 
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let caller = try await unlockedCaller(request)
+        let caller = try await unlockedCaller(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await jsonObjectBody(request)
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {

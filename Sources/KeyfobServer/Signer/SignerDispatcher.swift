@@ -14,6 +14,8 @@ struct SignerCaller: Sendable {
     let transport: String
     /// What the rate limit counts against (the session).
     let limitKey: String
+    /// The client's address, for the operator's stream.
+    var ip: String? = nil
 }
 
 /// What a signer operation produced.
@@ -34,6 +36,7 @@ struct SignerDispatcher: Sendable {
     let logger: Logger
     let now: @Sendable () -> Date
     var metrics: KeyfobMetrics? = nil
+    var feed: ActivityFeed? = nil
 
     /// `receipt`: for passkey-confirmed approvals, stored with the audit entry.
     func run(_ call: SignerCall, for caller: SignerCaller, receipt: String? = nil) async throws -> SignerResult {
@@ -108,6 +111,8 @@ struct SignerDispatcher: Sendable {
         if let code { metadata["code"] = "\(code)" }
         logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
         metrics?.signer(method: method, outcome: outcome, code: code)
+        feed?.publish(Activity(time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
+                               client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
         do { try await store.appendAudit(entry) } catch {
             logger.error("audit write failed", metadata: ["method": "\(method)"])
         }

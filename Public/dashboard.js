@@ -1,0 +1,94 @@
+// The operator's dashboard: last hour, a live stream (server-sent events), users, the kill switch.
+"use strict";
+const $ = (id) => document.getElementById(id);
+let usersCursor = null;
+
+function line(a) {
+  const li = document.createElement("li");
+  li.dataset.outcome = a.outcome;
+  const parts = [new Date(a.time).toLocaleTimeString(), a.event, a.user, a.client, a.method,
+                 a.kind !== undefined && a.kind !== null ? `kind ${a.kind}` : null, a.code, a.ip];
+  li.textContent = parts.filter((p) => p !== null && p !== undefined && p !== "").join(" · ");
+  return li;
+}
+
+async function loadStats() {
+  const s = await api("/api/admin/stats");
+  $("signups").textContent = s.lastHour.signUps;
+  $("signins").textContent = s.lastHour.signIns;
+  $("failures").textContent = Object.values(s.lastHour.failures).reduce((a, b) => a + b, 0);
+  $("signer").textContent = Object.values(s.lastHour.signer).reduce((a, b) => a + b, 0);
+  const byCode = Object.entries(s.lastHour.failures).map(([k, v]) => `${k} ${v}`).join(", ");
+  const byMethod = Object.entries(s.lastHour.signer).map(([k, v]) => `${k} ${v}`).join(", ");
+  $("breakdown").textContent = [byCode && `failures: ${byCode}`, byMethod && `signer: ${byMethod}`].filter(Boolean).join(" — ");
+  const max = Math.max(1, ...s.lastHour.perMinute.map((m) => m.signUps + m.signIns + m.signer + m.failures));
+  $("chart").replaceChildren(...s.lastHour.perMinute.map((m) => {
+    const bar = document.createElement("span");
+    const total = m.signUps + m.signIns + m.signer + m.failures;
+    bar.style.setProperty("--h", `${Math.round((total / max) * 100)}%`);
+    if (m.failures) bar.dataset.failures = "1";
+    bar.title = `${total} events`;
+    return bar;
+  }));
+  const h = s.health;
+  $("health").textContent = `v${h.version} · up ${Math.round(h.uptimeSeconds / 60)} min · database ${h.database} · ${h.openConnections} connections · ${h.users} users`;
+}
+
+async function loadUsers(more = false) {
+  const query = new URLSearchParams({ query: $("query").value.trim() });
+  if (more && usersCursor) query.set("cursor", usersCursor);
+  const page = await api(`/api/admin/users?${query}`);
+  usersCursor = page.next || null;
+  const items = page.users.map((u) => {
+    const li = document.createElement("li");
+    li.className = "user";
+    const text = document.createElement("span");
+    const keys = u.passkeys.map((p) => `${p.name || p.authenticator} (${p.format}${p.backedUp ? ", synced" : ""})`).join(", ");
+    text.textContent = `${u.username}${u.isAnonymous ? " (anonymous)" : ""} · ${u.passkeys.length} passkey${u.passkeys.length === 1 ? "" : "s"}: ${keys}` +
+      ` · ${u.hasNostrKey ? "nostr key" : "no key yet"}${u.clients.length ? ` · apps: ${u.clients.join(", ")}` : ""}`;
+    const revoke = document.createElement("button");
+    revoke.type = "button";
+    revoke.className = "link";
+    revoke.textContent = "End sessions";
+    revoke.setAttribute("aria-label", `End every session of ${u.username}`);
+    revoke.addEventListener("click", async () => {
+      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}/revoke-sessions`, { method: "POST", body: {} }); showStatus("ok", `Sessions of ${u.username} ended.`); } catch (e) { showStatus("error", describeError(e)); }
+    });
+    li.append(text, revoke);
+    return li;
+  });
+  if (more) $("users").append(...items); else $("users").replaceChildren(...items);
+  $("more-users").hidden = !usersCursor;
+}
+
+function connect() {
+  const source = new EventSource("/api/admin/stream");
+  source.onmessage = (message) => {
+    $("stream").prepend(line(JSON.parse(message.data)));
+    while ($("stream").children.length > 200) $("stream").lastChild.remove();
+    clearTimeout(connect.refresh);
+    connect.refresh = setTimeout(() => { loadStats(); loadUsers(); }, 300);
+  };
+}
+
+$("query").addEventListener("input", () => { clearTimeout(loadUsers.t); loadUsers.t = setTimeout(() => loadUsers(), 250); });
+$("more-users").addEventListener("click", () => loadUsers(true));
+$("lock-all").addEventListener("click", async () => {
+  if (!confirm("Lock every signer now?")) return;
+  try {
+    const r = await api("/api/admin/lock-all", { method: "POST", body: {} });
+    showStatus("ok", `Locked ${r.locked} unlocked signer${r.locked === 1 ? "" : "s"}.`);
+  } catch (e) { showStatus("error", describeError(e)); }
+});
+
+(async () => {
+  try {
+    const { events } = await api("/api/admin/events");
+    $("stream").replaceChildren(...events.slice(0, 200).map(line));
+    await Promise.all([loadStats(), loadUsers()]);
+    connect();
+    setInterval(loadStats, 30000);
+  } catch (e) {
+    showStatus("error", describeError(e));
+  }
+})();

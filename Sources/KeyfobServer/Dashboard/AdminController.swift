@@ -1,0 +1,227 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobStore
+import Nostr
+import WebAuthn
+
+/// The operator's dashboard API (DESIGN.md §5). Who may look: a session of an account bound by
+/// `--admin` (see `Admins`), or `Authorization: Bearer <admin token>`. Anyone else: 401/403, never data.
+struct AdminController: Sendable {
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let sessions: Sessions
+    let admins: Admins
+    let feed: ActivityFeed
+    let connections: ConnectionCounter
+    let names: PasskeyNames
+    let now: @Sendable () -> Date
+
+    static let version = "0.4.0"
+    static let tokenMetaName = "admin_token_sha256"
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.get("/dashboard") { request, _ -> Response in
+            // Not an operator: the sign-in page, never the dashboard.
+            try await page((try? await authorize(request)) != nil ? "dashboard.html" : "index.html")
+        }
+        router.get("/api/admin/users", use: users)
+        router.get("/api/admin/events", use: events)
+        router.get("/api/admin/stream", use: stream)
+        router.get("/api/admin/stats", use: stats)
+        router.post("/api/admin/lock-all", use: lockAll)
+        router.post("/api/admin/users/:name/revoke-sessions", use: revokeSessions)
+        router.delete("/api/admin/users/:name", use: removeUser)
+    }
+
+    func page(_ name: String) throws -> Response {
+        let path = (configuration.publicDirectory as NSString).appendingPathComponent(name)
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
+        }
+        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The operator's name (or "token"), else 401 (nobody signed in) / 403 (signed in, not an operator).
+    @discardableResult
+    func authorize(_ request: Request) async throws -> String {
+        if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer kfa_") {
+            let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            guard let stored = try await store.metaValue(Self.tokenMetaName), constantTimeEqual(stored, sha256(Array(token.utf8))) else {
+                throw APIError("unauthorized", "this admin token is not valid (rotated?)", status: .unauthorized)
+            }
+            return "token"
+        }
+        guard let auth = try await sessions.authenticate(request) else { throw APIError.unauthorized }
+        guard admins.isAdmin(auth.user) else {
+            throw APIError("permission_denied", "the dashboard is for operators (--admin)", status: .forbidden)
+        }
+        return auth.user.username
+    }
+
+    // MARK: Users
+
+    @Sendable func users(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let query = request.uri.queryParameters.get("query").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let cursor = request.uri.queryParameters.get("cursor").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let page = try await store.users(matching: query, after: cursor, limit: 50)
+        let formatter = ISO8601DateFormatter()
+        var list: [[String: Any]] = []
+        for user in page {
+            let passkeys: [[String: Any]] = try await store.credentials(ofUser: user.id).map { c in
+                var item: [String: Any] = [
+                    "id": Base64URL.encode(c.id), "format": c.attestationFormat, "aaguid": Hex.encode(c.aaguid),
+                    "authenticator": names.provider(aaguid: c.aaguid).name, "createdAt": formatter.string(from: c.createdAt),
+                    "backedUp": c.backupState, "attestationTrusted": c.attestationTrusted,
+                ]
+                if let used = c.lastUsedAt { item["lastUsedAt"] = formatter.string(from: used) }
+                if let name = c.name { item["name"] = name }
+                return item
+            }
+            let clients = Set(try await store.grants(ofUser: user.id, now: now()).map(\.client)).sorted()
+            list.append([
+                "username": user.username, "isAnonymous": user.isAnonymous, "createdAt": formatter.string(from: user.createdAt),
+                "passkeys": passkeys, "hasNostrKey": try await store.nostrKey(ofUser: user.id) != nil, "clients": clients,
+            ])
+        }
+        var reply: [String: Any] = ["users": list]
+        if page.count == 50, let last = page.last { reply["next"] = last.username }
+        return jsonObjectResponse(reply)
+    }
+
+    // MARK: Events
+
+    @Sendable func events(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let outcome = request.uri.queryParameters.get("outcome").map { String($0) }
+        let code = request.uri.queryParameters.get("code").map { String($0) }
+        return jsonResponse(["events": feed.recent(outcome: outcome, code: code, limit: 500)])
+    }
+
+    /// Server-sent events: one JSON object per activity, as it happens.
+    @Sendable func stream(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let activities = feed.subscribe()
+        let encoder = JSONEncoder()
+        encoder.dateEncodingStrategy = .iso8601
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .init("X-Accel-Buffering")!: "no"],
+            body: ResponseBody { writer in
+                try await writer.write(ByteBuffer(string: ": keyfob activity stream\n\n"))
+                for await activity in activities {
+                    let json = (try? encoder.encode(activity)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                    try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
+                }
+                try await writer.finish(nil)
+            })
+    }
+
+    // MARK: Stats and health
+
+    @Sendable func stats(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let end = now()
+        let hour = feed.since(end.addingTimeInterval(-3600))
+        var failures: [String: Int] = [:]
+        var signer: [String: Int] = [:]
+        var perMinute = [[String: Int]](repeating: ["signUps": 0, "signIns": 0, "failures": 0, "signer": 0], count: 60)
+        for a in hour {
+            let minute = min(59, max(0, 59 - Int(end.timeIntervalSince(a.time) / 60)))
+            if let code = a.code, a.outcome == "failed" {
+                failures[code, default: 0] += 1
+                perMinute[minute]["failures", default: 0] += 1
+            }
+            if a.category == "signer" {
+                signer[a.method ?? "?", default: 0] += 1
+                perMinute[minute]["signer", default: 0] += 1
+            }
+            if a.event == "registration.verified" { perMinute[minute]["signUps", default: 0] += 1 }
+            if a.event == "authentication.verified" { perMinute[minute]["signIns", default: 0] += 1 }
+        }
+        var database = "ok"
+        do { try await store.healthCheck() } catch { database = "unavailable" }
+        let (users, credentials) = (try? await store.countUsersAndCredentials()) ?? (0, 0)
+        return jsonObjectResponse([
+            "lastHour": [
+                "signUps": hour.filter { $0.event == "registration.verified" }.count,
+                "signIns": hour.filter { $0.event == "authentication.verified" }.count,
+                "failures": failures, "signer": signer, "perMinute": perMinute,
+            ] as [String: Any],
+            "health": [
+                "uptimeSeconds": Int(Date().timeIntervalSince(feed.startedAt)), "version": Self.version, "database": database,
+                "openConnections": connections.current, "users": users, "passkeys": credentials,
+            ] as [String: Any],
+        ])
+    }
+
+    // MARK: Operator actions
+
+    @Sendable func lockAll(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let who = try await authorize(request)
+        let locked = try await store.lockAllSessions()
+        feed.publish(Activity(time: now(), category: "session", event: "signers.locked", user: who, client: nil, method: nil,
+                              kind: nil, outcome: "ok", code: nil, ip: nil))
+        return jsonObjectResponse(["locked": locked])
+    }
+
+    @Sendable func revokeSessions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let user = try await named(context)
+        try await store.deleteSessions(ofUser: user.id)
+        return jsonObjectResponse(["revoked": true])
+    }
+
+    @Sendable func removeUser(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try await authorize(request)
+        let user = try await named(context)
+        _ = try await store.deleteUser(id: user.id)
+        return jsonObjectResponse(["removed": true])
+    }
+
+    func named(_ context: KeyfobRequestContext) async throws -> UserRecord {
+        guard let name = context.parameters.get("name"), let user = try await store.user(named: name) else {
+            throw APIError("request_not_found", "no such user", status: .notFound)
+        }
+        return user
+    }
+}
+
+/// The meta entry holding the admin token's SHA-256 (for the `keyfob admin-token` command).
+public let adminTokenMetaName = AdminController.tokenMetaName
+
+/// Compares secrets (token hashes) without leaking where they differ.
+func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    guard a.count == b.count else { return false }
+    var difference: UInt8 = 0
+    for i in 0..<a.count { difference |= a[i] ^ b[i] }
+    return difference == 0
+}
+
+/// The admin token: created on first start (written to a 0600 file, not to the log), rotated by
+/// `keyfob admin-token --rotate`; only its SHA-256 is stored.
+public enum AdminToken {
+    /// A new token and its stored form.
+    public static func generate() -> (token: String, hash: [UInt8]) {
+        let token = "kfa_" + Base64URL.encode(secureRandomBytes(32))
+        return (token, sha256(Array(token.utf8)))
+    }
+
+    /// On first start: a token, written to `<data-dir>/admin-token` (0600) for the operator to read once.
+    static func ensure(store: any KeyfobStore, configuration: ServerConfiguration) async throws -> String? {
+        guard try await store.metaValue(AdminController.tokenMetaName) == nil else { return nil }
+        let (token, hash) = generate()
+        guard try await store.setMetaValueIfAbsent(AdminController.tokenMetaName, hash) == hash else { return nil }
+        let path = (configuration.dataDirectory as NSString).appendingPathComponent("admin-token")
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        fchmod(fd, 0o600)
+        let line = Array((token + "\n").utf8)
+        _ = write(fd, line, line.count)
+        return path
+    }
+}

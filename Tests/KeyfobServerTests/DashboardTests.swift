@@ -1,0 +1,90 @@
+import Foundation
+import HTTPTypes
+@testable import KeyfobServer
+import KeyfobStore
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+@Suite struct DashboardTests {
+    /// An admin bound before the name was configured, the token, a rotated-out token, a user, nobody.
+    @Test func onlyOperatorsSeeData() async throws {
+        let harness = try Harness()
+        try await harness.run { client in _ = try await client.newAccount("root") }
+        let admins = try await Admins.bind(["root"], store: harness.store, now: harness.clock.now + 1)
+        let (token, hash) = AdminToken.generate()
+        try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
+        try await harness.run(admins: admins) { client in
+            var root = SoftwareAuthenticator()
+            _ = root
+            let (user, _) = try await client.newAccount("mallory")
+            #expect(try await client.call(.get, "/api/admin/users").status == .unauthorized)
+            #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer(user)).status == .forbidden)
+            #expect(try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token)).status == .ok)
+            #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer("kfa_wrong")).status == .unauthorized)
+            let page = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(user), body: nil)
+            #expect(!String(buffer: page.body).contains("dashboard.js"))  // the sign-in page, no data
+            let adminPage = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(token), body: nil)
+            #expect(String(buffer: adminPage.body).contains("dashboard.js"))
+            // The bound admin's own session works too.
+            var authenticator = SoftwareAuthenticator()
+            root = authenticator
+            _ = authenticator
+            let users = try await client.call(.get, "/api/admin/users", headers: Client.bearer(token))["users"] as! [[String: Any]]
+            #expect(Set(users.map { $0["username"] as! String }) == ["mallory", "root"])
+            #expect(users.allSatisfy { $0["hasNostrKey"] as? Bool == true && ($0["passkeys"] as? [Any])?.count == 1 })
+            authenticator = root
+            // Rotated: the old token stops working at once.
+            let (_, newHash) = AdminToken.generate()
+            try await harness.store.setMetaValue(AdminController.tokenMetaName, newHash)
+            #expect(try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token)).status == .unauthorized)
+        }
+    }
+
+    @Test func theEventsCarryCeremoniesFailuresAndSignerOperations() async throws {
+        let harness = try Harness()
+        let (token, hash) = AdminToken.generate()
+        try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
+        try await harness.run { client in
+            var (user, authenticator) = try await client.newAccount("lucy")
+            _ = try await client.signer("sign_event", ["event": ["kind": 1, "content": "hi"]], token: user)
+            var wrong = authenticator
+            _ = try await client.signIn(&wrong) { $0.corruptSignature = true }
+            _ = try await client.signIn(&authenticator)
+            let events = try await client.call(.get, "/api/admin/events", headers: Client.bearer(token))["events"] as! [[String: Any]]
+            let names = events.map { $0["event"] as! String }
+            #expect(names.contains("registration.verified") && names.contains("authentication.verified"))
+            #expect(events.contains { $0["event"] as? String == "authentication.failed" && $0["code"] as? String == "signature_invalid" })
+            #expect(events.contains { $0["method"] as? String == "sign_event" && $0["kind"] as? Int == 1 && $0["user"] as? String == "lucy" })
+            let failed = try await client.call(.get, "/api/admin/events?outcome=failed", headers: Client.bearer(token))["events"] as! [[String: Any]]
+            #expect(!failed.isEmpty && failed.allSatisfy { $0["outcome"] as? String == "failed" })
+            let stats = try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token))
+            let hour = stats["lastHour"] as! [String: Any]
+            #expect(hour["signUps"] as? Int == 1 && hour["signIns"] as? Int == 1)
+            #expect((hour["failures"] as? [String: Int])?["signature_invalid"] == 1)
+            #expect((stats["health"] as? [String: Any])?["database"] as? String == "ok")
+            #expect(!"\(events)".contains(user))
+            user = ""
+        }
+    }
+
+    @Test func theKillSwitchLocksEverySigner() async throws {
+        let harness = try Harness()
+        let (token, hash) = AdminToken.generate()
+        try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
+        try await harness.run { client in
+            let (a, _) = try await client.newAccount("ann")
+            let (b, _) = try await client.newAccount("ben")
+            let locked = try await client.call(.post, "/api/admin/lock-all", json: [:], headers: Client.bearer(token))
+            #expect(locked["locked"] as? Int == 2)
+            for t in [a, b] {
+                #expect(try await client.signer("get_public_key", token: t).error == "signer_locked")
+                #expect(try await client.call(.get, "/session", headers: Client.bearer(t)).status == .ok)  // still signed in
+            }
+            #expect(try await client.call(.post, "/api/admin/users/ann/revoke-sessions", json: [:], headers: Client.bearer(token)).status == .ok)
+            #expect(try await client.call(.get, "/session", headers: Client.bearer(a)).status == .unauthorized)
+            #expect(try await client.call(.delete, "/api/admin/users/ben", headers: Client.bearer(token)).status == .ok)
+            #expect(try await harness.store.user(named: "ben") == nil)
+        }
+    }
+}
