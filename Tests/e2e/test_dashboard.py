@@ -1,0 +1,63 @@
+"""The operator's dashboard, live: an admin watches while another browser signs up and signs."""
+import os
+import sys
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+sys.path.insert(0, os.path.dirname(__file__))
+from conftest import Server  # noqa: E402
+from test_accounts import sign_up  # noqa: E402
+from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
+
+
+def new_driver():
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=430,932"):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service(executable_path="/usr/bin/chromedriver"), options=options)
+
+
+def test_an_admin_sees_signups_and_signatures_live(driver):
+    first = Server().start()
+    try:
+        sign_up(driver, first, "root")          # the account exists before anyone names it admin
+    finally:
+        first.stop()
+    server = Server(args=("--admin", "root"))
+    server.data = first.data
+    server.args = [a if a != server.args[server.args.index("--data-dir") + 1] else first.data for a in server.args]
+    server.start()
+    other = new_driver()
+    try:
+        driver.get(server.url + "/?signedout")
+        driver.find_element(By.ID, "signin").click()
+        wait_for(driver, lambda d: "/account.html" in d.current_url)
+        driver.get(server.url + "/dashboard")
+        wait_for(driver, lambda d: "root" in d.find_element(By.ID, "users").text)
+        assert "database ok" in driver.find_element(By.ID, "health").text
+
+        sign_up(other, server, "bea")            # a second browser
+        other.find_element(By.ID, "sign-note").click()
+        wait_for(other, lambda d: d.find_element(By.ID, "signed").text.strip().startswith("{"))
+
+        wait_for(driver, lambda d: "registration.verified · bea" in d.find_element(By.ID, "stream").text, timeout=20)
+        wait_for(driver, lambda d: "signer.approved · bea · api · sign_event · kind 1" in d.find_element(By.ID, "stream").text)
+        wait_for(driver, lambda d: "bea" in d.find_element(By.ID, "users").text)
+        for width, height in ((1280, 900), (390, 844)):
+            driver.set_window_size(width, height)
+            driver.save_screenshot(f"{server.data}/dashboard-{width}.png")
+
+        # Somebody who is not an operator gets the sign-in page (which sends a signed-in user on to
+        # their account), never the dashboard.
+        other.get(server.url + "/dashboard")
+        wait_for(other, lambda d: "/account.html" in d.current_url)
+        assert not other.find_elements(By.ID, "stream")
+        status = other.execute_async_script("fetch('/api/admin/users').then(r => arguments[0](r.status))")
+        assert status == 403
+    finally:
+        other.quit()
+        server.stop()
