@@ -95,7 +95,7 @@ public func buildRouter(
     let limits = ClientLimits(configuration: configuration)
     CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
                        events: events, challenges: challenges, custody: custody,
-                       limits: limits, now: clock).addRoutes(to: router)
+                       limits: limits, now: clock, metrics: metrics).addRoutes(to: router)
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
                        now: clock).addRoutes(to: router)

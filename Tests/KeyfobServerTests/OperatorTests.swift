@@ -88,6 +88,8 @@ import WebAuthnTestSupport
             #expect(text.contains(#"keyfob_signer_operations_total{method="nip44_decrypt",outcome="failed",code="invalid_pubkey"} 1"#))
             #expect(text.contains(#"keyfob_http_requests_total{method="POST",route="/verify-registration",status="200"} 1"#))
             #expect(text.contains("keyfob_http_request_duration_seconds_bucket"))
+            #expect(text.contains(#"keyfob_store_duration_seconds_count{operation="consume_challenge"}"#))
+            #expect(text.contains(#"keyfob_store_duration_seconds_count{operation="append_audit"}"#))
             #expect(!text.contains(token))
         }
         try await Harness().run { client async throws in  // no socket peer: not the scraper

@@ -29,6 +29,7 @@ struct CeremonyController: Sendable {
     let custody: KeyCustody
     let limits: ClientLimits
     let now: @Sendable () -> Date
+    var metrics = KeyfobMetrics()
 
     var relyingParty: RelyingParty { configuration.relyingParty }
 
@@ -180,8 +181,8 @@ struct CeremonyController: Sendable {
         // Every new account gets its nostr key in the transaction that creates it.
         let nostrKey = pending.existingUser ? nil : try custody.newKey(for: userID)
         do {
-            try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
-                                                 credential: credential, session: session)
+            try await metrics.store("complete_registration") { try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
+                                                 credential: credential, session: session) }
         } catch StoreError.usernameTaken {
             events.record(.registrationFailed, ip: ip, username: username, code: "username_taken")
             throw APIError("username_taken", "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
@@ -242,7 +243,7 @@ struct CeremonyController: Sendable {
         guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
             throw APIError.invalid("rawId is not valid base64url")
         }
-        guard let record = try await store.credential(id: credentialID),
+        guard let record = try await metrics.store("credential", { try await store.credential(id: credentialID) }),
               pending.userID == nil || pending.userID == record.userID,
               let user = try await store.user(id: record.userID) else {
             events.record(.signInFailed, ip: ip, username: nil, code: "credential_not_found")
@@ -268,9 +269,9 @@ struct CeremonyController: Sendable {
 
         let (token, session) = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
         do {
-            try await store.completeAuthentication(
+            try await metrics.store("complete_authentication") { try await store.completeAuthentication(
                 credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
-                backupState: verified.backupState, usedAt: now(), session: session)
+                backupState: verified.backupState, usedAt: now(), session: session) }
         } catch StoreError.conflict {
             events.record(.signInFailed, ip: ip, username: user.username, code: "counter_regression")
             throw APIError("counter_regression", "another sign-in with this passkey used the same counter", status: .conflict)
@@ -296,7 +297,7 @@ struct CeremonyController: Sendable {
     func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
         let value: [UInt8]
         do { value = try RelyingParty.challenge(inClientDataJSON: clientDataJSON) } catch { throw APIError(error) }
-        guard let pending = try await store.consumeChallenge(value), pending.ceremony == ceremony else {
+        guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony else {
             throw APIError("challenge_not_found", "no pending \(ceremony.rawValue) has this challenge; request new options")
         }
         guard pending.expiresAt > now() else {

@@ -28,6 +28,16 @@ final class KeyfobMetrics: Sendable {
                              labels: [("method", method), ("outcome", outcome), ("code", code ?? "")]).increment()
     }
 
+    /// Times one store call (`keyfob_store_duration_seconds{operation}`).
+    func store<T>(_ operation: String, _ body: () async throws -> T) async rethrows -> T {
+        let start = ContinuousClock.now
+        defer {
+            registry.makeDurationHistogram(name: "keyfob_store_duration_seconds", labels: [("operation", operation)], buckets: Self.buckets)
+                .record(ContinuousClock.now - start)
+        }
+        return try await body()
+    }
+
     func exposition() -> Response {
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                  body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))

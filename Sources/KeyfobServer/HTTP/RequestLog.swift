@@ -21,6 +21,7 @@ struct RequestLogMiddleware: RouterMiddleware {
             "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
             "status": "\(response.status.code)", "ms": "\(String(format: "%.1f", ms))",
             "ip": "\(addresses.resolve(request, peer: context.remoteAddress))",
+            "request": "\(context.logger[metadataKey: "hb.request.id"]?.description ?? "-")",
         ])
         return response
     }

@@ -113,7 +113,9 @@ struct SignerDispatcher: Sendable {
         metrics?.signer(method: method, outcome: outcome, code: code)
         feed?.publish(Activity(time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
                                client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
-        do { try await store.appendAudit(entry) } catch {
+        do {
+            if let metrics { try await metrics.store("append_audit") { try await store.appendAudit(entry) } } else { try await store.appendAudit(entry) }
+        } catch {
             logger.error("audit write failed", metadata: ["method": "\(method)"])
         }
     }
