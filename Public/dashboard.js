@@ -54,7 +54,19 @@ async function loadUsers(more = false) {
     revoke.addEventListener("click", async () => {
       try { await api(`/api/admin/users/${encodeURIComponent(u.username)}/revoke-sessions`, { method: "POST", body: {} }); showStatus("ok", `Sessions of ${u.username} ended.`); } catch (e) { showStatus("error", describeError(e)); }
     });
-    li.append(text, revoke);
+    const remove = document.createElement("button");
+    remove.type = "button";
+    remove.className = "link";
+    remove.textContent = "Remove";
+    remove.setAttribute("aria-label", `Remove the account ${u.username}`);
+    remove.addEventListener("click", async () => {
+      if (!confirm(`Remove ${u.username}, its passkeys and its nostr key for good?`)) return;
+      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}`, { method: "DELETE" }); showStatus("ok", `${u.username} removed.`); loadUsers(); } catch (e) { showStatus("error", describeError(e)); }
+    });
+    const actions = document.createElement("span");
+    actions.className = "passkey-actions";
+    actions.append(revoke, remove);
+    li.append(text, actions);
     return li;
   });
   if (more) $("users").append(...items); else $("users").replaceChildren(...items);

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 @testable import KeyfobServer
 import KeyfobStore
+import NIOConcurrencyHelpers
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
@@ -10,30 +11,32 @@ import WebAuthnTestSupport
     /// An admin bound before the name was configured, the token, a rotated-out token, a user, nobody.
     @Test func onlyOperatorsSeeData() async throws {
         let harness = try Harness()
-        try await harness.run { client in _ = try await client.newAccount("root") }
-        let admins = try await Admins.bind(["root"], store: harness.store, now: harness.clock.now + 1)
+        let rootToken = NIOLockedValueBox("")
+        try await harness.run { client in
+            let (token, _) = try await client.newAccount("root")  // exists before it is named admin
+            rootToken.withLockedValue { $0 = token }
+        }
+        let admins = try await Admins.bind(["root", "mallory"], store: harness.store, now: harness.clock.now + 1)
+        harness.clock.advance(10)
         let (token, hash) = AdminToken.generate()
         try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
         try await harness.run(admins: admins) { client in
-            var root = SoftwareAuthenticator()
-            _ = root
-            let (user, _) = try await client.newAccount("mallory")
+            let (user, _) = try await client.newAccount("mallory")  // registered after the name was configured
+            let root = rootToken.withLockedValue { $0 }
             #expect(try await client.call(.get, "/api/admin/users").status == .unauthorized)
             #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer(user)).status == .forbidden)
+            #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer(root)).status == .ok)
             #expect(try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token)).status == .ok)
             #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer("kfa_wrong")).status == .unauthorized)
             let page = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(user), body: nil)
             #expect(!String(buffer: page.body).contains("dashboard.js"))  // the sign-in page, no data
-            let adminPage = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(token), body: nil)
+            let adminPage = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(root), body: nil)
             #expect(String(buffer: adminPage.body).contains("dashboard.js"))
-            // The bound admin's own session works too.
-            var authenticator = SoftwareAuthenticator()
-            root = authenticator
-            _ = authenticator
             let users = try await client.call(.get, "/api/admin/users", headers: Client.bearer(token))["users"] as! [[String: Any]]
             #expect(Set(users.map { $0["username"] as! String }) == ["mallory", "root"])
             #expect(users.allSatisfy { $0["hasNostrKey"] as? Bool == true && ($0["passkeys"] as? [Any])?.count == 1 })
-            authenticator = root
+            let found = try await client.call(.get, "/api/admin/users?query=mal", headers: Client.bearer(token))["users"] as! [[String: Any]]
+            #expect(found.map { $0["username"] as! String } == ["mallory"])
             // Rotated: the old token stops working at once.
             let (_, newHash) = AdminToken.generate()
             try await harness.store.setMetaValue(AdminController.tokenMetaName, newHash)
