@@ -21,8 +21,12 @@ enum HTMLPage {
 
     /// A page that explains what went wrong; `back` (already in the client's own error form) is a
     /// link the user may follow, never an automatic redirect.
+    /// What the page's one link is: back to the app (in its error form), Keyfob's start page, or
+    /// the same page on localhost.
+    enum Link { case backToClient, home, localhost }
+
     static func problem(title: String, message: String, back: String? = nil, client: String? = nil,
-                        status: HTTPResponse.Status = .badRequest) -> Response {
+                        status: HTTPResponse.Status = .badRequest, link: Link = .backToClient) -> Response {
         var body = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -31,9 +35,9 @@ enum HTMLPage {
             <body><main><h1>\(escape(title))</h1>
             <section class="card"><p id="problem">\(escape(message))</p>
             """
-        if let back, client == "localhost" {
+        if let back, link == .localhost {
             body += #"<a id="localhost" class="button" href="\#(escape(back))">Open \#(escape(back))</a>"#
-        } else if let back, client == "Keyfob" {
+        } else if let back, link == .home {
             body += #"<a id="home" class="button secondary" href="\#(escape(back))">Go to Keyfob's start page</a>"#
         } else if let back {
             body += #"<a id="back" class="button secondary" href="\#(escape(back))">Back to \#(escape(client ?? "the app"))</a>"#

@@ -67,7 +67,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return jsonResponse(["error": error.code, "message": error.message], status: error.status, headers: error.headers)
         } catch let error as HTTPResponseError where error.status == .notFound && request.wantsHTML {
             return HTMLPage.problem(title: "Page not found", message: "There is no page at this address.",
-                                    back: "/", client: "Keyfob", status: .notFound)
+                                    back: "/", status: .notFound, link: .home)
         } catch let error as HTTPResponseError {
             let status = error.status
             let code = status == .contentTooLarge ? "payload_too_large" : status.code >= 500 ? "internal_error" : "invalid_request"

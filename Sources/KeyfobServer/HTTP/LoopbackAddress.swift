@@ -22,6 +22,6 @@ struct LoopbackAddressMiddleware: RouterMiddleware {
         return HTMLPage.problem(
             title: "Open Keyfob at localhost",
             message: "Browsers allow passkeys on http://localhost but never on a bare IP address like 127.0.0.1. Open \(target) instead.",
-            back: target, client: "localhost", status: .ok)
+            back: target, status: .ok, link: .localhost)
     }
 }
