@@ -23,7 +23,8 @@ struct AdminController: Sendable {
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/dashboard") { request, _ -> Response in
             // Not an operator: the sign-in page, never the dashboard.
-            try await page((try? await authorize(request)) != nil ? "dashboard.html" : "index.html")
+            let isOperator = (try? await authorize(request)) != nil
+            return try page(isOperator ? "dashboard.html" : "index.html")
         }
         router.get("/api/admin/users", use: users)
         router.get("/api/admin/events", use: events)

@@ -97,13 +97,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         headers[.connection] = "close"
         context.write(wrapOutboundOut(.head(HTTPResponse(status: status, headerFields: headers))), promise: nil)
         context.write(wrapOutboundOut(.body(body)), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        // The channel is closed once the error response is flushed (the promise completes on this loop).
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func arm(_ context: ChannelHandlerContext, _ timeout: TimeAmount) {
         disarm()
-        deadline = context.eventLoop.scheduleTask(in: timeout) { [weak context] in
-            context?.close(promise: nil)
+        let channel = context.channel
+        deadline = context.eventLoop.scheduleTask(in: timeout) {
+            channel.close(promise: nil)
         }
     }
 

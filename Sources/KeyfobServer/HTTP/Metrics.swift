@@ -7,24 +7,44 @@ import Prometheus
 /// peers and `--metrics-from` addresses only.
 final class KeyfobMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
+    static var requests: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "keyfob", metricName: "http_requests", unitName: "total",
+            helpText: "HTTP requests by method, route pattern and status")
+    }
+    static var requestDuration: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "keyfob", metricName: "http_request_duration", unitName: "seconds",
+            helpText: "HTTP request latency by route pattern")
+    }
+    static var events: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "keyfob", metricName: "events", unitName: "total",
+            helpText: "Ceremony and session events by code")
+    }
+    static var signerOperations: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "keyfob", metricName: "signer_operations", unitName: "total",
+            helpText: "Signer operations by method, outcome and code")
+    }
+    static var storeDuration: MetricNameDescriptor {
+        MetricNameDescriptor(namespace: "keyfob", metricName: "store_duration", unitName: "seconds",
+            helpText: "Store call latency by operation")
+    }
     static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
                                       .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
                                       .milliseconds(500), .seconds(1), .seconds(5)]
 
     func request(method: String, route: String, status: Int, duration: Duration) {
-        registry.makeCounter(name: "keyfob_http_requests_total", labels: [("method", method), ("route", route), ("status", String(status))])
+        registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))])
             .increment()
-        registry.makeDurationHistogram(name: "keyfob_http_request_duration_seconds", labels: [("route", route)], buckets: Self.buckets)
+        registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("route", route)], buckets: Self.buckets)
             .record(duration)
     }
 
     /// A ceremony or session event (`registration.verified`, `authentication.failed`, …) and its code.
     func event(_ name: String, code: String?) {
-        registry.makeCounter(name: "keyfob_events_total", labels: [("event", name), ("code", code ?? "")]).increment()
+        registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")]).increment()
     }
 
     func signer(method: String, outcome: String, code: String?) {
-        registry.makeCounter(name: "keyfob_signer_operations_total",
+        registry.makeCounter(descriptor: Self.signerOperations,
                              labels: [("method", method), ("outcome", outcome), ("code", code ?? "")]).increment()
     }
 
@@ -32,7 +52,7 @@ final class KeyfobMetrics: Sendable {
     func store<T>(_ operation: String, _ body: () async throws -> T) async rethrows -> T {
         let start = ContinuousClock.now
         defer {
-            registry.makeDurationHistogram(name: "keyfob_store_duration_seconds", labels: [("operation", operation)], buckets: Self.buckets)
+            registry.makeDurationHistogram(descriptor: Self.storeDuration, labels: [("operation", operation)], buckets: Self.buckets)
                 .record(ContinuousClock.now - start)
         }
         return try await body()

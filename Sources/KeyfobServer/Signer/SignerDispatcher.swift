@@ -114,7 +114,11 @@ struct SignerDispatcher: Sendable {
         feed?.publish(Activity(time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
                                client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
         do {
-            if let metrics { try await metrics.store("append_audit") { try await store.appendAudit(entry) } } else { try await store.appendAudit(entry) }
+            if let metrics {
+                _ = try await metrics.store("append_audit") { try await store.appendAudit(entry) }
+            } else {
+                try await store.appendAudit(entry)
+            }
         } catch {
             logger.error("audit write failed", metadata: ["method": "\(method)"])
         }
