@@ -158,7 +158,12 @@ struct ApprovalController: Sendable {
             "remember": Grants.isDangerous(record.method, kind: record.kind) ? ["once"] : ["once", "hour", "day", "forever"],
             "firstFromClient": try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client },
         ]
-        if let name = incoming.request.clientName { view["clientName"] = name }
+        // A self-declared name that is just the verified client (NIP-07 sends the page's origin) adds nothing.
+        let claimed = incoming.request.clientName.flatMap { name -> String? in
+            let sameAsClient = name == record.client || (try? CallbackURL.clientIdentifier(ofOrigin: name)) == record.client
+            return sameAsClient ? nil : name
+        }
+        if let name = claimed { view["clientName"] = name }
         if let kind = record.kind { view["kind"] = kind; view["kindName"] = KindNames.name(kind) }
         var warnings: [String] = []
         switch incoming.call {
@@ -183,8 +188,8 @@ struct ApprovalController: Sendable {
         if let current = incoming.request.currentUser, current.lowercased() != pubkey.hex, current != NIP19.npub(pubkey) {
             warnings.append("The app thinks it is talking to another account (\(current.prefix(16))…); you are signed in as \(auth.user.username).")
         }
-        if incoming.request.clientName != nil {
-            warnings.append("The app calls itself \"\(incoming.request.clientName!)\"; that name is not verified. The result goes to \(record.client).")
+        if let name = claimed {
+            warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
         }
         view["warnings"] = warnings
         return jsonObjectResponse(view)
