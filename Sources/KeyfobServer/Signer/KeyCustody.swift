@@ -30,7 +30,15 @@ struct KeyCustody: Sendable {
     }
 
     func publicKey(of userID: String) async throws -> PublicKey {
-        try await PublicKey(hex: record(for: userID).pubkey)
+        let stored = try await record(for: userID)
+        return try Self.publicKey(stored)
+    }
+
+    /// Synchronous on purpose: a typed-throws initializer inside the async function's expression
+    /// crashed Swift 6.3.1's coroutine splitting in release builds.
+    @inline(never)
+    static func publicKey(_ record: NostrKeyRecord) throws -> PublicKey {
+        try PublicKey(hex: record.pubkey)
     }
 
     /// Opens the user's key for `body` alone; the decrypted bytes are wiped before this returns

@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Load-test preparation: registers K users with a software ES256 authenticator ("none"
+attestation), then fetches N sign-in options and signs the N assertions ahead of time, writing one
+/verify-authentication body per line (each used once by wrk). Also writes bearer tokens for the
+signer benchmark. Needs python3-cryptography.
+
+    scripts/load/prepare.py http://127.0.0.1:8080 --origin http://localhost:8080 --users 100 --logins 20000 --out /tmp/keyfob-load
+"""
+import argparse
+import base64
+import hashlib
+import json
+import os
+import struct
+import urllib.request
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec
+
+
+def b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def cbor(value) -> bytes:
+    """The little CBOR a 'none' attestation and a COSE key need."""
+    def head(major, n):
+        if n < 24:
+            return bytes([major << 5 | n])
+        if n < 256:
+            return bytes([major << 5 | 24, n])
+        if n < 65536:
+            return bytes([major << 5 | 25]) + struct.pack(">H", n)
+        return bytes([major << 5 | 26]) + struct.pack(">I", n)
+    if isinstance(value, int):
+        return head(0, value) if value >= 0 else head(1, -1 - value)
+    if isinstance(value, bytes):
+        return head(2, len(value)) + value
+    if isinstance(value, str):
+        return head(3, len(value.encode())) + value.encode()
+    if isinstance(value, dict):
+        return head(5, len(value)) + b"".join(cbor(k) + cbor(v) for k, v in value.items())
+    raise TypeError(value)
+
+
+class Session:
+    def __init__(self, base, origin):
+        self.base, self.origin = base, origin
+
+    def call(self, path, body=None, token=None):
+        headers = {"Content-Type": "application/json", "Origin": self.origin}
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.base + path, data=data, headers=headers, method="POST" if data else "GET")
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return json.load(r)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("base")
+    parser.add_argument("--origin", default="http://localhost:8080")
+    parser.add_argument("--rp-id", default="localhost")
+    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--logins", type=int, default=20000)
+    parser.add_argument("--out", default="/tmp/keyfob-load")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    s = Session(args.base, args.origin)
+    rp_hash = hashlib.sha256(args.rp_id.encode()).digest()
+    users = []
+    for i in range(args.users):
+        key = ec.generate_private_key(ec.SECP256R1())
+        numbers = key.public_key().public_numbers()
+        cose = cbor({1: 2, 3: -7, -1: 1, -2: numbers.x.to_bytes(32, "big"), -3: numbers.y.to_bytes(32, "big")})
+        credential_id = os.urandom(16)
+        options = s.call(f"/generate-registration-options?username=load{i}-{os.getpid()}")
+        client_data = json.dumps({"type": "webauthn.create", "challenge": options["challenge"], "origin": args.origin}).encode()
+        auth_data = rp_hash + bytes([0x45]) + b"\0\0\0\0" + bytes(16) + struct.pack(">H", 16) + credential_id + cose
+        attestation = cbor({"fmt": "none", "attStmt": {}, "authData": auth_data})
+        reply = s.call("/verify-registration", {"username": options["user"]["name"], "challengeKey": options["challengeKey"], "cred": {
+            "id": b64(credential_id), "rawId": b64(credential_id), "type": "public-key",
+            "response": {"clientDataJSON": b64(client_data), "attestationObject": b64(attestation)}}})
+        users.append((key, credential_id, unb64(options["user"]["id"]), reply["token"]))
+    with open(os.path.join(args.out, "tokens.txt"), "w") as f:
+        f.write("\n".join(u[3] for u in users) + "\n")
+    with open(os.path.join(args.out, "logins.jsonl"), "w") as f:
+        for n in range(args.logins):
+            key, credential_id, handle, _ = users[n % len(users)]
+            options = s.call("/generate-authentication-options")
+            client_data = json.dumps({"type": "webauthn.get", "challenge": options["challenge"], "origin": args.origin}).encode()
+            auth_data = rp_hash + bytes([0x05]) + b"\0\0\0\0"   # counter stays 0, like synced passkeys
+            signature = key.sign(auth_data + hashlib.sha256(client_data).digest(), ec.ECDSA(hashes.SHA256()))
+            f.write(json.dumps({"challengeKey": options["challengeKey"], "cred": {
+                "id": b64(credential_id), "rawId": b64(credential_id), "type": "public-key",
+                "response": {"clientDataJSON": b64(client_data), "authenticatorData": b64(auth_data),
+                             "signature": b64(signature), "userHandle": b64(handle)}}}) + "\n")
+    print(f"{len(users)} users, {args.logins} signed logins in {args.out}")
+
+
+if __name__ == "__main__":
+    main()
