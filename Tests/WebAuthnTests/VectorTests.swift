@@ -2,7 +2,7 @@ import Foundation
 import Testing
 @testable import WebAuthn
 
-/// Every response in `shared/vectors/webauthn/` through the verifier, with the
+/// Every response in `Tests/Vectors/webauthn/` through the verifier, with the
 /// outcome its file expects. The error code of each negative vector is pinned
 /// here, so a change of mapping is a visible decision.
 @Suite struct WebAuthnVectorTests {

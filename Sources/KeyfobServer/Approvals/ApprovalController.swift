@@ -43,14 +43,7 @@ struct ApprovalController: Sendable {
         router.get("/api/signer/history/:entry/receipt", use: receipt)
     }
 
-    func staticPage(_ name: String) throws -> Response {
-        let path = (configuration.publicDirectory as NSString).appendingPathComponent(name)
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
-        }
-        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
+    func staticPage(_ name: String) throws -> Response { try htmlPage(name, in: configuration.publicDirectory) }
 
     // MARK: - Entry points
 
@@ -197,7 +190,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
-        let body = try await jsonBody(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
         let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session,
@@ -222,7 +215,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let body = try await jsonBody(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
@@ -234,16 +227,6 @@ struct ApprovalController: Sendable {
                             ip: limits.clientIP(request, context))
         let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: false)
         return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
-    }
-
-    func jsonBody(_ request: Request) async throws -> [String: Any] {
-        let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
-        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
-        guard !bytes.isEmpty else { return [:] }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
-            throw APIError.invalid("request body must be a JSON object")
-        }
-        return object
     }
 
     // MARK: - Passkey-confirmed approvals and receipts

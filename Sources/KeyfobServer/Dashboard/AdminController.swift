@@ -35,14 +35,7 @@ struct AdminController: Sendable {
         router.delete("/api/admin/users/:name", use: removeUser)
     }
 
-    func page(_ name: String) throws -> Response {
-        let path = (configuration.publicDirectory as NSString).appendingPathComponent(name)
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
-        }
-        return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(bytes: data)))
-    }
+    func page(_ name: String) throws -> Response { try htmlPage(name, in: configuration.publicDirectory) }
 
     /// The operator's name (or "token"), else 401 (nobody signed in) / 403 (signed in, not an operator).
     @discardableResult

@@ -35,6 +35,18 @@ extension Request {
         }
     }
 
+    /// A JSON object body, read as Foundation values (for bodies whose fields are checked by hand,
+    /// e.g. nostr events); an empty body is `{}`.
+    func jsonObject(limit: Int) async throws -> [String: Any] {
+        let bytes = try await bodyBytes(limit: limit)
+        try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        guard !bytes.isEmpty else { return [:] }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            throw APIError.invalid("request body must be a JSON object")
+        }
+        return object
+    }
+
     /// A body, when there is one, must be declared as JSON.
     func requireJSONContentType(bodyIsEmpty: Bool) throws {
         guard !bodyIsEmpty else { return }
@@ -78,4 +90,14 @@ struct WithChallengeKey<Options: Encodable>: Encodable {
         var container = encoder.container(keyedBy: Keys.self)
         try container.encode(challengeKey, forKey: .challengeKey)
     }
+}
+
+/// A page of the public directory, served uncached (pages routed by the server, not FileMiddleware).
+func htmlPage(_ name: String, in directory: String) throws -> Response {
+    let path = (directory as NSString).appendingPathComponent(name)
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
+    }
+    return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }

@@ -35,7 +35,7 @@ struct SignerController: Sendable {
                            status: .notFound)
         }
         let caller = try await unlockedCaller(request, context: context)
-        let body = try await jsonObjectBody(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let id = try echoedID(body)
         let call: SignerCall
         do {
@@ -73,16 +73,6 @@ struct SignerController: Sendable {
         return caller
     }
 
-    func jsonObjectBody(_ request: Request) async throws -> [String: Any] {
-        let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
-        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
-        guard !bytes.isEmpty else { return [:] }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
-            throw APIError.invalid("request body must be a JSON object")
-        }
-        return object
-    }
-
     /// `id`, when sent, is echoed back; it must be a string (NIP-46 and NIP-155 ids are).
     func echoedID(_ body: [String: Any]) throws -> String? {
         guard let raw = body["id"], !(raw is NSNull) else { return nil }
@@ -103,7 +93,7 @@ struct SignerController: Sendable {
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let caller = try await unlockedCaller(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
-        let body = try await jsonObjectBody(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
         guard given.count == 1, let value = body[given[0]] as? String else {
             throw APIError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
@@ -144,7 +134,7 @@ struct SignerController: Sendable {
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let caller = try await unlockedCaller(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
-        let body = try await jsonObjectBody(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
             throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
