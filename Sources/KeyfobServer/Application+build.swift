@@ -93,9 +93,10 @@ public func buildRouter(
                                       metrics: metrics, feed: feed)
     let keys = CredentialKeyCache()
     let limits = ClientLimits(configuration: configuration)
-    CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
-                       events: events, challenges: challenges, custody: custody,
-                       limits: limits, now: clock, metrics: metrics).addRoutes(to: router)
+    let ceremonies = CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
+                                        events: events, challenges: challenges, custody: custody,
+                                        limits: limits, now: clock, metrics: metrics)
+    ceremonies.addRoutes(to: router)
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
                        now: clock).addRoutes(to: router)
@@ -105,6 +106,9 @@ public func buildRouter(
     AdminController(store: store, configuration: configuration, sessions: sessions,
                     admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
                     names: names, now: clock).addRoutes(to: router)
+    // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
+    SealController(sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
+                   configuration: configuration, now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)

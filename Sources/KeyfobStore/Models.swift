@@ -106,15 +106,19 @@ public struct SessionRecord: Sendable, Equatable {
     public var unlockedUntil: Date?
     /// The passkey whose ceremony started this session: removing it ends the session.
     public var credentialID: [UInt8]?
+    /// For a passkey-sealed key: the data key, encrypted under a key derived from this session's
+    /// token (which is stored only as a hash), for the unlock window only. Nil otherwise.
+    public var dataKey: [UInt8]?
 
     public init(tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?,
-                credentialID: [UInt8]? = nil) {
+                credentialID: [UInt8]? = nil, dataKey: [UInt8]? = nil) {
         self.tokenHash = tokenHash
         self.userID = userID
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.unlockedUntil = unlockedUntil
         self.credentialID = credentialID
+        self.dataKey = dataKey
     }
 
     /// Whether the signer is unlocked at `now`.
@@ -133,14 +137,36 @@ public struct NostrKeyRecord: Sendable, Equatable {
     /// Ciphertext followed by the 16-byte GCM tag.
     public var sealed: [UInt8]
     public var updatedAt: Date
+    /// Sealed by the user's passkeys (PRF): what the master key opens is itself encrypted under a
+    /// data key that only a passkey's wrap (`KeyWrapRecord`) or an unlocked session can give.
+    public var passkeySealed: Bool
 
-    public init(userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date) {
+    public init(userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date,
+                passkeySealed: Bool = false) {
         self.userID = userID
         self.pubkey = pubkey
         self.version = version
         self.nonce = nonce
         self.sealed = sealed
         self.updatedAt = updatedAt
+        self.passkeySealed = passkeySealed
+    }
+}
+
+/// A passkey-sealed key's data key, wrapped for one passkey under a key derived from that
+/// passkey's PRF output. The PRF output itself is never stored.
+public struct KeyWrapRecord: Sendable, Equatable {
+    public var userID: String
+    public var credentialID: [UInt8]
+    /// Nonce, ciphertext and GCM tag.
+    public var wrapped: [UInt8]
+    public var createdAt: Date
+
+    public init(userID: String, credentialID: [UInt8], wrapped: [UInt8], createdAt: Date) {
+        self.userID = userID
+        self.credentialID = credentialID
+        self.wrapped = wrapped
+        self.createdAt = createdAt
     }
 }
 
@@ -187,6 +213,8 @@ public enum StoreError: Error, Sendable, Equatable {
     case notFound
     /// A per-client cap was reached (e.g. live challenges per IP).
     case limitReached
+    /// Removing this passkey would leave a passkey-sealed key with no passkey that can open it.
+    case lastSealingPasskey
     /// The database itself failed; the message is for logs, not for clients.
     case database(String)
 }

@@ -152,6 +152,21 @@ public actor SQLiteStore: KeyfobStore {
         ALTER TABLE credentials ADD COLUMN name TEXT;
         ALTER TABLE credentials ADD COLUMN created_on TEXT;
         """,
+        // 6: keys sealed by passkeys (PRF): a flag on the key, one data-key wrap per sealing
+        // passkey (gone with its passkey), and an unlocked session's copy of the data key.
+        """
+        ALTER TABLE nostr_keys ADD COLUMN passkey_sealed INTEGER NOT NULL DEFAULT 0;
+        CREATE TABLE key_wraps (
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            credential_id BLOB NOT NULL REFERENCES credentials(id) ON DELETE CASCADE,
+            wrapped BLOB NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (user_id, credential_id)
+        );
+        CREATE INDEX key_wraps_credential ON key_wraps(credential_id);
+        ALTER TABLE sessions ADD COLUMN data_key BLOB;
+        CREATE INDEX sessions_data_key ON sessions(unlocked_until) WHERE data_key IS NOT NULL;
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -232,6 +247,12 @@ public actor SQLiteStore: KeyfobStore {
             guard try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
                                        [.blob(id), .text(userID)]).first != nil else { return false }
             guard count > 1 else { throw StoreError.conflict }
+            let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(userID)]).first?.first?.bool ?? false
+            if sealed {
+                let others = try connection.query("SELECT count(*) FROM key_wraps WHERE user_id = ? AND credential_id != ?",
+                                                  [.text(userID), .blob(id)]).first?.first?.int ?? 0
+                guard others > 0 else { throw StoreError.lastSealingPasskey }
+            }
             try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
             try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
             return true
@@ -289,6 +310,13 @@ public actor SQLiteStore: KeyfobStore {
             "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
             [.date(now), .int(Int64(limit))])
         removed += connection.changes
+        // A sealed key's data key lives in a session for its unlock window only.
+        try connection.query(
+            """
+            UPDATE sessions SET data_key = NULL WHERE rowid IN
+                (SELECT rowid FROM sessions WHERE data_key IS NOT NULL AND (unlocked_until IS NULL OR unlocked_until <= ?) LIMIT ?)
+            """, [.date(now), .int(Int64(limit))])
+        removed += connection.changes
         if removed == 0 {
             // Nothing left to sweep: a good moment to fold the WAL back into the database.
             _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -318,19 +346,25 @@ public actor SQLiteStore: KeyfobStore {
     public func session(tokenHash: [UInt8], now: Date) throws -> SessionRecord? {
         try connection.query(
             """
-            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id
+            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
             FROM sessions WHERE token_hash = ? AND expires_at > ?
             """,
             [.blob(tokenHash), .date(now)]
         ).first.map { r in
             SessionRecord(tokenHash: r[0].blob ?? [], userID: r[1].text ?? "", createdAt: r[2].date ?? .distantPast,
-                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date, credentialID: r[5].blob)
+                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date, credentialID: r[5].blob,
+                          dataKey: r[6].blob)
         }
     }
 
     public func lockAllSessions() throws -> Int {
-        try connection.query("UPDATE sessions SET unlocked_until = NULL WHERE unlocked_until IS NOT NULL")
+        try connection.query("UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
         return connection.changes
+    }
+
+    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) throws {
+        try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ?",
+                             [dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
     }
 
     public func deleteSessions(ofUser userID: String) throws {
@@ -350,11 +384,11 @@ public actor SQLiteStore: KeyfobStore {
             """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
         try connection.query(
             """
-            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id)
-            VALUES (?, ?, ?, ?, ?, ?)
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
             """,
             [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
-             s.credentialID.map(SQLValue.blob) ?? .null])
+             s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null])
     }
 
     // MARK: Multi-row writes
@@ -394,17 +428,19 @@ public actor SQLiteStore: KeyfobStore {
 
     // MARK: Nostr keys
 
-    private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at"
+    private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
 
     private func nostrKeyRow(_ r: [SQLValue]) -> NostrKeyRecord {
         NostrKeyRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", version: Int(r[2].int ?? 0),
-                       nonce: r[3].blob ?? [], sealed: r[4].blob ?? [], updatedAt: r[5].date ?? .distantPast)
+                       nonce: r[3].blob ?? [], sealed: r[4].blob ?? [], updatedAt: r[5].date ?? .distantPast,
+                       passkeySealed: r[6].bool)
     }
 
     private func insertNostrKey(_ k: NostrKeyRecord, orIgnore: Bool) throws {
         try connection.query(
-            "INSERT \(orIgnore ? "OR IGNORE " : "")INTO nostr_keys (\(Self.nostrKeyColumns)) VALUES (?, ?, ?, ?, ?, ?)",
-            [.text(k.userID), .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt)])
+            "INSERT \(orIgnore ? "OR IGNORE " : "")INTO nostr_keys (\(Self.nostrKeyColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [.text(k.userID), .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
+             .bool(k.passkeySealed)])
     }
 
     public func nostrKey(ofUser userID: String) throws -> NostrKeyRecord? {
@@ -422,10 +458,55 @@ public actor SQLiteStore: KeyfobStore {
 
     public func replaceNostrKey(_ k: NostrKeyRecord, expectedVersion: Int) throws {
         try connection.query(
-            "UPDATE nostr_keys SET pubkey = ?, version = ?, nonce = ?, sealed = ?, updated_at = ? WHERE user_id = ? AND version = ?",
+            """
+            UPDATE nostr_keys SET pubkey = ?, version = ?, nonce = ?, sealed = ?, updated_at = ?, passkey_sealed = ?
+            WHERE user_id = ? AND version = ?
+            """,
             [.text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
-             .text(k.userID), .int(Int64(expectedVersion))])
+             .bool(k.passkeySealed), .text(k.userID), .int(Int64(expectedVersion))])
         guard connection.changes == 1 else { throw StoreError.conflict }
+    }
+
+    // MARK: Key wraps
+
+    public func keyWraps(ofUser userID: String) throws -> [KeyWrapRecord] {
+        try connection.query("SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = ? ORDER BY created_at",
+                             [.text(userID)]).map { r in
+            KeyWrapRecord(userID: r[0].text ?? "", credentialID: r[1].blob ?? [], wrapped: r[2].blob ?? [],
+                          createdAt: r[3].date ?? .distantPast)
+        }
+    }
+
+    private func insertKeyWrap(_ w: KeyWrapRecord) throws {
+        try connection.query(
+            "INSERT OR REPLACE INTO key_wraps (user_id, credential_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
+            [.text(w.userID), .blob(w.credentialID), .blob(w.wrapped), .date(w.createdAt)])
+    }
+
+    public func putKeyWrap(_ w: KeyWrapRecord) throws -> Bool {
+        try connection.transaction {
+            let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(w.userID)])
+                .first?.first?.bool ?? false
+            let owned = try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                                             [.blob(w.credentialID), .text(w.userID)]).first != nil
+            guard sealed, owned else { return false }
+            try insertKeyWrap(w)
+            return true
+        }
+    }
+
+    public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) throws {
+        try connection.transaction {
+            try replaceNostrKey(k, expectedVersion: expectedVersion)
+            try connection.query("DELETE FROM key_wraps WHERE user_id = ?", [.text(k.userID)])
+            for wrap in wraps { try insertKeyWrap(wrap) }
+            try connection.query("UPDATE sessions SET data_key = NULL WHERE user_id = ? AND data_key IS NOT NULL", [.text(k.userID)])
+            if let keepingSession {
+                try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ? AND user_id = ?",
+                                     [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
+            }
+        }
     }
 
     public func allNostrKeys() throws -> [NostrKeyRecord] {
@@ -437,8 +518,9 @@ public actor SQLiteStore: KeyfobStore {
             let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
             guard count == records.count else { throw StoreError.conflict }
             for k in records {
-                try connection.query("UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ?",
-                                     [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey)])
+                try connection.query(
+                    "UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ? AND passkey_sealed = ?",
+                    [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey), .bool(k.passkeySealed)])
                 guard connection.changes == 1 else { throw StoreError.conflict }
             }
             try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])

@@ -18,6 +18,8 @@ public protocol CredentialStore: Sendable {
     func credentials(ofUser userID: String) async throws -> [CredentialRecord]
     /// Removes one of the user's passkeys, never the last one, and ends the sessions its
     /// ceremonies started, in one transaction. Returns false when not found.
+    /// Refuses (`lastSealingPasskey`) to remove the last passkey that can open a sealed key; its
+    /// key wrap goes with it.
     func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool
     func countUsersAndCredentials() async throws -> (users: Int, credentials: Int)
     /// Sets (or, with nil, clears) the name the user gave a passkey. False when not theirs.
@@ -45,6 +47,21 @@ public protocol SessionStore: Sendable {
     /// The kill switch: every unlocked signer is locked now; each user unlocks again with a passkey.
     /// Returns how many sessions were unlocked.
     func lockAllSessions() async throws -> Int
+    /// Sets (or with nil, deletes) the session's copy of a sealed key's data key.
+    func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws
+}
+
+/// Keys sealed by passkeys (PRF): one wrap of the data key per sealing passkey.
+public protocol KeyWrapStore: Sendable {
+    func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord]
+    /// Adds (or replaces) the wrap for one passkey, if the user's key is passkey-sealed and
+    /// the passkey is the user's; false otherwise.
+    func putKeyWrap(_ wrap: KeyWrapRecord) async throws -> Bool
+    /// Seals or unseals: replaces the user's key when the stored version is `expectedVersion`,
+    /// replaces all of the user's wraps with `wraps`, and drops every session's data-key copy
+    /// but `keepingSession`'s; `conflict` (nothing written) when the version moved.
+    func changeKeyProtection(_ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+                             keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws
 }
 
 /// Nostr keys in custody (sealed; the store never sees a key in the clear).
@@ -110,7 +127,7 @@ public protocol AuditStore: Sendable {
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
 public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
-                             ApprovalStore {
+                             ApprovalStore, KeyWrapStore {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
     /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
     /// nothing in that case.

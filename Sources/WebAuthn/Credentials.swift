@@ -15,14 +15,50 @@ public struct RegistrationCredential: Sendable, Codable {
     public var type: String
     public var response: Response
     public var authenticatorAttachment: String?
+    public var clientExtensionResults: ClientExtensionResults?
 
     public init(id: String, rawId: String, type: String = "public-key", response: Response,
-                authenticatorAttachment: String? = nil) {
+                authenticatorAttachment: String? = nil, clientExtensionResults: ClientExtensionResults? = nil) {
         self.id = id
         self.rawId = rawId
         self.type = type
         self.response = response
         self.authenticatorAttachment = authenticatorAttachment
+        self.clientExtensionResults = clientExtensionResults
+    }
+}
+
+/// The parts of `AuthenticationExtensionsClientOutputsJSON` Keyfob reads. They come from the
+/// client, not from the authenticator's signed data: a value of the wrong shape is ignored
+/// rather than failing the ceremony.
+public struct ClientExtensionResults: Sendable, Codable {
+    public struct PRF: Sendable, Codable {
+        /// At creation: whether the authenticator enabled PRF for this credential.
+        public var enabled: Bool?
+        public var results: PRFValues?
+        public init(enabled: Bool? = nil, results: PRFValues? = nil) {
+            self.enabled = enabled
+            self.results = results
+        }
+        public init(from decoder: Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            enabled = try? c.decodeIfPresent(Bool.self, forKey: .enabled)
+            results = try? c.decodeIfPresent(PRFValues.self, forKey: .results)
+        }
+    }
+    public var prf: PRF?
+
+    public init(prf: PRF? = nil) { self.prf = prf }
+    public init(from decoder: Decoder) throws {
+        let c = try? decoder.container(keyedBy: CodingKeys.self)
+        prf = try? c?.decodeIfPresent(PRF.self, forKey: .prf)
+    }
+
+    /// The first PRF output, decoded, when it is a plausible one (32 bytes, as hmac-secret gives).
+    public var prfFirst: [UInt8]? {
+        guard let text = prf?.results?.first, text.utf8.count <= 64, let bytes = Base64URL.decode(text),
+              bytes.count == 32 else { return nil }
+        return bytes
     }
 }
 
@@ -44,12 +80,15 @@ public struct AuthenticationCredential: Sendable, Codable {
     public var rawId: String
     public var type: String
     public var response: Response
+    public var clientExtensionResults: ClientExtensionResults?
 
-    public init(id: String, rawId: String, type: String = "public-key", response: Response) {
+    public init(id: String, rawId: String, type: String = "public-key", response: Response,
+                clientExtensionResults: ClientExtensionResults? = nil) {
         self.id = id
         self.rawId = rawId
         self.type = type
         self.response = response
+        self.clientExtensionResults = clientExtensionResults
     }
 }
 

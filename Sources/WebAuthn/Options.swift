@@ -16,7 +16,12 @@ public struct CreationOptions: Sendable, Codable, Equatable {
         public var userVerification: String
         public var authenticatorAttachment: String?
     }
-    public struct Extensions: Sendable, Codable, Equatable { public var credProps: Bool }
+    public struct Extensions: Sendable, Codable, Equatable {
+        public var credProps: Bool
+        /// The PRF extension (WebAuthn Level 3 §10.1.4): asks the authenticator to enable it and,
+        /// where it can, to evaluate it already at creation.
+        public var prf: PRFInputs?
+    }
 
     public var rp: RP
     public var user: User
@@ -38,6 +43,34 @@ public struct RequestOptions: Sendable, Codable, Equatable {
     public var rpId: String
     public var allowCredentials: [CredentialDescriptor]
     public var userVerification: String
+    public var extensions: RequestExtensions?
+}
+
+/// `AuthenticationExtensionsClientInputsJSON` for request options (only what Keyfob asks).
+public struct RequestExtensions: Sendable, Codable, Equatable {
+    public var prf: PRFInputs?
+    public init(prf: PRFInputs? = nil) { self.prf = prf }
+}
+
+/// `AuthenticationExtensionsPRFInputs`: salts as base64url. `eval` for any credential,
+/// `evalByCredential` keyed by base64url credential id (only with `allowCredentials`).
+public struct PRFInputs: Sendable, Codable, Equatable {
+    public var eval: PRFValues?
+    public var evalByCredential: [String: PRFValues]?
+    public init(eval: PRFValues? = nil, evalByCredential: [String: PRFValues]? = nil) {
+        self.eval = eval
+        self.evalByCredential = evalByCredential
+    }
+}
+
+/// `AuthenticationExtensionsPRFValues`, base64url.
+public struct PRFValues: Sendable, Codable, Equatable {
+    public var first: String
+    public var second: String?
+    public init(first: String, second: String? = nil) {
+        self.first = first
+        self.second = second
+    }
 }
 
 /// `PublicKeyCredentialDescriptorJSON`.
@@ -69,7 +102,8 @@ extension RelyingParty {
         excludeCredentials: [CredentialDescriptor] = [],
         userVerification: UserVerification = .required,
         attestation: String = "none",
-        timeoutSeconds: Int = 60
+        timeoutSeconds: Int = 60,
+        prf: PRFInputs? = nil
     ) -> CreationOptions {
         CreationOptions(
             rp: .init(name: name, id: id),
@@ -81,7 +115,7 @@ extension RelyingParty {
             authenticatorSelection: .init(residentKey: "required", requireResidentKey: true,
                                           userVerification: userVerification.rawValue),
             attestation: attestation,
-            extensions: .init(credProps: true))
+            extensions: .init(credProps: true, prf: prf))
     }
 
     /// Request options; an empty `allowCredentials` asks for a discoverable credential.
@@ -89,10 +123,12 @@ extension RelyingParty {
         challenge: [UInt8],
         allowCredentials: [CredentialDescriptor] = [],
         userVerification: UserVerification = .required,
-        timeoutSeconds: Int = 60
+        timeoutSeconds: Int = 60,
+        prf: PRFInputs? = nil
     ) -> RequestOptions {
         RequestOptions(challenge: Base64URL.encode(challenge), timeout: timeoutSeconds * 1000, rpId: id,
-                       allowCredentials: allowCredentials, userVerification: userVerification.rawValue)
+                       allowCredentials: allowCredentials, userVerification: userVerification.rawValue,
+                       extensions: prf.map { RequestExtensions(prf: $0) })
     }
 }
 

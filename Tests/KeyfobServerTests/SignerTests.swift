@@ -359,7 +359,7 @@ func vectorsURL(_ name: String) -> URL {
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(stranger, store: harness.store) }
         let custody = KeyCustody(store: harness.store, vault: stranger, now: { Date() })
         do {
-            _ = try await custody.withSecretKey(of: harness.store.user(named: "alice")!.id) { $0.publicKey }
+            _ = try await custody.withSecretKey(of: harness.store.user(named: "alice")!.id, unlock: nil) { $0.publicKey }
             Issue.record("opened a key with the wrong master key")
         } catch let error as APIError {
             #expect(error.code == "internal_error" && error.message.contains("master key"))
@@ -381,7 +381,7 @@ func vectorsURL(_ name: String) -> URL {
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(harness.vault, store: harness.store) }
         for (name, pubkey) in zip(["alice", "bob", "carol"], pubkeys) {
             let id = try await harness.store.user(named: name)!.id
-            let opened = try await KeyCustody(store: harness.store, vault: next, now: { Date() }).withSecretKey(of: id) { $0.publicKey.hex }
+            let opened = try await KeyCustody(store: harness.store, vault: next, now: { Date() }).withSecretKey(of: id, unlock: nil) { $0.publicKey.hex }
             #expect(opened == pubkey)
         }
         // Rotating with the wrong old key changes nothing.

@@ -129,6 +129,7 @@ struct Client: Sendable {
         let challenge = Base64URL.decode(options["challenge"] as! String)!
         authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
         var fields = authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        if authenticator.prfSecret != nil { fields.prfSalt = prfSalt(options) }
         edit(&fields)
         return try await verifyRegistration(authenticator.register(fields), username: username,
                                             challengeKey: options["challengeKey"] as? String, headers: headers)
@@ -140,11 +141,18 @@ struct Client: Sendable {
         let options = try await authenticationOptions(username: username)
         let challenge = Base64URL.decode(options["challenge"] as! String)!
         var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        if authenticator.prfSecret != nil { fields.prfSalt = prfSalt(options) }
         edit(&fields)
         let reply = try await verifyAuthentication(authenticator.authenticate(fields))
         if reply.status == .ok { authenticator.signCount = fields.signCount }
         return reply
     }
+}
+
+/// The PRF input the options ask for (`extensions.prf.eval.first`).
+func prfSalt(_ options: Reply) -> [UInt8]? {
+    let prf = (options["extensions"] as? [String: Any])?["prf"] as? [String: Any]
+    return ((prf?["eval"] as? [String: Any])?["first"] as? String).flatMap(Base64URL.decode)
 }
 
 func jsonObject(_ value: some Encodable) throws -> Any {

@@ -110,6 +110,19 @@ public struct SoftwareAuthenticator: Sendable {
     public var userHandle: [UInt8]?
     public var signCount: UInt32
     public var aaguid = [UInt8](repeating: 0, count: 16)
+    /// hmac-secret's per-credential secret: set, the authenticator supports PRF.
+    public var prfSecret: [UInt8]?
+
+    /// The PRF output for `salt` as a browser reports it: HMAC-SHA256 of the credential's secret
+    /// over SHA-256("WebAuthn PRF" ‖ 0x00 ‖ salt) (WebAuthn Level 3 §10.1.4, CTAP2 hmac-secret).
+    public func prf(_ salt: [UInt8]) -> [UInt8]? {
+        guard let prfSecret else { return nil }
+        let input = sha256(Array("WebAuthn PRF".utf8) + [0] + salt)
+        var out = [UInt8](repeating: 0, count: 32)
+        var length: UInt32 = 32
+        _ = HMAC(EVP_sha256(), prfSecret, Int32(prfSecret.count), input, input.count, &out, &length)
+        return out
+    }
 
     public init(_ kind: TestPrivateKey.Kind = .es256, credentialID: [UInt8]? = nil, signCount: UInt32 = 0) {
         self.init(key: TestPrivateKey(kind), credentialID: credentialID, signCount: signCount)
@@ -141,6 +154,15 @@ public struct SoftwareAuthenticator: Sendable {
         public var clientDataJSON: [UInt8]? = nil
         /// Edits the authenticator data bytes after they are built (before signing).
         public var editAuthenticatorData: (@Sendable ([UInt8]) -> [UInt8])? = nil
+        /// The options' PRF input (`extensions.prf.eval.first`): with a `prfSecret`, the response
+        /// carries `clientExtensionResults.prf.results.first`.
+        public var prfSalt: [UInt8]? = nil
+    }
+
+    func extensionResults(_ f: Fields, creating: Bool) -> ClientExtensionResults? {
+        guard let salt = f.prfSalt else { return nil }
+        guard let output = prf(salt) else { return creating ? ClientExtensionResults(prf: .init(enabled: false)) : nil }
+        return ClientExtensionResults(prf: .init(enabled: creating ? true : nil, results: PRFValues(first: Base64URL.encode(output))))
     }
 
     func clientData(_ f: Fields) -> [UInt8] {
@@ -188,7 +210,8 @@ public struct SoftwareAuthenticator: Sendable {
         return RegistrationCredential(
             id: f.id ?? id, rawId: f.rawId ?? id,
             response: .init(clientDataJSON: Base64URL.encode(cdj), attestationObject: Base64URL.encode(object),
-                            transports: ["internal"]))
+                            transports: ["internal"]),
+            clientExtensionResults: extensionResults(f, creating: true))
     }
 
     public mutating func register(challenge: [UInt8], rpID: String, origin: String,
@@ -207,7 +230,8 @@ public struct SoftwareAuthenticator: Sendable {
         return AuthenticationCredential(
             id: f.id ?? id, rawId: f.rawId ?? id,
             response: .init(clientDataJSON: Base64URL.encode(cdj), authenticatorData: Base64URL.encode(authData),
-                            signature: Base64URL.encode(sig), userHandle: f.userHandle))
+                            signature: Base64URL.encode(sig), userHandle: f.userHandle),
+            clientExtensionResults: extensionResults(f, creating: false))
     }
 
     /// A normal assertion; advances the counter.

@@ -33,16 +33,21 @@ struct AccountController: Sendable {
         let npub: String
         /// The WebAuthn user handle (base64url), for the browser's Signal API.
         let userId: String
+        /// How the key is protected: by the master key alone, or sealed by passkeys (and whether
+        /// this session can open it).
+        let protection: KeyProtection
     }
 
     @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let unlocked = auth.session.isUnlocked(at: now())
         let pubkey = try await custody.publicKey(of: auth.user.id)
+        let protection = try await custody.protection(of: auth.user.id, unlock: auth.unlock)
+        // A sealed key this session cannot open is a locked signer, whatever the window says.
+        let unlocked = auth.session.isUnlocked(at: now()) && protection.signerSealed != true
         return jsonResponse(SessionResponse(
             username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
             signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil,
-            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id))
+            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection))
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -78,17 +83,20 @@ struct AccountController: Sendable {
         let attestationTrusted: Bool
         let createdAt: Date
         let lastUsedAt: Date?
+        /// Whether this passkey can open the account's passkey-sealed key.
+        let sealsKey: Bool
     }
 
     @Sendable func credentials(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
+        let sealing = Set(try await store.keyWraps(ofUser: auth.user.id).map(\.credentialID))
         let list = try await store.credentials(ofUser: auth.user.id).map {
             CredentialInfo(id: Base64URL.encode($0.id), name: $0.name, authenticatorName: names.provider(aaguid: $0.aaguid).name,
                            icon: names.provider(aaguid: $0.aaguid).icon, createdOn: $0.createdOn,
                            algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
                            aaguid: Hex.encode($0.aaguid), transports: $0.transports,
                            backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
-                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt)
+                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id))
         }
         return jsonResponse(["credentials": list])
     }
@@ -126,6 +134,9 @@ struct AccountController: Sendable {
             }
         } catch StoreError.conflict {
             throw APIError("invalid_request", "this is your only passkey; add another before removing it", status: .conflict)
+        } catch StoreError.lastSealingPasskey {
+            throw APIError("invalid_request", "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
+                           status: .conflict)
         }
         events.record(.credentialRemoved, username: auth.user.username)
         return jsonResponse(["deleted": true])

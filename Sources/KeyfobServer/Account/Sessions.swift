@@ -22,11 +22,21 @@ struct Sessions: Sendable {
         let session: SessionRecord
         let user: UserRecord
         let viaCookie: Bool
+        /// The raw token: it opens the session's copy of a passkey-sealed key's data key.
+        let token: [UInt8]
+
+        var unlock: SessionUnlock { SessionUnlock(token: token, session: session) }
     }
 
-    /// A new session for `userID`, started by the ceremony of `credentialID`; the token is
-    /// returned once and never stored.
-    func create(userID: String, unlocked: Bool, credentialID: [UInt8]) -> (token: String, record: SessionRecord) {
+    /// A session about to be stored: the token is returned once and never stored.
+    struct NewSession {
+        let token: String
+        let rawToken: [UInt8]
+        var record: SessionRecord
+    }
+
+    /// A new session for `userID`, started by the ceremony of `credentialID`.
+    func create(userID: String, unlocked: Bool, credentialID: [UInt8]) -> NewSession {
         let token = secureRandomBytes(32)
         let created = now()
         let record = SessionRecord(
@@ -34,7 +44,7 @@ struct Sessions: Sendable {
             expiresAt: created.addingTimeInterval(TimeInterval(configuration.sessionTTL)),
             unlockedUntil: unlocked ? created.addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)) : nil,
             credentialID: credentialID)
-        return (Base64URL.encode(token), record)
+        return NewSession(token: Base64URL.encode(token), rawToken: token, record: record)
     }
 
     /// The session a request carries (bearer token first, then cookie), if valid.
@@ -51,7 +61,7 @@ struct Sessions: Sendable {
         guard let session = try await store.session(tokenHash: sha256(raw), now: now()),
               let user = try await store.user(id: session.userID) else { return nil }
         if viaCookie { try checkOrigin(request) }
-        return Authenticated(session: session, user: user, viaCookie: viaCookie)
+        return Authenticated(session: session, user: user, viaCookie: viaCookie, token: raw)
     }
 
     /// Like `authenticate`, but a request without a valid session is `unauthorized`.

@@ -72,7 +72,7 @@ struct ApprovalController: Sendable {
         if let auth, auth.session.isUnlocked(at: now()) {
             let decision = try await grants.decision(userID: auth.user.id, client: incoming.client, method: method, kind: incoming.call.kind)
             if decision != .ask {
-                let caller = caller(auth.user, client: incoming.client, transport: incoming.transport, session: auth.session,
+                let caller = caller(auth, client: incoming.client, transport: incoming.transport,
                                     ip: limits.clientIP(request, context))
                 let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: decision == .allow)
                 guard let location else {
@@ -102,9 +102,9 @@ struct ApprovalController: Sendable {
         return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
     }
 
-    func caller(_ user: UserRecord, client: String, transport: String, session: SessionRecord, ip: String? = nil) -> SignerCaller {
-        SignerCaller(userID: user.id, username: user.username, client: client, transport: transport,
-                     limitKey: Hex.encode(session.tokenHash), ip: ip)
+    func caller(_ auth: Sessions.Authenticated, client: String, transport: String, ip: String? = nil) -> SignerCaller {
+        SignerCaller(userID: auth.user.id, username: auth.user.username, client: client, transport: transport,
+                     limitKey: Hex.encode(auth.session.tokenHash), ip: ip, unlock: auth.unlock)
     }
 
     /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's form.
@@ -193,7 +193,7 @@ struct ApprovalController: Sendable {
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
-        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session,
+        let caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
@@ -223,7 +223,7 @@ struct ApprovalController: Sendable {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
-        let caller = caller(auth.user, client: record.client, transport: record.transport, session: auth.session,
+        let caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
         let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: false)
         return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
@@ -295,11 +295,13 @@ struct ApprovalController: Sendable {
         } catch StoreError.conflict {
             throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
         }
+        var signed = assertion
+        signed.clientExtensionResults = nil   // a PRF output is a secret: never in a receipt
         let receipt: [String: Any] = [
             "version": 1, "committed": committed, "challenge": Base64URL.encode(sha256(Array(committed.utf8))),
             "credentialId": Base64URL.encode(credential.id), "publicKey": Base64URL.encode(credential.publicKey),
             "algorithm": credential.algorithm, "rpId": configuration.rpID,
-            "assertion": (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(assertion))) ?? [:],
+            "assertion": (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(signed))) ?? [:],
         ]
         let json = try JSONSerialization.data(withJSONObject: receipt, options: [.sortedKeys, .withoutEscapingSlashes])
         return String(decoding: json, as: UTF8.self)

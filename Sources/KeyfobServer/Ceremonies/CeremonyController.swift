@@ -32,6 +32,7 @@ struct CeremonyController: Sendable {
     var metrics = KeyfobMetrics()
 
     var relyingParty: RelyingParty { configuration.relyingParty }
+    var seal: PasskeySeal { PasskeySeal(rpID: configuration.rpID) }
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/generate-registration-options", use: registrationOptions)
@@ -107,7 +108,7 @@ struct CeremonyController: Sendable {
             challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: record.username!,
             algorithms: configuration.algorithms, excludeCredentials: exclude,
             userVerification: configuration.requireUserVerification ? .required : .preferred,
-            timeoutSeconds: configuration.challengeTimeout)
+            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
         return jsonResponse(WithChallengeKey(options: options, challengeKey: record.key))
     }
 
@@ -115,6 +116,8 @@ struct CeremonyController: Sendable {
         var username: String?
         var challengeKey: String?
         var cred: RegistrationCredential
+        /// The PRF output, base64url, for apps that do not send `clientExtensionResults`.
+        var prfOutput: String?
     }
 
     struct VerifyRegistrationResponse: Encodable {
@@ -127,6 +130,8 @@ struct CeremonyController: Sendable {
         /// Whether the attestation reached a configured trust anchor; when false the recorded
         /// format and AAGUID are only what the client claimed.
         let attestationTrusted: Bool
+        /// Added to a passkey-sealed account: whether this passkey can open the sealed key too.
+        let sealsKey: Bool?
     }
 
     @Sendable func verifyRegistration(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -141,7 +146,9 @@ struct CeremonyController: Sendable {
         if let sent = body.username, !sent.isEmpty, sent.precomposedStringWithCompatibilityMapping.lowercased() != username.lowercased() {
             throw APIError.invalid("username \"\(sent)\" is not the one these options were made for")
         }
+        let prfOutput = try Self.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         var keepBrowserSession = false
+        var adding: Sessions.Authenticated?
         if pending.existingUser {
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
                 throw APIError.usernameTaken(username)
@@ -149,6 +156,7 @@ struct CeremonyController: Sendable {
             guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
             // A browser adding a passkey keeps its own (unlocked) session cookie.
             keepBrowserSession = auth.viaCookie
+            adding = auth
         }
 
         let verified: VerifiedRegistration
@@ -176,8 +184,9 @@ struct CeremonyController: Sendable {
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven
         // nothing about who owns the account until it is used to sign in.
-        let (token, session) = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
-                                               credentialID: verified.credentialID)
+        let new = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
+                                  credentialID: verified.credentialID)
+        let (token, session) = (new.token, new.record)
         // Every new account gets its nostr key in the transaction that creates it.
         let nostrKey = pending.existingUser ? nil : try custody.newKey(for: userID)
         do {
@@ -191,11 +200,17 @@ struct CeremonyController: Sendable {
             throw APIError("credential_exists", "this passkey is registered already", status: .conflict)
         }
         events.record(.registered, ip: ip, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
+        // A passkey added to a sealed account joins the seal when it brought a PRF output and the
+        // session that adds it holds the data key.
+        var sealsKey: Bool?
+        if let adding, try await custody.record(for: userID).passkeySealed {
+            sealsKey = try await addWrap(for: verified.credentialID, userID: userID, prfOutput: prfOutput, unlock: adding.unlock)
+        }
 
         let response = VerifyRegistrationResponse(
             verified: true, username: username, isAnonymous: pending.isAnonymous,
             credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt,
-            attestationTrusted: credential.attestationTrusted)
+            attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey)
         return jsonResponse(response, headers: keepBrowserSession ? [:] : [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
     }
 
@@ -217,13 +232,15 @@ struct CeremonyController: Sendable {
         let options = relyingParty.requestOptions(
             challenge: challenge, allowCredentials: [],
             userVerification: configuration.requireUserVerification ? .required : .preferred,
-            timeoutSeconds: configuration.challengeTimeout)
+            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
         return jsonResponse(WithChallengeKey(options: options, challengeKey: key))
     }
 
     struct VerifyAuthenticationRequest: Decodable {
         var challengeKey: String?
         var cred: AuthenticationCredential
+        /// The PRF output, base64url, for apps that do not send `clientExtensionResults`.
+        var prfOutput: String?
     }
 
     struct VerifyAuthenticationResponse: Encodable {
@@ -232,12 +249,16 @@ struct CeremonyController: Sendable {
         let isAnonymous: Bool
         let token: String
         let expiresAt: Date
+        /// True when the account's key is sealed by passkeys and this sign-in did not open it
+        /// (the passkey gave no PRF output, or is not one of the sealing passkeys).
+        let signerSealed: Bool
     }
 
     @Sendable func verifyAuthentication(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
+        let prfOutput = try Self.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .authentication, key: body.challengeKey)
         guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
@@ -267,7 +288,16 @@ struct CeremonyController: Sendable {
             throw APIError(error)
         }
 
-        let (token, session) = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
+        var new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
+        // A sealed key: this passkey's PRF output opens its wrap, and the new session keeps the
+        // data key for its unlock window. Only read when a PRF output came (most sign-ins: none).
+        var signerSealed = false
+        if let prfOutput, verified.userVerified {
+            signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
+        } else if verified.userVerified {
+            signerSealed = try await custody.record(for: user.id).passkeySealed
+        }
+        let (token, session) = (new.token, new.record)
         do {
             try await metrics.store("complete_authentication") { try await store.completeAuthentication(
                 credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
@@ -284,10 +314,73 @@ struct CeremonyController: Sendable {
         if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
             try await store.deleteSession(tokenHash: previous.session.tokenHash)
         }
-        events.record(.signedIn, ip: ip, username: user.username, detail: "count=\(verified.newSignCount)")
+        events.record(.signedIn, ip: ip, username: user.username,
+                      detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
-                                                    token: token, expiresAt: session.expiresAt)
+                                                    token: token, expiresAt: session.expiresAt, signerSealed: signerSealed)
         return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
+    }
+
+    // MARK: - Keys sealed by passkeys
+
+    /// The PRF output of a ceremony: `prfOutput` (apps) or the browser's `clientExtensionResults`.
+    static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> [UInt8]? {
+        if let field {
+            guard field.utf8.count <= 64, let bytes = Base64URL.decode(field), bytes.count == 32 else {
+                throw APIError.invalid("prfOutput must be the 32-byte PRF result, base64url")
+            }
+            return bytes
+        }
+        return results?.prfFirst
+    }
+
+    /// Opens the data key with this passkey's wrap and gives `new` a copy. Returns whether the
+    /// signer stays sealed (the key is sealed and this PRF output did not open it).
+    func unseal(into new: inout Sessions.NewSession, credentialID: [UInt8], userID: String, prfOutput: [UInt8]) async throws -> Bool {
+        guard try await custody.record(for: userID).passkeySealed else { return false }
+        guard let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }) else {
+            return true
+        }
+        guard var dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID) else {
+            events.logger.notice("a PRF output did not open its passkey's key wrap", metadata: ["credential": "\(Base64URL.encode(credentialID))"])
+            return true
+        }
+        defer { wipe(&dataKey) }
+        new.record.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: new.record.tokenHash)
+        return false
+    }
+
+    /// Wraps the data key the session holds for one more passkey. False when it cannot (no PRF
+    /// output, or the session holds no data key).
+    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, unlock: SessionUnlock) async throws -> Bool {
+        guard let prfOutput, var dataKey = unlock.dataKey(at: now()) else { return false }
+        defer { wipe(&dataKey) }
+        let wrapped = try PasskeySeal.wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID)
+        return try await store.putKeyWrap(KeyWrapRecord(userID: userID, credentialID: credentialID, wrapped: wrapped, createdAt: now()))
+    }
+
+    /// A fresh assertion from one of `userID`'s passkeys, on options from
+    /// `/generate-authentication-options`: challenge consumed, every §7.2 check, counter moved.
+    func verifyFreshAssertion(_ cred: AuthenticationCredential, userID: String) async throws -> (CredentialRecord, VerifiedAuthentication) {
+        let pending = try await consumeChallenge(clientDataJSON: cred.response.clientDataJSON, ceremony: .authentication, key: nil)
+        guard let credentialID = Base64URL.decode(cred.rawId), let record = try await store.credential(id: credentialID),
+              record.userID == userID, pending.userID == nil || pending.userID == userID else {
+            throw APIError("credential_not_found", "this is not one of your passkeys", status: .notFound)
+        }
+        let verified: VerifiedAuthentication
+        do {
+            let stored = StoredCredential(id: record.id, publicKey: try keys.key(for: record), signCount: record.signCount,
+                                          userHandle: Base64URL.decode(userID), backupEligible: record.backupEligible)
+            verified = try relyingParty.verifyAuthentication(cred, challenge: pending.challenge, stored: stored,
+                                                             requireUserVerification: true)
+        } catch { throw APIError(error) }
+        do {
+            try await store.updateSignCount(credentialID: record.id, expectedSignCount: record.signCount,
+                                            newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: now())
+        } catch StoreError.conflict {
+            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
+        }
+        return (record, verified)
     }
 
     // MARK: - Challenges

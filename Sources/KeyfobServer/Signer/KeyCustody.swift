@@ -42,20 +42,40 @@ struct KeyCustody: Sendable {
     }
 
     /// Opens the user's key for `body` alone; the decrypted bytes are wiped before this returns
-    /// and the `SecretKey` wipes its own copy when released.
-    func withSecretKey<R>(of userID: String, _ body: (SecretKey) throws -> R) async throws -> R {
+    /// and the `SecretKey` wipes its own copy when released. A passkey-sealed key opens only with
+    /// an unlocked session that holds the data key (`unlock`).
+    func withSecretKey<R>(of userID: String, unlock: SessionUnlock?, _ body: (SecretKey) throws -> R) async throws -> R {
         let record = try await record(for: userID)
-        let key = try open(record)
+        let key = try open(record, unlock: unlock)
         return try body(key)
     }
 
-    func open(_ record: NostrKeyRecord) throws -> SecretKey {
-        guard var secret = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
-                                      version: record.version) else {
+    func open(_ record: NostrKeyRecord, unlock: SessionUnlock?) throws -> SecretKey {
+        guard record.passkeySealed else { return try open(record, dataKey: nil) }
+        guard var dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+        defer { wipe(&dataKey) }
+        return try open(record, dataKey: dataKey)
+    }
+
+    /// `dataKey`: for a passkey-sealed record, the key its inner layer is encrypted under.
+    func open(_ record: NostrKeyRecord, dataKey: [UInt8]?) throws -> SecretKey {
+        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+                                     version: record.version, passkeySealed: record.passkeySealed) else {
             throw APIError("internal_error", "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
                            status: .internalServerError)
         }
-        defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+        defer { wipe(&outer) }
+        var secret: [UInt8]
+        if record.passkeySealed {
+            guard let dataKey, let inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID,
+                                                                  version: record.version) else {
+                throw APIError.signerSealed
+            }
+            secret = inner
+        } else {
+            secret = outer
+        }
+        defer { wipe(&secret) }
         let key = try SecretKey(bytes: secret)
         guard key.publicKey.hex == record.pubkey else {
             throw APIError("internal_error", "the stored key does not match its public key", status: .internalServerError)
@@ -63,10 +83,29 @@ struct KeyCustody: Sendable {
         return key
     }
 
+    /// `key` as a record of `version`: under the master key alone, or also under `dataKey`
+    /// (passkey-sealed) when one is given.
+    func seal(_ key: SecretKey, userID: String, version: Int, dataKey: [UInt8]?) throws -> NostrKeyRecord {
+        guard let dataKey else { return try seal(key, userID: userID, version: version) }
+        var inner = try key.withUnsafeSecretBytes { try PasskeySeal.encryptKey($0, dataKey: dataKey, userID: userID, version: version) }
+        defer { wipe(&inner) }
+        let (nonce, sealed) = try vault.seal(inner, userID: userID, version: version, passkeySealed: true)
+        return NostrKeyRecord(userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
+                              updatedAt: now(), passkeySealed: true)
+    }
+
     /// Replaces the user's key (import). The version goes up, so an old sealed copy cannot be put back.
-    func replace(userID: String, with key: SecretKey) async throws -> NostrKeyRecord {
+    /// A passkey-sealed account stays sealed: the new key goes under the same data key, which
+    /// the session must hold.
+    func replace(userID: String, with key: SecretKey, unlock: SessionUnlock?) async throws -> NostrKeyRecord {
         let current = try await record(for: userID)
-        let next = try seal(key, userID: userID, version: current.version + 1)
+        var dataKey: [UInt8]? = nil
+        if current.passkeySealed {
+            guard let open = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+            dataKey = open
+        }
+        defer { if dataKey != nil { wipe(&dataKey!) } }
+        let next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
         do {
             try await store.replaceNostrKey(next, expectedVersion: current.version)
         } catch StoreError.conflict {
@@ -102,12 +141,13 @@ public enum MasterKeyRotation {
         resealed.reserveCapacity(records.count)
         for record in records {
             guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
-                                        version: record.version) else {
+                                        version: record.version, passkeySealed: record.passkeySealed) else {
                 throw KeyVaultError("the key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
             defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
             var next = record
-            (next.nonce, next.sealed) = try new.seal(secret, userID: record.userID, version: record.version)
+            (next.nonce, next.sealed) = try new.seal(secret, userID: record.userID, version: record.version,
+                                                     passkeySealed: record.passkeySealed)
             resealed.append(next)
         }
         do {

@@ -24,26 +24,44 @@ public final class KeyVault: @unchecked Sendable {
         keyEncryptionKey.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
     }
 
-    /// What the ciphertext is bound to: moving a sealed key to another user or version fails to open.
-    static func associatedData(userID: String, version: Int) -> [UInt8] {
-        Array("keyfob:nostr-key:\(version):\(userID)".utf8)
+    /// What the ciphertext is bound to: moving a sealed key to another user or version, or
+    /// claiming a passkey-sealed key is a plain one (or the reverse), fails to open.
+    static func associatedData(userID: String, version: Int, passkeySealed: Bool) -> [UInt8] {
+        Array("keyfob:\(passkeySealed ? "passkey-sealed-nostr-key" : "nostr-key"):\(version):\(userID)".utf8)
     }
 
     /// Seals `secret` with a fresh random 12-byte nonce. Returns the nonce and ciphertext + 16-byte tag.
-    func seal(_ secret: [UInt8], userID: String, version: Int) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
+    /// For a passkey-sealed key, `secret` is the key already encrypted under its data key.
+    func seal(_ secret: [UInt8], userID: String, version: Int, passkeySealed: Bool = false) throws(KeyVaultError)
+        -> (nonce: [UInt8], sealed: [UInt8]) {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
         let sealed = try Self.gcm(encrypt: true, key: keyEncryptionKey, nonce: nonce,
-                                  aad: Self.associatedData(userID: userID, version: version), input: secret)
+                                  aad: Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed),
+                                  input: secret)
         return (nonce, sealed)
     }
 
     /// Opens a sealed key; nil when the master key, user, version or bytes do not match.
     /// The caller wipes the result.
-    func open(nonce: [UInt8], sealed: [UInt8], userID: String, version: Int) -> [UInt8]? {
+    func open(nonce: [UInt8], sealed: [UInt8], userID: String, version: Int, passkeySealed: Bool = false) -> [UInt8]? {
         guard nonce.count == 12, sealed.count >= 16 else { return nil }
         return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce,
-                             aad: Self.associatedData(userID: userID, version: version), input: sealed)
+                             aad: Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed),
+                             input: sealed)
+    }
+
+    /// AES-256-GCM under `key` with a fresh nonce: returns nonce ‖ ciphertext ‖ tag.
+    static func encrypt(_ plaintext: [UInt8], key: [UInt8], aad: String) throws(KeyVaultError) -> [UInt8] {
+        var nonce = [UInt8](repeating: 0, count: 12)
+        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        return nonce + (try gcm(encrypt: true, key: key, nonce: nonce, aad: Array(aad.utf8), input: plaintext))
+    }
+
+    /// Opens what `encrypt` made; nil when the key, `aad` or bytes do not match. The caller wipes the result.
+    static func decrypt(_ box: [UInt8], key: [UInt8], aad: String) -> [UInt8]? {
+        guard box.count >= 12 + 16 else { return nil }
+        return try? gcm(encrypt: false, key: key, nonce: Array(box.prefix(12)), aad: Array(aad.utf8), input: Array(box.dropFirst(12)))
     }
 
     /// Seals other short-lived secrets (a pending request's payload) under the same key, bound to `context`.

@@ -64,7 +64,7 @@ struct SignerController: Sendable {
         let auth = try await sessions.require(request)
         let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
                                   limitKey: Hex.encode(auth.session.tokenHash),
-                                  ip: sessions.client.resolve(request, peer: context.remoteAddress))
+                                  ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
             await dispatcher.audit(caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
                                    outcome: "failed", code: "signer_locked")
@@ -125,7 +125,7 @@ struct SignerController: Sendable {
             await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
             throw error
         }
-        let record = try await custody.replace(userID: caller.userID, with: key)
+        let record = try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
         await dispatcher.audit(caller, method: "import_key", outcome: "approved")
         let pubkey = try PublicKey(hex: record.pubkey)
         return jsonObjectResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
@@ -138,7 +138,7 @@ struct SignerController: Sendable {
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
             throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
-        let key = try await custody.open(custody.record(for: caller.userID))
+        let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
         await dispatcher.audit(caller, method: "export_key", outcome: "approved")
         return jsonObjectResponse(["ncryptsec": ncryptsec])

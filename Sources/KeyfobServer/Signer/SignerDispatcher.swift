@@ -16,6 +16,8 @@ struct SignerCaller: Sendable {
     let limitKey: String
     /// The client's address, for the operator's stream.
     var ip: String? = nil
+    /// The session behind the call: what opens a passkey-sealed key.
+    var unlock: SessionUnlock? = nil
 }
 
 /// What a signer operation produced.
@@ -45,7 +47,7 @@ struct SignerDispatcher: Sendable {
             throw APIError.rateLimited(retryAfter: retry)
         }
         do {
-            let result = try await perform(call, userID: caller.userID)
+            let result = try await perform(call, caller: caller)
             await audit(caller, method: call.method.rawValue, kind: call.kind,
                         eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
                         receipt: receipt)
@@ -57,7 +59,8 @@ struct SignerDispatcher: Sendable {
         }
     }
 
-    private func perform(_ call: SignerCall, userID: String) async throws -> SignerResult {
+    private func perform(_ call: SignerCall, caller: SignerCaller) async throws -> SignerResult {
+        let userID = caller.userID
         switch call {
         case .getPublicKey:
             let pubkey = try await custody.publicKey(of: userID)
@@ -67,10 +70,10 @@ struct SignerDispatcher: Sendable {
                 throw APIError("permission_denied", "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
                                status: .forbidden)
             }
-            let event = try await custody.withSecretKey(of: userID) { unsigned.sign(with: $0) }
+            let event = try await custody.withSecretKey(of: userID, unlock: caller.unlock) { unsigned.sign(with: $0) }
             return SignerResult(result: Hex.encode(event.sig), event: event, pubkey: event.pubkey)
         case .encrypt(let cipher, let plaintext, let peer):
-            return try await custody.withSecretKey(of: userID) { key in
+            return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
                 let ciphertext = try APIError.from { () throws(NostrError) -> String in
                     switch cipher {
                     case .nip04: try NIP04.encrypt(plaintext, from: key, to: peer)
@@ -80,7 +83,7 @@ struct SignerDispatcher: Sendable {
                 return SignerResult(result: ciphertext, event: nil, pubkey: key.publicKey)
             }
         case .decrypt(let cipher, let ciphertext, let peer):
-            return try await custody.withSecretKey(of: userID) { key in
+            return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
                 let plaintext = try APIError.from { () throws(NostrError) -> String in
                     switch cipher {
                     case .nip04: try NIP04.decrypt(ciphertext, with: key, from: peer)
@@ -90,7 +93,7 @@ struct SignerDispatcher: Sendable {
                 return SignerResult(result: plaintext, event: nil, pubkey: key.publicKey)
             }
         case .decryptZap(let request):
-            return try await custody.withSecretKey(of: userID) { key in
+            return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
                 let note = try APIError.from { () throws(NostrError) in try PrivateZap.decrypt(zapRequest: request, with: key) }
                 return SignerResult(result: note.json, event: note, pubkey: key.publicKey)
             }

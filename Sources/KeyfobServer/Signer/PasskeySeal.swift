@@ -1,0 +1,117 @@
+import COpenSSL
+import Foundation
+import KeyfobStore
+import WebAuthn
+
+/// Keys only the user's passkeys can open (WebAuthn PRF). Three layers, outermost first:
+///
+///     nostr_keys.sealed  = master-key layer( dataKey layer( nostr secret key ) )
+///     key_wraps.wrapped  = AES-GCM( HKDF(PRF output of one passkey), dataKey )   one per sealing passkey
+///     sessions.data_key  = AES-GCM( HKDF(session token), dataKey )               unlock window only
+///
+/// The PRF output is never stored, and the session token is stored only as its SHA-256, so
+/// nothing at rest — database and master key together — opens the data key.
+struct PasskeySeal: Sendable {
+    /// The PRF input every Keyfob ceremony asks for: fixed per deployment (it depends on the rpId
+    /// alone), so any instance asks the same and a discoverable sign-in needs no per-user salt.
+    let salt: [UInt8]
+
+    init(rpID: String) {
+        salt = sha256(Array("keyfob prf salt v1\0\(rpID)".utf8))
+    }
+
+    /// The `prf` extension input for options.
+    var inputs: PRFInputs { PRFInputs(eval: PRFValues(first: Base64URL.encode(salt))) }
+
+    static let dataKeyLength = 32
+
+    static func newDataKey() -> [UInt8] { secureRandomBytes(dataKeyLength) }
+
+    // MARK: The data key, wrapped per passkey
+
+    private static func wrapContext(userID: String, credentialID: [UInt8]) -> String {
+        "keyfob:data-key-wrap:v1:\(userID):\(Base64URL.encode(credentialID))"
+    }
+
+    /// A key from one passkey's PRF output, bound to its user and credential.
+    private static func wrappingKey(prfOutput: [UInt8], context: String) throws -> [UInt8] {
+        try KeyVault.hkdf(key: prfOutput, salt: Array("keyfob prf".utf8), info: Array(context.utf8))
+    }
+
+    static func wrap(_ dataKey: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) throws -> [UInt8] {
+        let context = wrapContext(userID: userID, credentialID: credentialID)
+        var key = try wrappingKey(prfOutput: prfOutput, context: context)
+        defer { wipe(&key) }
+        return try KeyVault.encrypt(dataKey, key: key, aad: context)
+    }
+
+    /// The data key, or nil when this PRF output is not the one the wrap was made with.
+    static func unwrap(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> [UInt8]? {
+        let context = wrapContext(userID: userID, credentialID: credentialID)
+        guard var key = try? wrappingKey(prfOutput: prfOutput, context: context) else { return nil }
+        defer { wipe(&key) }
+        return KeyVault.decrypt(wrapped, key: key, aad: context)
+    }
+
+    // MARK: The data key, held by an unlocked session
+
+    private static func sessionContext(tokenHash: [UInt8]) -> String {
+        "keyfob:session-data-key:v1:\(Base64URL.encode(tokenHash))"
+    }
+
+    private static func sessionKey(token: [UInt8], tokenHash: [UInt8]) throws -> [UInt8] {
+        try KeyVault.hkdf(key: token, salt: Array("keyfob session".utf8), info: Array(sessionContext(tokenHash: tokenHash).utf8))
+    }
+
+    static func sessionCopy(of dataKey: [UInt8], token: [UInt8], tokenHash: [UInt8]) throws -> [UInt8] {
+        var key = try sessionKey(token: token, tokenHash: tokenHash)
+        defer { wipe(&key) }
+        return try KeyVault.encrypt(dataKey, key: key, aad: sessionContext(tokenHash: tokenHash))
+    }
+
+    static func openSessionCopy(_ copy: [UInt8], token: [UInt8], tokenHash: [UInt8]) -> [UInt8]? {
+        guard var key = try? sessionKey(token: token, tokenHash: tokenHash) else { return nil }
+        defer { wipe(&key) }
+        return KeyVault.decrypt(copy, key: key, aad: sessionContext(tokenHash: tokenHash))
+    }
+
+    // MARK: The nostr key under the data key
+
+    private static func keyContext(userID: String, version: Int) -> String {
+        "keyfob:nostr-key-under-data-key:v1:\(version):\(userID)"
+    }
+
+    static func encryptKey(_ secret: [UInt8], dataKey: [UInt8], userID: String, version: Int) throws -> [UInt8] {
+        try KeyVault.encrypt(secret, key: dataKey, aad: keyContext(userID: userID, version: version))
+    }
+
+    static func decryptKey(_ inner: [UInt8], dataKey: [UInt8], userID: String, version: Int) -> [UInt8]? {
+        KeyVault.decrypt(inner, key: dataKey, aad: keyContext(userID: userID, version: version))
+    }
+}
+
+/// Overwrites secret bytes before they are released.
+func wipe(_ bytes: inout [UInt8]) {
+    bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+}
+
+/// What a signed-in request brings to open a passkey-sealed key: its session and the raw token
+/// the session's copy of the data key is encrypted under.
+struct SessionUnlock: Sendable {
+    let token: [UInt8]
+    let session: SessionRecord
+
+    /// The data key, while the session is unlocked and holds a copy. The caller wipes it.
+    func dataKey(at now: Date) -> [UInt8]? {
+        guard session.isUnlocked(at: now), let copy = session.dataKey else { return nil }
+        return PasskeySeal.openSessionCopy(copy, token: token, tokenHash: session.tokenHash)
+    }
+}
+
+extension APIError {
+    /// A passkey-sealed key with no data key at hand: only a sealing passkey's sign-in opens it.
+    static let signerSealed = APIError(
+        "signer_locked",
+        "your nostr key is sealed by your passkeys: sign in again with a passkey that seals it (one whose authenticator supports PRF) to unlock the signer",
+        status: .forbidden)
+}

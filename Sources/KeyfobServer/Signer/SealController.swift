@@ -1,0 +1,160 @@
+import Foundation
+import Hummingbird
+import KeyfobStore
+import Nostr
+import WebAuthn
+
+/// Sealing the nostr key with the user's passkeys (PRF), and undoing it. Both need an unlocked
+/// session and a fresh assertion from one of the user's passkeys, on options from
+/// `/generate-authentication-options` (which carry the PRF input).
+///
+///     POST /api/signer/seal   {cred, prfOutput?}  not sealed: seal under a new data key, wrapped
+///                                                  for this passkey; sealed: wrap it for this passkey too
+///     POST /api/signer/unseal {cred, prfOutput?}  back to server-protected; every wrap removed
+struct SealController: Sendable {
+    let sessions: Sessions
+    let ceremonies: CeremonyController
+    let custody: KeyCustody
+    let dispatcher: SignerDispatcher
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let now: @Sendable () -> Date
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.post("/api/signer/seal", use: seal)
+        router.post("/api/signer/unseal", use: unseal)
+    }
+
+    struct Body: Decodable {
+        var cred: AuthenticationCredential
+        var prfOutput: String?
+    }
+
+    /// The session, the body's verified passkey and its PRF output (nil when it gave none).
+    private func proven(_ request: Request, context: KeyfobRequestContext)
+        async throws -> (Sessions.Authenticated, CredentialRecord, [UInt8]?, SignerCaller) {
+        let auth = try await sessions.requireUnlocked(request)
+        let body = try await request.decodeJSON(Body.self, limit: configuration.maxBodySize)
+        let prf = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
+        let (credential, _) = try await ceremonies.verifyFreshAssertion(body.cred, userID: auth.user.id)
+        let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
+                                  limitKey: Hex.encode(auth.session.tokenHash),
+                                  ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
+        return (auth, credential, prf, caller)
+    }
+
+    static let noPRF = APIError(
+        "invalid_request",
+        "this passkey gave no PRF output: its authenticator cannot seal keys (try a passkey from a platform or security key that supports PRF)")
+
+    @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let (auth, credential, prf, caller) = try await proven(request, context: context)
+        guard let prf else {
+            await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "invalid_request")
+            throw Self.noPRF
+        }
+        let userID = auth.user.id
+        let current = try await custody.record(for: userID)
+        if !current.passkeySealed {
+            let key = try custody.open(current, dataKey: nil)
+            var dataKey = PasskeySeal.newDataKey()
+            defer { wipe(&dataKey) }
+            let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
+            let wrap = KeyWrapRecord(userID: userID, credentialID: credential.id,
+                                     wrapped: try PasskeySeal.wrap(dataKey, prfOutput: prf, userID: userID, credentialID: credential.id),
+                                     createdAt: now())
+            let copy = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: auth.session.tokenHash)
+            do {
+                try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [wrap],
+                                                    keepingSession: auth.session.tokenHash, sessionDataKey: copy)
+            } catch StoreError.conflict {
+                throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+            }
+        } else {
+            // Already sealed: this passkey joins the seal, with the data key the session holds
+            // (or that this passkey's own wrap gives, when it is one of the sealing passkeys).
+            var dataKey: [UInt8]
+            if let held = auth.unlock.dataKey(at: now()) {
+                dataKey = held
+            } else if let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credential.id }),
+                      let opened = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prf, userID: userID, credentialID: credential.id) {
+                dataKey = opened
+                try await store.setSessionDataKey(
+                    tokenHash: auth.session.tokenHash,
+                    dataKey: PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: auth.session.tokenHash))
+            } else {
+                await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "signer_locked")
+                throw APIError.signerSealed
+            }
+            defer { wipe(&dataKey) }
+            let wrapped = try PasskeySeal.wrap(dataKey, prfOutput: prf, userID: userID, credentialID: credential.id)
+            _ = try await store.putKeyWrap(KeyWrapRecord(userID: userID, credentialID: credential.id, wrapped: wrapped,
+                                                         createdAt: now()))
+        }
+        await dispatcher.audit(caller, method: "seal_key", outcome: "approved")
+        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
+    }
+
+    @Sendable func unseal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let (auth, credential, prf, caller) = try await proven(request, context: context)
+        let userID = auth.user.id
+        let current = try await custody.record(for: userID)
+        guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }
+        var dataKey: [UInt8]
+        if let held = auth.unlock.dataKey(at: now()) {
+            dataKey = held
+        } else if let prf, let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credential.id }),
+                  let opened = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prf, userID: userID, credentialID: credential.id) {
+            dataKey = opened
+        } else {
+            await dispatcher.audit(caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
+            throw APIError.signerSealed
+        }
+        defer { wipe(&dataKey) }
+        let key = try custody.open(current, dataKey: dataKey)
+        let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: nil)
+        do {
+            try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [], keepingSession: nil,
+                                                sessionDataKey: nil)
+        } catch StoreError.conflict {
+            throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+        }
+        await dispatcher.audit(caller, method: "unseal_key", outcome: "approved")
+        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
+    }
+}
+
+/// How a user's key is protected, for `/session`, the account page and the seal endpoints.
+struct KeyProtection: Encodable, Sendable {
+    /// `passkeys` (sealed by the user's passkeys) or `server` (the master key alone).
+    let level: String
+    /// How many passkeys can open the sealed key (0 when server-protected).
+    let sealedBy: Int
+    /// "sealed by 2 passkeys" or "server-protected".
+    let summary: String
+    /// Base64url ids of the passkeys that can open it.
+    let sealingCredentials: [String]
+    /// Sealed, and the asking session cannot open it now (nil when no session was asked about).
+    let signerSealed: Bool?
+}
+
+extension KeyCustody {
+    func protection(of userID: String, unlock: SessionUnlock?) async throws -> KeyProtection {
+        let record = try await record(for: userID)
+        guard record.passkeySealed else {
+            return KeyProtection(level: "server", sealedBy: 0, summary: "server-protected", sealingCredentials: [],
+                                 signerSealed: unlock.map { _ in false })
+        }
+        let wraps = try await store.keyWraps(ofUser: userID)
+        var open: Bool?
+        if let unlock {
+            var dataKey = unlock.dataKey(at: now())
+            open = dataKey != nil
+            if dataKey != nil { wipe(&dataKey!) }
+        }
+        return KeyProtection(level: "passkeys", sealedBy: wraps.count,
+                             summary: "sealed by \(wraps.count) passkey\(wraps.count == 1 ? "" : "s")",
+                             sealingCredentials: wraps.map { Base64URL.encode($0.credentialID) },
+                             signerSealed: open.map { !$0 })
+    }
+}

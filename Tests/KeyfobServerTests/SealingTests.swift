@@ -1,0 +1,363 @@
+import Foundation
+import HTTPTypes
+@testable import KeyfobServer
+@testable import KeyfobStore
+import Nostr
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+extension SoftwareAuthenticator {
+    /// An authenticator with PRF (hmac-secret): a random per-credential secret.
+    static func withPRF() -> SoftwareAuthenticator {
+        var authenticator = SoftwareAuthenticator()
+        authenticator.prfSecret = secureRandomBytes(32)
+        return authenticator
+    }
+}
+
+extension Client {
+    /// A fresh assertion from `authenticator` on new authentication options, as `/api/signer/seal`
+    /// and `/api/signer/unseal` take it.
+    func freshAssertion(_ authenticator: inout SoftwareAuthenticator) async throws -> [String: Any] {
+        let options = try await authenticationOptions()
+        let challenge = Base64URL.decode(options["challenge"] as! String)!
+        var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        if authenticator.prfSecret != nil { fields.prfSalt = prfSalt(options) }
+        authenticator.signCount = fields.signCount
+        return ["cred": try jsonObject(authenticator.authenticate(fields))]
+    }
+
+    func seal(_ authenticator: inout SoftwareAuthenticator, token: String, path: String = "/api/signer/seal") async throws -> Reply {
+        try await call(.post, path, json: try await freshAssertion(&authenticator), headers: Client.bearer(token))
+    }
+
+    func session(_ token: String) async throws -> Reply {
+        try await call(.get, "/session", headers: Client.bearer(token))
+    }
+
+    func signNote(_ token: String, _ content: String = "sealed") async throws -> Reply {
+        try await signer("sign_event", ["event": ["kind": 1, "content": content]], token: token)
+    }
+}
+
+/// Keys sealed by passkeys (PRF): the database and the master key together cannot sign.
+@Suite struct SealingTests {
+    @Test func optionsAskForPRFWithOneSaltPerDeployment() async throws {
+        try await Harness().run { client in
+            let signIn = try await client.authenticationOptions()
+            let signUp = try await client.registrationOptions()
+            let salt = try #require(prfSalt(signIn))
+            #expect(salt.count == 32 && prfSalt(signUp) == salt)
+            #expect(try await prfSalt(client.authenticationOptions()) == salt)
+            #expect(salt == PasskeySeal(rpID: "localhost").salt && salt != PasskeySeal(rpID: "example.com").salt)
+        }
+    }
+
+    @Test func sealSignInSignLockCannotSign() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.session(token)["protection"].flatMap { ($0 as? [String: Any])?["summary"] as? String } == "server-protected")
+            let sealed = try await client.seal(&passkey, token: token)
+            #expect(sealed.status == .ok, "\(sealed.json)")
+            #expect(sealed["level"] as? String == "passkeys" && sealed["summary"] as? String == "sealed by 1 passkey")
+            // The sealing session holds the data key: it signs at once.
+            let first = try await client.signNote(token)
+            #expect(try first.status == .ok && verifySignedEvent(first["event"] as! [String: Any]))
+
+            // Sign out, sign in with the sealing passkey: its PRF output unseals.
+            _ = try await client.call(.post, "/logout", headers: Client.bearer(token))
+            let signIn = try await client.signIn(&passkey)
+            #expect(signIn["signerSealed"] as? Bool == false)
+            let again = try #require(signIn["token"] as? String)
+            let session = try await client.session(again)
+            #expect(session["signerLocked"] as? Bool == false)
+            #expect((session["protection"] as? [String: Any])?["signerSealed"] as? Bool == false)
+            let signed = try await client.signNote(again)
+            #expect(try signed.status == .ok && verifySignedEvent(signed["event"] as! [String: Any]))
+            #expect(try await client.signer("get_public_key", token: again)["result"] as? String == first["event"].flatMap { ($0 as? [String: Any])?["pubkey"] as? String })
+
+            // The unlock window ends: locked, and the session's copy of the data key is swept.
+            harness.clock.advance(TimeInterval(harness.configuration.signerUnlockTTL + 1))
+            #expect(try await client.signNote(again).error == "signer_locked")
+            _ = try await harness.store.sweepExpired(now: harness.clock.now, limit: 100)
+            let hash = sha256(Base64URL.decode(again)!)
+            #expect(try await harness.store.session(tokenHash: hash, now: harness.clock.now)?.dataKey == nil)
+        }
+    }
+
+    @Test func theDatabaseAndTheMasterKeyTogetherCannotOpenASealedKey() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keyfob-seal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("keyfob.sqlite").path
+        let harness = try Harness(databasePath: path)
+        let key = SecretKey.generate()
+        let secret = key.withUnsafeSecretBytes { $0 }
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.signer("key", ["nsec": NIP19.nsec(key)], token: token).status == .ok)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            // Still signed in (its session holds a copy of the data key) while the database is read.
+            #expect(try await client.signNote(token).status == .ok)
+        }
+        let userID = try await harness.store.user(named: "alice")!.id
+        let record = try #require(try await harness.store.nostrKey(ofUser: userID))
+        #expect(record.passkeySealed)
+
+        // Every blob in every table, tried with the master key alone in every way the vault opens
+        // things: none is or opens to the secret key.
+        let connection = try SQLiteConnection(path: path)
+        var blobs: [[UInt8]] = []
+        for table in try connection.query("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap({ $0.first?.text }) {
+            for row in try connection.query("SELECT * FROM \(table)") {
+                for value in row { if let blob = value.blob { blobs.append(blob) } else if let text = value.text { blobs.append(Array(text.utf8)) } }
+            }
+        }
+        #expect(blobs.count > 10)
+        var opened = 0
+        for blob in blobs {
+            #expect(!contains(blob, secret))
+            var attempts: [[UInt8]] = []
+            if blob.count > 28 {
+                let (nonce, rest) = (Array(blob.prefix(12)), Array(blob.dropFirst(12)))
+                for sealed in [true, false] {
+                    for version in 1...4 {
+                        if let plain = harness.vault.open(nonce: nonce, sealed: rest, userID: userID, version: version, passkeySealed: sealed) {
+                            attempts.append(plain)
+                        }
+                    }
+                }
+            }
+            for version in 1...4 {
+                for sealed in [true, false] {
+                    if let plain = harness.vault.open(nonce: record.nonce, sealed: blob, userID: userID, version: version, passkeySealed: sealed) {
+                        attempts.append(plain)
+                    }
+                }
+            }
+            for plain in attempts {
+                opened += 1
+                #expect(!contains(plain, secret), "the master key alone opened the secret key")
+                #expect((try? SecretKey(bytes: plain)) == nil || plain != secret)
+            }
+        }
+        // The master key does open its own layer (so the test really tried), and finds only the inner ciphertext.
+        #expect(opened >= 1)
+        // Custody with the database and the master key but no session cannot sign.
+        let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
+        do {
+            _ = try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey }
+            Issue.record("a sealed key opened without a session")
+        } catch let error as APIError {
+            #expect(error.code == "signer_locked")
+        }
+        // Not with a stored session either: the token that opens its copy is stored only as a hash.
+        let sessions = try connection.query("SELECT token_hash, data_key FROM sessions WHERE data_key IS NOT NULL")
+        #expect(sessions.count == 1)
+        for row in sessions {
+            let hash = row[0].blob!
+            let stored = try #require(try await harness.store.session(tokenHash: hash, now: harness.clock.now))
+            let guess = SessionUnlock(token: hash, session: stored)
+            #expect(guess.dataKey(at: harness.clock.now) == nil)
+        }
+    }
+
+    @Test func addingAndRemovingPasskeysKeepsTheRightWraps() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var first = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&first, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&first, token: token).status == .ok)
+            let userID = try await harness.store.user(named: "alice")!.id
+
+            // A second PRF passkey added during the unlocked, unsealed session joins the seal at once.
+            var second = SoftwareAuthenticator.withPRF()
+            let added = try await client.signUp(&second, username: "alice", headers: Client.bearer(token))
+            #expect(added.status == .ok && added["sealsKey"] as? Bool == true, "\(added.json)")
+            // A third without PRF is added but cannot open the key.
+            var third = SoftwareAuthenticator()
+            let plain = try await client.signUp(&third, username: "alice", headers: Client.bearer(token))
+            #expect(plain.status == .ok && plain["sealsKey"] as? Bool == false)
+            #expect(Set(try await harness.store.keyWraps(ofUser: userID).map(\.credentialID)) == [first.credentialID, second.credentialID])
+            let listed = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
+            #expect(listed.map { $0["sealsKey"] as? Bool } == [true, true, false])
+
+            // The second one signs in and signs.
+            let viaSecond = try #require(try await client.signIn(&second)["token"] as? String)
+            #expect(try await client.signNote(viaSecond).status == .ok)
+            // Removing the first removes its wrap; the second cannot be removed then (last sealing passkey).
+            let fresh = try #require(try await client.signIn(&second)["token"] as? String)
+            #expect(try await client.call(.delete, "/account/credentials/\(Base64URL.encode(first.credentialID))",
+                                          headers: Client.bearer(fresh)).status == .ok)
+            #expect(try await harness.store.keyWraps(ofUser: userID).map(\.credentialID) == [second.credentialID])
+            let refused = try await client.call(.delete, "/account/credentials/\(Base64URL.encode(second.credentialID))",
+                                                headers: Client.bearer(fresh))
+            #expect(refused.status == .conflict && (refused["message"] as? String)?.contains("only passkey that can open") == true)
+            #expect(try await client.session(fresh)["protection"].flatMap { ($0 as? [String: Any])?["sealedBy"] as? Int } == 1)
+        }
+    }
+
+    @Test func aPasskeyWithoutPRFSignsInButCannotUnseal() async throws {
+        try await Harness().run { client in
+            var sealing = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
+            var plain = SoftwareAuthenticator()
+            #expect(try await client.signUp(&plain, username: "alice", headers: Client.bearer(token)).status == .ok)
+            #expect(try await client.seal(&sealing, token: token).status == .ok)
+
+            let signIn = try await client.signIn(&plain)
+            #expect(signIn.status == .ok && signIn["signerSealed"] as? Bool == true)
+            let viaPlain = try #require(signIn["token"] as? String)
+            let session = try await client.session(viaPlain)
+            #expect(session["signerLocked"] as? Bool == true)
+            #expect((session["protection"] as? [String: Any])?["signerSealed"] as? Bool == true)
+            let refused = try await client.signNote(viaPlain)
+            #expect(refused.status == .forbidden && refused.error == "signer_locked")
+            #expect((refused["message"] as? String)?.contains("sealed by your passkeys") == true)
+            // The public key needs no secret: it still answers.
+            #expect(try await client.signer("get_public_key", token: viaPlain).status == .ok)
+            // Sealing with it says why not.
+            let noPRF = try await client.seal(&plain, token: viaPlain)
+            #expect(noPRF.status == .badRequest && (noPRF["message"] as? String)?.contains("no PRF output") == true)
+            // Export needs the key: refused too.
+            #expect(try await client.signer("key/export", ["password": "correct horse"], token: viaPlain).error == "signer_locked")
+        }
+    }
+
+    @Test func aPRFOutputFromTheWrongCredentialFailsCleanly() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var sealing = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&sealing, token: token).status == .ok)
+            // Same credential, another authenticator's PRF secret (what a wrong credential's output is).
+            var confused = sealing
+            confused.prfSecret = secureRandomBytes(32)
+            let signIn = try await client.signIn(&confused)
+            #expect(signIn.status == .ok && signIn["signerSealed"] as? Bool == true)
+            sealing.signCount = confused.signCount
+            #expect(try await client.signNote(signIn["token"] as! String).error == "signer_locked")
+            #expect(harness.logs.lines.contains { $0.contains("did not open") })
+            // A malformed prfOutput is a clear 400, and nothing is consumed but the challenge.
+            let options = try await client.authenticationOptions()
+            let challenge = Base64URL.decode(options["challenge"] as! String)!
+            let cred = sealing.authenticate(sealing.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
+            let bad = try await client.call(.post, "/verify-authentication", json: ["cred": try jsonObject(cred), "prfOutput": "short"])
+            #expect(bad.status == .badRequest && bad.error == "invalid_request")
+            // An app's prfOutput field works like the browser's clientExtensionResults.
+            let appOptions = try await client.authenticationOptions()
+            var fields = sealing.authenticationFields(challenge: Base64URL.decode(appOptions["challenge"] as! String)!,
+                                                      rpID: "localhost", origin: Harness.origin)
+            sealing.signCount = fields.signCount
+            let output = sealing.prf(prfSalt(appOptions)!)!
+            fields.prfSalt = nil
+            let viaApp = try await client.call(.post, "/verify-authentication",
+                                               json: ["cred": try jsonObject(sealing.authenticate(fields)), "prfOutput": Base64URL.encode(output)])
+            #expect(viaApp.status == .ok && viaApp["signerSealed"] as? Bool == false)
+            #expect(try await client.signNote(viaApp["token"] as! String).status == .ok)
+        }
+    }
+
+    @Test func logoutKillSwitchAndUnsealDropTheDataKey() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let a = try #require(try await client.signIn(&passkey)["token"] as? String)
+            let b = try #require(try await client.signIn(&passkey)["token"] as? String)
+            #expect(try await harness.store.lockAllSessions() > 0)
+            for t in [token, a, b] {
+                #expect(try await harness.store.session(tokenHash: sha256(Base64URL.decode(t)!), now: harness.clock.now)?.dataKey == nil)
+                #expect(try await client.signNote(t).error == "signer_locked")
+            }
+            // Unsealing: back to server-protected, every wrap gone, and a plain sign-in signs again.
+            let c = try #require(try await client.signIn(&passkey)["token"] as? String)
+            let unsealed = try await client.seal(&passkey, token: c, path: "/api/signer/unseal")
+            #expect(unsealed.status == .ok && unsealed["summary"] as? String == "server-protected", "\(unsealed.json)")
+            let userID = try await harness.store.user(named: "alice")!.id
+            #expect(try await harness.store.keyWraps(ofUser: userID).isEmpty)
+            var plainSignIn = passkey
+            plainSignIn.prfSecret = nil
+            let d = try #require(try await client.signIn(&plainSignIn)["token"] as? String)
+            #expect(try await client.signNote(d).status == .ok)
+            // History records both changes.
+            let history = try await client.call(.get, "/api/signer/history", headers: Client.bearer(d))["entries"] as! [[String: Any]]
+            #expect(Set(history.compactMap { $0["method"] as? String }).isSuperset(of: ["seal_key", "unseal_key"]))
+        }
+    }
+
+    @Test func rotationImportAndExportKeepASealedKeySealed() async throws {
+        let harness = try Harness()
+        let imported = SecretKey.generate()
+        let prfSecret = secureRandomBytes(32)
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator()
+            passkey.prfSecret = prfSecret
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            #expect(try await client.signer("key", ["nsec": NIP19.nsec(imported)], token: token).status == .ok)
+            let export = try await client.signer("key/export", ["password": "correct horse"], token: token)
+            let ncryptsec = try #require(export["ncryptsec"] as? String)
+            #expect(try NIP49.decrypt(ncryptsec, password: "correct horse").publicKey == imported.publicKey)
+        }
+        let userID = try await harness.store.user(named: "alice")!.id
+        #expect(try await harness.store.nostrKey(ofUser: userID)!.passkeySealed)
+        let next = try KeyVault(masterKey: secureRandomBytes(32))
+        #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 1)
+        let rotated = try await harness.store.nostrKey(ofUser: userID)!
+        #expect(rotated.passkeySealed && rotated.pubkey == imported.publicKey.hex)
+        // Rotated: the new master key opens its layer; the data key layer is untouched, so the
+        // passkey's wrap (not under the master key) still opens it.
+        let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+        var sameSecret = SoftwareAuthenticator()
+        sameSecret.prfSecret = prfSecret
+        let output = try #require(sameSecret.prf(PasskeySeal(rpID: "localhost").salt))
+        let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: wrap.credentialID))
+        let custody = KeyCustody(store: harness.store, vault: next, now: { harness.clock.now })
+        #expect(try custody.open(rotated, dataKey: dataKey).publicKey == imported.publicKey)
+        await #expect(throws: APIError.self) { try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey } }
+    }
+
+    @Test func noPRFOutputOrDataKeyInAnyLogLineOrResponse() async throws {
+        let harness = try Harness()
+        let seen = NIOLockedBox()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            let sealed = try await client.seal(&passkey, token: token)
+            seen.add(sealed.json)
+            let signIn = try await client.signIn(&passkey)
+            seen.add(signIn.json)
+            let t = signIn["token"] as! String
+            for reply in [try await client.session(t), try await client.signNote(t),
+                          try await client.call(.get, "/account/credentials", headers: Client.bearer(t)),
+                          try await client.call(.get, "/api/signer/history", headers: Client.bearer(t))] {
+                seen.add(reply.json)
+            }
+            // What the test knows: the PRF output, and the data key its wrap opens to.
+            let userID = try await harness.store.user(named: "alice")!.id
+            let output = passkey.prf(PasskeySeal(rpID: "localhost").salt)!
+            let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: passkey.credentialID))
+            let secrets = [output, dataKey].flatMap { [Base64URL.encode($0), Hex.encode($0), Data($0).base64EncodedString()] }
+            let text = harness.logs.lines.joined(separator: "\n") + seen.text
+            #expect(!harness.logs.lines.isEmpty)
+            for secret in secrets { #expect(!text.contains(secret), "a PRF output or data key reached a log line or response") }
+        }
+    }
+}
+
+/// Collects response bodies as text.
+final class NIOLockedBox: @unchecked Sendable {
+    private let lock = NSLock()
+    private var parts: [String] = []
+    func add(_ json: [String: Any]) {
+        let data = (try? JSONSerialization.data(withJSONObject: json)) ?? Data()
+        lock.lock(); parts.append(String(decoding: data, as: UTF8.self)); lock.unlock()
+    }
+    var text: String { lock.lock(); defer { lock.unlock() }; return parts.joined(separator: "\n") }
+}
