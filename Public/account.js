@@ -3,6 +3,7 @@
 let account = null;
 let lockTimer = null;
 let historyCursor = null;
+let passkeys = [];
 
 const $ = (id) => document.getElementById(id);
 
@@ -39,6 +40,7 @@ async function refreshSession() {
   $("anonymous").hidden = !account.isAnonymous;
   $("npub").textContent = account.npub;
   renderLock();
+  renderProtection();
   if (window.PublicKeyCredential && PublicKeyCredential.signalCurrentUserDetails) {
     PublicKeyCredential.signalCurrentUserDetails({
       rpId: location.hostname, userId: account.userId, name: account.username, displayName: account.username,
@@ -56,13 +58,45 @@ function renderLock() {
     const until = new Date(account.signerUnlockedUntil);
     $("signer-text").textContent = `Signer unlocked until ${until.toLocaleTimeString()}.`;
     lockTimer = setTimeout(() => { account.signerLocked = true; renderLock(); }, until - new Date() + 500);
+  } else if (account.protection && account.protection.signerSealed) {
+    const names = sealingNames();
+    const which = names.length ? `one of: ${names.join(", ")}` : "a passkey that seals it";
+    $("signer-text").textContent = unlockedWindow()
+      ? "Your key is sealed by your passkeys, and the passkey you signed in with cannot open it (its authenticator "
+        + `has no PRF support, or it is not part of the seal). Unlock with ${which}.`
+      : `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`;
   } else {
     $("signer-text").textContent = "Signer locked. Apps can't sign until you unlock it with a passkey.";
   }
 }
 
+/** The unlock window, whatever the seal says. */
+function unlockedWindow() {
+  return account && account.signerUnlockedUntil && new Date(account.signerUnlockedUntil) > new Date();
+}
+
+/** Names of the passkeys that can open a sealed key. */
+function sealingNames() {
+  const ids = new Set((account && account.protection && account.protection.sealingCredentials) || []);
+  return passkeys.filter((c) => ids.has(c.id)).map((c) => c.name || c.authenticatorName);
+}
+
+function renderProtection() {
+  const p = account.protection || { level: "server", summary: "server-protected", sealedBy: 0 };
+  const sealed = p.level === "passkeys";
+  $("protection-summary").textContent = sealed ? `Sealed by ${p.sealedBy} passkey${p.sealedBy === 1 ? "" : "s"}` : "Server-protected";
+  $("protection-summary").dataset.level = p.level;
+  $("protection-explain").textContent = sealed
+    ? "Only a sign-in with one of these passkeys opens your key, for the unlock window. Keyfob's database and master key alone cannot."
+    : "Keyfob keeps your key encrypted under its master key. Seal it with your passkeys to take even the operator out of reach.";
+  $("seal-start").hidden = sealed;
+  $("sealed-actions").hidden = !sealed;
+}
+
 async function loadPasskeys() {
   const { credentials } = await api("/account/credentials");
+  passkeys = credentials;
+  const sealed = account.protection && account.protection.level === "passkeys";
   const list = $("passkeys");
   list.replaceChildren(...credentials.map((c) => {
     const label = c.name || c.authenticatorName;
@@ -80,8 +114,23 @@ async function loadPasskeys() {
     const facts = [c.name ? c.authenticatorName : null, c.createdOn ? `made on ${c.createdOn}` : null,
                    `created ${when(c.createdAt)}`, `last used ${when(c.lastUsedAt)}`, c.backedUp ? "synced" : null];
     text.querySelector(".meta").textContent = facts.filter(Boolean).join(" · ");
+    if (sealed) {
+      const badge = document.createElement("div");
+      badge.className = c.sealsKey ? "seal-badge" : "seal-badge none";
+      badge.textContent = c.sealsKey ? "Opens your sealed key" : "Cannot open your sealed key";
+      text.append(badge);
+    }
     const actions = document.createElement("div");
     actions.className = "passkey-actions";
+    if (sealed && !c.sealsKey) {
+      const join = document.createElement("button");
+      join.className = "link neutral";
+      join.type = "button";
+      join.textContent = "Add to seal";
+      join.setAttribute("aria-label", `Let passkey ${label} open your sealed key`);
+      join.addEventListener("click", () => guarded(() => sealWith([c.id], `“${label}” now opens your sealed key.`)));
+      actions.append(join);
+    }
     const rename = document.createElement("button");
     rename.className = "link neutral";
     rename.type = "button";
@@ -126,10 +175,13 @@ async function loadPasskeys() {
 async function addPasskey(hints) {
   showStatus("", "Creating a passkey…");
   try {
-    await registerPasskey(account.username, hints);
+    const added = await registerPasskey(account.username, hints);
     $("add-elsewhere").hidden = true;
     $("nudge").hidden = true;
-    showStatus("ok", "Passkey added.");
+    showStatus("ok", added.sealsKey === false
+      ? "Passkey added. It cannot open your sealed key yet: press “Add to seal” beside it (its authenticator must support PRF)."
+      : "Passkey added.");
+    await refreshSession();
     await loadPasskeys();
   } catch (error) {
     if (error && error.name === "InvalidStateError") {
@@ -210,9 +262,42 @@ $("copy-npub").addEventListener("click", async () => {
 
 $("unlock").addEventListener("click", () => guarded(async () => {
   showStatus("", "Waiting for your passkey…");
-  await signInWithPasskey();
+  const reply = await signInWithPasskey();
   await refreshSession();
-  showStatus("ok", "Signer unlocked.");
+  if (reply.signerSealed) {
+    showStatus("error", "Signed in, but this passkey cannot open your sealed key. Use one of: " + (sealingNames().join(", ") || "your sealing passkeys") + ".");
+  } else {
+    showStatus("ok", "Signer unlocked.");
+  }
+}));
+
+/** Seals the key (or lets one more passkey open it) with a fresh passkey assertion. */
+async function sealWith(credentialIds, done) {
+  showStatus("", "Waiting for your passkey…");
+  const body = await freshAssertion(credentialIds);
+  await api("/api/signer/seal", { method: "POST", body });
+  await refreshSession();
+  await loadPasskeys();
+  showStatus("ok", done);
+  loadHistory();
+}
+
+$("seal-backup-done").addEventListener("change", () => { $("seal").disabled = !$("seal-backup-done").checked; });
+
+$("seal").addEventListener("click", () => guarded(async () => {
+  // The passkey the user picks now seals first; the others join with "Add to seal".
+  await sealWith(null, "Your key is sealed. Add your other passkeys to the seal so losing one device does not lose the key.");
+}));
+
+$("unseal").addEventListener("click", () => guarded(async () => {
+  if (!confirm("Unseal your key? Keyfob's master key alone will protect it again.")) return;
+  showStatus("", "Waiting for your passkey…");
+  const body = await freshAssertion();
+  await api("/api/signer/unseal", { method: "POST", body });
+  await refreshSession();
+  await loadPasskeys();
+  showStatus("ok", "Your key is server-protected again.");
+  loadHistory();
 }));
 
 $("sign-note").addEventListener("click", () => guarded(async () => {
@@ -273,4 +358,5 @@ $("signout-all").addEventListener("click", async () => {
 (async () => {
   if (!(await refreshSession())) return;
   await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants()]));
+  renderLock();
 })();

@@ -32,23 +32,48 @@ async function api(path, { method = "GET", body } = {}) {
   return data;
 }
 
+/** The extensions of options in JSON form, with the PRF salt as bytes (what the browser takes). */
+function extensionsFromJSON(extensions) {
+  if (!extensions) return undefined;
+  const out = { ...extensions };
+  if (extensions.prf && extensions.prf.eval) {
+    out.prf = { eval: { first: b64url.decode(extensions.prf.eval.first) } };
+  }
+  return out;
+}
+
 function creationOptionsFromJSON(o) {
   return {
     ...o,
     challenge: b64url.decode(o.challenge),
     user: { ...o.user, id: b64url.decode(o.user.id) },
     excludeCredentials: (o.excludeCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
+    extensions: extensionsFromJSON(o.extensions),
   };
 }
 
 function requestOptionsFromJSON(o) {
-  return {
+  const options = {
     challenge: b64url.decode(o.challenge),
     timeout: o.timeout,
     rpId: o.rpId,
     userVerification: o.userVerification,
     allowCredentials: (o.allowCredentials || []).map((c) => ({ ...c, id: b64url.decode(c.id) })),
   };
+  const extensions = extensionsFromJSON(o.extensions);
+  if (extensions) options.extensions = extensions;
+  return options;
+}
+
+/** The PRF part of the client extension results, base64url: the server derives the key that
+ *  opens a sealed nostr key from it, and never stores it. */
+function extensionResultsToJSON(credential) {
+  const results = credential.getClientExtensionResults ? credential.getClientExtensionResults() : {};
+  if (!results.prf) return undefined;
+  const prf = {};
+  if (results.prf.enabled !== undefined) prf.enabled = results.prf.enabled;
+  if (results.prf.results && results.prf.results.first) prf.results = { first: b64url.encode(results.prf.results.first) };
+  return { prf };
 }
 
 function registrationToJSON(credential) {
@@ -63,6 +88,7 @@ function registrationToJSON(credential) {
       attestationObject: b64url.encode(r.attestationObject),
       transports: r.getTransports ? r.getTransports() : [],
     },
+    clientExtensionResults: extensionResultsToJSON(credential),
   };
 }
 
@@ -78,6 +104,7 @@ function assertionToJSON(credential) {
       signature: b64url.encode(r.signature),
       userHandle: r.userHandle ? b64url.encode(r.userHandle) : undefined,
     },
+    clientExtensionResults: extensionResultsToJSON(credential),
   };
 }
 
@@ -116,6 +143,16 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
     }
     throw error;
   }
+}
+
+/** A fresh assertion for an endpoint that wants one (sealing): `credentialIds` narrows which
+ *  passkeys the browser offers. Returns the body `{cred}` to send. */
+async function freshAssertion(credentialIds) {
+  const options = await api("/generate-authentication-options", { method: "POST", body: {} });
+  const publicKey = requestOptionsFromJSON(options);
+  if (credentialIds) publicKey.allowCredentials = credentialIds.map((id) => ({ type: "public-key", id: b64url.decode(id) }));
+  const credential = await navigator.credentials.get({ publicKey });
+  return { cred: assertionToJSON(credential) };
 }
 
 /** Messages a person can act on, by error code; the code stays visible for support. */

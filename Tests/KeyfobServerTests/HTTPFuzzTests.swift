@@ -63,7 +63,8 @@ import WebAuthnTestSupport
         let harness = try Harness()
         try await harness.run { client in
             var rng = SplitMix(seed: 0x6874_7470_6675_7a7a)
-            let (token, _) = try await client.newAccount("fuzzer")
+            var (token, own) = try await client.newAccount("fuzzer")
+            own.prfSecret = secureRandomBytes(32)
             var counts: [Int: Int] = [:]
             for round in 0..<1_500 {
                 // A fresh valid body for each round, so mutations start from something the server accepts.
@@ -83,8 +84,13 @@ import WebAuthnTestSupport
                     let options = try await client.authenticationOptions()
                     let challenge = Base64URL.decode(options["challenge"] as! String)!
                     let credential = authenticator.authenticate(authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
-                    body = ["cred": try jsonObject(credential)]
+                    body = ["cred": try jsonObject(credential), "prfOutput": Base64URL.encode(secureRandomBytes(32))]
                     endpoint = "/verify-authentication"
+                case 2 where round % 8 == 6:
+                    // Sealing: an assertion (with a PRF output) from the account's own passkey.
+                    body = try await client.freshAssertion(&own)
+                    endpoint = ["/api/signer/seal", "/api/signer/unseal"][Int(rng.next() % 2)]
+                    headers = Client.bearer(token)
                 case 2:
                     body = ["event": ["kind": 1, "content": "hello", "tags": [["e", "00"]], "created_at": 1]]
                     endpoint = "/api/signer/sign_event"

@@ -166,6 +166,54 @@ import Testing
         #expect(try await store.credentials(ofUser: alice.id).map(\.id) == [[2, 2]])
     }
 
+    @Test(arguments: Kind.allCases)
+    func keyWrapsFollowTheSealAndTheirPasskeys(_ kind: Kind) async throws {
+        let (store, _) = try Self.make(kind)
+        let alice = user("alice")
+        let key = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
+        let wrap1 = KeyWrapRecord(userID: alice.id, credentialID: [1, 1], wrapped: [9], createdAt: t0)
+        // Not sealed yet: no wrap can be put.
+        #expect(try await store.putKeyWrap(wrap1) == false)
+        var sealed = key
+        sealed.version = 2
+        sealed.passkeySealed = true
+        try await store.changeKeyProtection(sealed, expectedVersion: 1, wraps: [wrap1], keepingSession: [UInt8](repeating: 1, count: 32),
+                                           sessionDataKey: [7, 7])
+        #expect(try await store.nostrKey(ofUser: alice.id)?.passkeySealed == true)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.dataKey == [7, 7])
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0)?.dataKey == nil)
+        // A stale version changes nothing.
+        await #expect(throws: StoreError.conflict) {
+            try await store.changeKeyProtection(key, expectedVersion: 1, wraps: [], keepingSession: nil, sessionDataKey: nil)
+        }
+        // Someone else's passkey cannot be wrapped; one's own can.
+        #expect(try await store.putKeyWrap(KeyWrapRecord(userID: alice.id, credentialID: [5, 5], wrapped: [9], createdAt: t0)) == false)
+        #expect(try await store.putKeyWrap(KeyWrapRecord(userID: alice.id, credentialID: [2, 2], wrapped: [8], createdAt: t0)))
+        #expect(try await store.keyWraps(ofUser: alice.id).count == 2)
+        // Removing a passkey removes its wrap; the last sealing passkey stays.
+        #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
+        #expect(try await store.keyWraps(ofUser: alice.id).map(\.credentialID) == [[2, 2]])
+        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(3, of: alice), session: session(3, of: alice))
+        await #expect(throws: StoreError.lastSealingPasskey) { _ = try await store.deleteCredential(id: [2, 2], ofUser: alice.id) }
+        // The session copy: set, cleared by the kill switch, and swept when the window ends.
+        try await store.setSessionDataKey(tokenHash: [UInt8](repeating: 3, count: 32), dataKey: [6])
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0)?.dataKey == [6])
+        _ = try await store.sweepExpired(now: t0 + 601, limit: 100)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0 + 601)?.dataKey == nil)
+        try await store.setSessionDataKey(tokenHash: [UInt8](repeating: 3, count: 32), dataKey: [6])
+        _ = try await store.lockAllSessions()
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0)?.dataKey == nil)
+        // Unsealing drops every wrap.
+        var plain = sealed
+        plain.version = 3
+        plain.passkeySealed = false
+        try await store.changeKeyProtection(plain, expectedVersion: 2, wraps: [], keepingSession: nil, sessionDataKey: nil)
+        #expect(try await store.keyWraps(ofUser: alice.id).isEmpty)
+        #expect(try await store.deleteCredential(id: [2, 2], ofUser: alice.id))
+    }
+
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
         let (store, path) = try Self.make(.file)
         let alice = user("alice")

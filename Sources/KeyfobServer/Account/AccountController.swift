@@ -42,11 +42,12 @@ struct AccountController: Sendable {
         let auth = try await sessions.require(request)
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let protection = try await custody.protection(of: auth.user.id, unlock: auth.unlock)
-        // A sealed key this session cannot open is a locked signer, whatever the window says.
-        let unlocked = auth.session.isUnlocked(at: now()) && protection.signerSealed != true
+        // A sealed key this session cannot open is a locked signer, whatever the window says (the
+        // window is still reported: account changes need it, signing needs the seal opened too).
+        let window = auth.session.isUnlocked(at: now())
         return jsonResponse(SessionResponse(
             username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
-            signerLocked: !unlocked, signerUnlockedUntil: unlocked ? auth.session.unlockedUntil : nil,
+            signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
             pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection))
     }
 

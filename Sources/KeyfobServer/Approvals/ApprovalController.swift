@@ -69,7 +69,9 @@ struct ApprovalController: Sendable {
         }
         let auth = try? await sessions.authenticate(request)
         let method = incoming.call.method.rawValue
-        if let auth, auth.session.isUnlocked(at: now()) {
+        // A remembered choice needs a signer that can open the key now; a sealed key the session
+        // cannot open goes to the approval page, which asks for a sealing passkey.
+        if let auth, auth.session.isUnlocked(at: now()), try await custody.canOpen(auth.user.id, unlock: auth.unlock) {
             let decision = try await grants.decision(userID: auth.user.id, client: incoming.client, method: method, kind: incoming.call.kind)
             if decision != .ask {
                 let caller = caller(auth, client: incoming.client, transport: incoming.transport,
@@ -143,11 +145,13 @@ struct ApprovalController: Sendable {
         let auth = try await sessions.require(request)
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
         let pubkey = try await custody.publicKey(of: auth.user.id)
+        let canSign = try await custody.canOpen(auth.user.id, unlock: auth.unlock)
         var view: [String: Any] = [
             "id": record.id, "transport": incoming.request.transport.rawValue, "client": record.client,
             "method": record.method, "expiresAt": ISO8601DateFormatter().string(from: record.expiresAt),
             "account": ["username": auth.user.username, "npub": NIP19.npub(pubkey), "pubkey": pubkey.hex],
-            "signerLocked": !auth.session.isUnlocked(at: now()), "needsPasskey": needsPasskey(record),
+            "signerLocked": !auth.session.isUnlocked(at: now()) || !canSign,
+            "needsPasskey": needsPasskey(record),
             "remember": Grants.isDangerous(record.method, kind: record.kind) ? ["once"] : ["once", "hour", "day", "forever"],
             "firstFromClient": try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client },
         ]
@@ -198,6 +202,10 @@ struct ApprovalController: Sendable {
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
             throw APIError("permission_denied", "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
+        }
+        // A sealed key this session cannot open: say so before anything is decided.
+        if record.method != SignerMethod.getPublicKey.rawValue, try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
+            throw APIError.signerSealed
         }
         var receipt: String?
         if needsPasskey(record) {

@@ -139,6 +139,15 @@ struct KeyProtection: Encodable, Sendable {
 }
 
 extension KeyCustody {
+    /// Whether `unlock` can open the user's key now: always, unless it is passkey-sealed and the
+    /// session holds no data key.
+    func canOpen(_ userID: String, unlock: SessionUnlock?) async throws -> Bool {
+        guard try await record(for: userID).passkeySealed else { return true }
+        guard var dataKey = unlock?.dataKey(at: now()) else { return false }
+        wipe(&dataKey)
+        return true
+    }
+
     func protection(of userID: String, unlock: SessionUnlock?) async throws -> KeyProtection {
         let record = try await record(for: userID)
         guard record.passkeySealed else {
