@@ -36,8 +36,15 @@ async function api(path, { method = "GET", body } = {}) {
 function extensionsFromJSON(extensions) {
   if (!extensions) return undefined;
   const out = { ...extensions };
-  if (extensions.prf && extensions.prf.eval) {
-    out.prf = { eval: { first: b64url.decode(extensions.prf.eval.first) } };
+  if (extensions.prf) {
+    const prf = {};
+    if (extensions.prf.eval) prf.eval = { first: b64url.decode(extensions.prf.eval.first) };
+    if (extensions.prf.evalByCredential) {
+      // Keys stay base64url credential ids (WebAuthn L3); the salts become bytes.
+      prf.evalByCredential = Object.fromEntries(Object.entries(extensions.prf.evalByCredential)
+        .map(([id, values]) => [id, { first: b64url.decode(values.first) }]));
+    }
+    out.prf = prf;
   }
   return out;
 }

@@ -322,6 +322,53 @@ extension Client {
         await #expect(throws: APIError.self) { try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey } }
     }
 
+    /// Redirect flows for a sealed account: a session that cannot open the key is sent to the
+    /// approval page (never a failed callback), and a passkey confirmation from a sealing passkey
+    /// opens it there; the receipt holds no PRF output.
+    @Test func approvalsOfASealedAccountWaitForASealingPasskey() async throws {
+        try await Harness().run { client in
+            var sealing = SoftwareAuthenticator.withPRF()
+            let first = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
+            var plain = SoftwareAuthenticator()
+            #expect(try await client.signUp(&plain, username: "alice", headers: Client.bearer(first)).status == .ok)
+            #expect(try await client.seal(&sealing, token: first).status == .ok)
+            let viaPlain = try #require(try await client.signIn(&plain)["token"] as? String)
+
+            // A kind-1 note: the page says the signer is locked, and approving says why.
+            let note = try keyfobRequest(.signEvent, content: #"{"kind":1,"content":"hi","created_at":1700000000}"#, transport: .keyfobLink)
+            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(note)), token: viaPlain)
+            let id = String(try #require(location).dropFirst("/approve/".count))
+            #expect(try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(viaPlain))["signerLocked"] as? Bool == true)
+            let refused = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "once"], headers: Client.bearer(viaPlain))
+            #expect(refused.error == "signer_locked")
+            // Still pending: after signing in with the sealing passkey, the same request is approved.
+            let viaSealing = try #require(try await client.signIn(&sealing)["token"] as? String)
+            let approved = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "once"], headers: Client.bearer(viaSealing))
+            #expect((approved["redirect"] as? String)?.contains("ok=1") == true, "\(approved.json)")
+
+            // A kind-0 profile (passkey confirmation): the confirming sealing passkey's PRF opens the key.
+            let profile = try keyfobRequest(.signEvent, content: #"{"kind":0,"content":"{}","created_at":1700000000}"#, transport: .keyfobLink)
+            let (_, location0, _) = try await client.open(serverTarget(SignerCodec.buildURL(profile)), token: viaPlain)
+            let id0 = String(try #require(location0).dropFirst("/approve/".count))
+            let options = try await client.call(.post, "/api/requests/\(id0)/challenge", json: [:], headers: Client.bearer(viaPlain))
+            let byCredential = ((options["extensions"] as? [String: Any])?["prf"] as? [String: Any])?["evalByCredential"] as? [String: Any]
+            #expect(byCredential?[Base64URL.encode(sealing.credentialID)] != nil)
+            var fields = sealing.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
+                                                      origin: Harness.origin)
+            fields.prfSalt = PasskeySeal(rpID: "localhost").salt
+            sealing.signCount = fields.signCount
+            let confirmed = try await client.call(.post, "/api/requests/\(id0)/approve",
+                                                  json: ["assertion": try jsonObject(sealing.authenticate(fields))], headers: Client.bearer(viaPlain))
+            #expect((confirmed["redirect"] as? String)?.contains("ok=1") == true, "\(confirmed.json)")
+            let history = try await client.call(.get, "/api/signer/history", headers: Client.bearer(viaPlain))["entries"] as! [[String: Any]]
+            let entry = try #require(history.first { $0["kind"] as? Int == 0 && $0["outcome"] as? String == "approved" })
+            let receipt = try await client.call(.get, "/api/signer/history/\(entry["id"] as! String)/receipt", headers: Client.bearer(viaPlain))
+            let output = Base64URL.encode(sealing.prf(PasskeySeal(rpID: "localhost").salt)!)
+            let receiptText = String(decoding: try JSONSerialization.data(withJSONObject: receipt.json), as: UTF8.self)
+            #expect(receipt.status == .ok && !receiptText.contains(output) && !receiptText.contains("clientExtensionResults"))
+        }
+    }
+
     @Test func noPRFOutputOrDataKeyInAnyLogLineOrResponse() async throws {
         let harness = try Harness()
         let seen = NIOLockedBox()

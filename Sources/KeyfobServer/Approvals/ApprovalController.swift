@@ -197,19 +197,31 @@ struct ApprovalController: Sendable {
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
-        let caller = caller(auth, client: record.client, transport: record.transport,
+        var caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
             throw APIError("permission_denied", "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
         }
-        // A sealed key this session cannot open: say so before anything is decided.
-        if record.method != SignerMethod.getPublicKey.rawValue, try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
-            throw APIError.signerSealed
+        // A sealed key this session cannot open: a passkey confirmation from a sealing passkey opens
+        // it (its PRF output); otherwise say so before anything is decided.
+        var sealedShut = false
+        if record.method != SignerMethod.getPublicKey.rawValue {
+            sealedShut = try await !custody.canOpen(auth.user.id, unlock: auth.unlock)
         }
+        if sealedShut, !needsPasskey(record) { throw APIError.signerSealed }
         var receipt: String?
         if needsPasskey(record) {
-            receipt = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)
+            let confirmation = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)
+            receipt = confirmation.receipt
+            if sealedShut {
+                guard let prf = confirmation.prfOutput,
+                      var dataKey = try await custody.dataKey(userID: auth.user.id, credentialID: confirmation.credentialID, prfOutput: prf) else {
+                    throw APIError.signerSealed
+                }
+                defer { wipe(&dataKey) }
+                caller.unlock = try await custody.hold(dataKey, in: auth)
+            }
         }
         // Decided once: a second approve finds nothing pending.
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {
@@ -259,9 +271,12 @@ struct ApprovalController: Sendable {
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
         let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        // PRF per listed passkey: a confirmation from a sealing passkey also opens a sealed key.
+        let salt = PasskeySeal(rpID: configuration.rpID).inputs.eval!
         let options = configuration.relyingParty.requestOptions(
             challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: configuration.challengeTimeout)
+            timeoutSeconds: configuration.challengeTimeout,
+            prf: PRFInputs(evalByCredential: Dictionary(uniqueKeysWithValues: allow.map { ($0.id, salt) })))
         return jsonResponse(WithCommitted(options: options, committed: committed))
     }
 
@@ -276,8 +291,15 @@ struct ApprovalController: Sendable {
         }
     }
 
-    /// Verifies the assertion against this user's passkey and the committed bytes; returns the receipt.
-    func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> String {
+    /// What a passkey confirmation proved: the receipt, which passkey, and its PRF output if it gave one.
+    struct Confirmation {
+        let receipt: String
+        let credentialID: [UInt8]
+        let prfOutput: [UInt8]?
+    }
+
+    /// Verifies the assertion against this user's passkey and the committed bytes.
+    func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> Confirmation {
         guard let raw, let nonce = record.confirmationNonce else {
             throw APIError("user_verification_required", "approving this request needs your passkey: ask for a challenge first",
                            status: .forbidden)
@@ -312,7 +334,8 @@ struct ApprovalController: Sendable {
             "assertion": (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(signed))) ?? [:],
         ]
         let json = try JSONSerialization.data(withJSONObject: receipt, options: [.sortedKeys, .withoutEscapingSlashes])
-        return String(decoding: json, as: UTF8.self)
+        return Confirmation(receipt: String(decoding: json, as: UTF8.self), credentialID: credential.id,
+                            prfOutput: assertion.clientExtensionResults?.prfFirst)
     }
 
     @Sendable func receipt(_ request: Request, context: KeyfobRequestContext) async throws -> Response {

@@ -338,11 +338,9 @@ struct CeremonyController: Sendable {
     /// signer stays sealed (the key is sealed and this PRF output did not open it).
     func unseal(into new: inout Sessions.NewSession, credentialID: [UInt8], userID: String, prfOutput: [UInt8]) async throws -> Bool {
         guard try await custody.record(for: userID).passkeySealed else { return false }
-        guard let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }) else {
-            return true
-        }
-        guard var dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID) else {
-            events.logger.notice("a PRF output did not open its passkey's key wrap", metadata: ["credential": "\(Base64URL.encode(credentialID))"])
+        guard var dataKey = try await custody.dataKey(userID: userID, credentialID: credentialID, prfOutput: prfOutput) else {
+            events.logger.notice("this sign-in did not open the sealed key (no wrap for this passkey, or another PRF output)",
+                                 metadata: ["credential": "\(Base64URL.encode(credentialID))"])
             return true
         }
         defer { wipe(&dataKey) }

@@ -76,12 +76,9 @@ struct SealController: Sendable {
             var dataKey: [UInt8]
             if let held = auth.unlock.dataKey(at: now()) {
                 dataKey = held
-            } else if let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credential.id }),
-                      let opened = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prf, userID: userID, credentialID: credential.id) {
+            } else if let opened = try await custody.dataKey(userID: userID, credentialID: credential.id, prfOutput: prf) {
                 dataKey = opened
-                try await store.setSessionDataKey(
-                    tokenHash: auth.session.tokenHash,
-                    dataKey: PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: auth.session.tokenHash))
+                _ = try await custody.hold(dataKey, in: auth)
             } else {
                 await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "signer_locked")
                 throw APIError.signerSealed
@@ -103,8 +100,7 @@ struct SealController: Sendable {
         var dataKey: [UInt8]
         if let held = auth.unlock.dataKey(at: now()) {
             dataKey = held
-        } else if let prf, let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credential.id }),
-                  let opened = PasskeySeal.unwrap(wrap.wrapped, prfOutput: prf, userID: userID, credentialID: credential.id) {
+        } else if let prf, let opened = try await custody.dataKey(userID: userID, credentialID: credential.id, prfOutput: prf) {
             dataKey = opened
         } else {
             await dispatcher.audit(caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
@@ -139,6 +135,22 @@ struct KeyProtection: Encodable, Sendable {
 }
 
 extension KeyCustody {
+    /// The data key, opened with one passkey's PRF output and its wrap; nil when that passkey
+    /// has no wrap or the output does not open it. The caller wipes it.
+    func dataKey(userID: String, credentialID: [UInt8], prfOutput: [UInt8]) async throws -> [UInt8]? {
+        guard let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }) else { return nil }
+        return PasskeySeal.unwrap(wrap.wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID)
+    }
+
+    /// Gives a signed-in session its copy of the data key (a sealing passkey was just proven);
+    /// returns the unlock that now opens the key.
+    func hold(_ dataKey: [UInt8], in auth: Sessions.Authenticated) async throws -> SessionUnlock {
+        var session = auth.session
+        session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: session.tokenHash)
+        try await store.setSessionDataKey(tokenHash: session.tokenHash, dataKey: session.dataKey)
+        return SessionUnlock(token: auth.token, session: session)
+    }
+
     /// Whether `unlock` can open the user's key now: always, unless it is passkey-sealed and the
     /// session holds no data key.
     func canOpen(_ userID: String, unlock: SessionUnlock?) async throws -> Bool {
