@@ -14,11 +14,13 @@ LOGINS=${LOGINS:-30000}
 OUT=${OUT:-/tmp/keyfob-load}
 here="$(cd "$(dirname "$0")" && pwd)"
 python3 "$here/load/prepare.py" "$URL" --origin "$ORIGIN" --users 100 --logins "$LOGINS" --out "$OUT"
-echo "== POST /verify-authentication (each body once) =="
-BODIES="$OUT/logins.jsonl" THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_EACH}s" -s "$here/load/replay.lua" "$URL/verify-authentication"
+# sign_event first: the logins below start up to 50 sessions per user, and the oldest (the token
+# used here) would end.
 echo "== POST /api/signer/sign_event =="
 echo '{"event":{"kind":1,"content":"load test note","tags":[]}}' > "$OUT/sign.jsonl"
 BODIES="$OUT/sign.jsonl" TOKEN="$(head -1 "$OUT/tokens.txt")" wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_EACH}s" -s "$here/load/replay.lua" "$URL/api/signer/sign_event"
+echo "== POST /verify-authentication (each body once) =="
+BODIES="$OUT/logins.jsonl" THREADS=2 wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_EACH}s" -s "$here/load/replay.lua" "$URL/verify-authentication"
 echo "== GET /generate-authentication-options =="
 wrk -t2 -c"$CONNECTIONS" -d"${SECONDS_EACH}s" "$URL/generate-authentication-options"
 echo "== GET /healthz (ceiling: the same stack, almost no work) =="
