@@ -289,13 +289,14 @@ struct CeremonyController: Sendable {
         }
 
         var new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
-        // A sealed key: this passkey's PRF output opens its wrap, and the new session keeps the
-        // data key for its unlock window. Only read when a PRF output came (most sign-ins: none).
+        // A sealed key (one read of the key row per sign-in): this passkey's PRF output opens its
+        // wrap, and the new session keeps the data key for its unlock window.
         var signerSealed = false
-        if let prfOutput, verified.userVerified {
-            signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
-        } else if verified.userVerified {
-            signerSealed = try await custody.record(for: user.id).passkeySealed
+        if verified.userVerified, try await custody.record(for: user.id).passkeySealed {
+            signerSealed = true
+            if let prfOutput {
+                signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
+            }
         }
         let (token, session) = (new.token, new.record)
         do {
@@ -334,10 +335,9 @@ struct CeremonyController: Sendable {
         return results?.prfFirst
     }
 
-    /// Opens the data key with this passkey's wrap and gives `new` a copy. Returns whether the
-    /// signer stays sealed (the key is sealed and this PRF output did not open it).
+    /// For a passkey-sealed key: opens the data key with this passkey's wrap and gives `new` a
+    /// copy. Returns whether the signer stays sealed (this PRF output did not open it).
     func unseal(into new: inout Sessions.NewSession, credentialID: [UInt8], userID: String, prfOutput: [UInt8]) async throws -> Bool {
-        guard try await custody.record(for: userID).passkeySealed else { return false }
         guard var dataKey = try await custody.dataKey(userID: userID, credentialID: credentialID, prfOutput: prfOutput) else {
             events.logger.notice("this sign-in did not open the sealed key (no wrap for this passkey, or another PRF output)",
                                  metadata: ["credential": "\(Base64URL.encode(credentialID))"])
