@@ -128,5 +128,17 @@ public func buildRouter(
             return jsonResponse(["status": "unavailable"], status: .serviceUnavailable)
         }
     }
+    if configuration.benchEcho { addBenchEchoRoutes(to: router, maxBodySize: configuration.maxBodySize) }
     return router
+}
+
+/// The ceiling the load harness compares against (`--bench-echo`, hidden): the same stack and
+/// middleware answering a POST of a login's size, and a GET, with no work behind them.
+func addBenchEchoRoutes(to router: Router<KeyfobRequestContext>, maxBodySize: Int) {
+    router.post("/bench/echo") { request, _ -> Response in
+        let body = try await request.bodyBytes(limit: maxBodySize)
+        struct Echo: Encodable { let verified: Bool, bytes: Int }
+        return jsonResponse(Echo(verified: true, bytes: body.count))
+    }
+    router.get("/bench/echo") { _, _ -> Response in jsonResponse(["status": "ok"]) }
 }

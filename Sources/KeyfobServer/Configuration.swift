@@ -63,6 +63,8 @@ public struct ServerConfiguration: Sendable {
     public var bodyTimeout = 30
     /// Connections held at once; nil: just below the descriptor limit.
     public var maxConnections: Int?
+    /// The load harness's ceiling: `POST`/`GET /bench/echo` answer at once (hidden `--bench-echo`).
+    public var benchEcho = false
     /// Every approval (not only dangerous kinds) needs a fresh passkey assertion bound to the request.
     public var confirmWithPasskey = false
     /// Apple app ids (`TEAMID.bundle.id`) for /.well-known/apple-app-site-association.

@@ -7,13 +7,13 @@ private let SQLITE_TRANSIENT_ = unsafeBitCast(-1, to: sqlite3_destructor_type.se
 private let constraintPrimaryKey: Int32 = 19 | (6 << 8)
 private let constraintUnique: Int32 = 19 | (8 << 8)
 
-/// One SQLite connection. Not thread-safe: owned by the `SQLiteStore` actor.
+/// One SQLite connection. Not thread-safe: `SQLiteStore` uses each under its own lock.
 final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [String: OpaquePointer] = [:]
 
-    init(path: String) throws {
-        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+    init(path: String, readOnly: Bool = false) throws {
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         guard sqlite3_open_v2(path, &db, flags, nil) == SQLITE_OK else {
             let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             sqlite3_close(db)
@@ -84,6 +84,25 @@ final class SQLiteConnection {
 
     var changes: Int { Int(sqlite3_changes(db)) }
 
+    /// Tells `target` after each commit how many pages the WAL holds, in place of SQLite's own
+    /// auto-checkpoint (nil: no hook).
+    func setWALHook(_ target: Checkpointer?) {
+        guard let target else { sqlite3_wal_hook(db, nil, nil); return }
+        sqlite3_wal_hook(db, { context, _, _, pages in
+            if let context { Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages) }
+            return SQLITE_OK
+        }, Unmanaged.passUnretained(target).toOpaque())
+    }
+
+    /// Copies the WAL's frames into the database without waiting for, or blocking, anyone.
+    /// Returns the WAL's size in frames (nil when the checkpoint could not run).
+    @discardableResult
+    func checkpoint(restart: Bool) -> Int32? {
+        var frames: Int32 = 0
+        let mode = restart ? SQLITE_CHECKPOINT_RESTART : SQLITE_CHECKPOINT_PASSIVE
+        return sqlite3_wal_checkpoint_v2(db, nil, mode, &frames, nil) == SQLITE_OK ? frames : nil
+    }
+
     /// Runs `body` inside BEGIN IMMEDIATE … COMMIT; rolls back on any error.
     func transaction<T>(_ body: () throws -> T) throws -> T {
         try execute("BEGIN IMMEDIATE")
@@ -104,6 +123,68 @@ final class SQLiteConnection {
               let statement else { throw StoreError.database(errorMessage) }
         statements[sql] = statement
         return statement
+    }
+}
+
+/// Checkpoints the WAL from its own connection and thread, so no request pays for one. SQLite's
+/// auto-checkpoint would run inside a commit — under the writer lock, fsync included — every
+/// thousand pages; here the writer's commits only signal this thread past that size.
+///
+/// A passive checkpoint copies what it can beside the traffic, but the WAL only starts over when a
+/// checkpoint has caught up with the last commit, which steady writes never let it do: the file
+/// grew by gigabytes under load. So past four times the threshold the checkpointer restarts the
+/// WAL, making writers wait (their busy timeout) for the few milliseconds that takes.
+final class Checkpointer: @unchecked Sendable {
+    /// WAL pages that start a checkpoint (SQLite's auto-checkpoint default).
+    static let threshold: Int32 = 1000
+    private let connection: SQLiteConnection
+    private let writer: SQLiteConnection
+    private let condition = NSCondition()
+    private var pending = false
+    private var stopped = false
+
+    init(path: String, writer: SQLiteConnection) throws {
+        connection = try SQLiteConnection(path: path)
+        // A connection that has read nothing yet does not know the file is in WAL mode, and
+        // would take every checkpoint for a no-op.
+        try connection.query("SELECT count(*) FROM sqlite_master")
+        self.writer = writer
+        writer.setWALHook(self)
+        let thread = Thread { [self] in run() }
+        thread.name = "keyfob-sqlite-checkpoint"
+        thread.start()
+    }
+
+    /// Called by the writer (under its lock) after each commit.
+    func committed(walPages: Int32) {
+        guard walPages >= Self.threshold else { return }
+        condition.lock()
+        pending = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    /// Detaches from the writer and ends the thread (which holds the last reference).
+    func stop() {
+        writer.setWALHook(nil)
+        condition.lock()
+        stopped = true
+        condition.signal()
+        condition.unlock()
+    }
+
+    private func run() {
+        while true {
+            condition.lock()
+            while !pending && !stopped { condition.wait() }
+            let stop = stopped
+            pending = false
+            condition.unlock()
+            if stop { return }
+            if let frames = connection.checkpoint(restart: false), frames >= 4 * Self.threshold {
+                connection.checkpoint(restart: true)
+            }
+        }
     }
 }
 

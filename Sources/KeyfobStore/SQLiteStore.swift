@@ -1,27 +1,66 @@
 import Foundation
 
-/// The embedded store: one SQLite file in WAL mode, one connection owned by an actor,
-/// so writes are serialized in-process and "database is locked" cannot happen between requests.
-public actor SQLiteStore: KeyfobStore {
-    private let connection: SQLiteConnection
-
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
-    /// `":memory:"` gives a private in-memory database (tests).
+/// The embedded store: one SQLite file in WAL mode. One writer connection behind a lock (SQLite
+/// allows one writer at a time anyway, so "database is locked" cannot happen between requests) and
+/// a few read-only connections that WAL lets read beside it.
+///
+/// Calls run on the caller's thread, under a lock held only for the statement or transaction.
+/// An actor here cost a hop (a context switch) per call, queued every read behind every write, and
+/// still blocked a thread of the concurrency pool while SQLite ran. Nothing slow runs under these
+/// locks: the WAL is not synced per commit (synchronous=NORMAL) and checkpoints run on their own
+/// connection and thread (`Checkpointer`).
+public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     /// Sessions a user may hold; signing in once more ends the oldest.
     let maxSessionsPerUser: Int
+    /// Used only under `writerLock` (recursive: a write may call another write).
+    private let connection: SQLiteConnection
+    private let writerLock = NSRecursiveLock()
+    private let readers: [(lock: NSLock, connection: SQLiteConnection)]
+    private let checkpointer: Checkpointer?
 
-    public init(path: String, maxSessionsPerUser: Int = 50) throws {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// `":memory:"` gives a private in-memory database (tests; one connection, no readers).
+    public init(path: String, maxSessionsPerUser: Int = 50, readers readerCount: Int = 4) throws {
         self.maxSessionsPerUser = maxSessionsPerUser
-        if path != ":memory:" { try Self.createPrivately(path) }
+        let inMemory = path == ":memory:"
+        if !inMemory { try Self.createPrivately(path) }
         let connection = try SQLiteConnection(path: path)
-        if path != ":memory:" {
+        if !inMemory {
             let mode = try connection.query("PRAGMA journal_mode=WAL").first?.first?.text
             guard mode == "wal" else { throw StoreError.database("could not switch \(path) to WAL (got \(mode ?? "nothing"))") }
         }
         // journal_size_limit: after a checkpoint the WAL file shrinks back instead of staying at its peak.
         try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=4194304;")
         try Self.migrate(connection)
+        try Self.createChallengeTable(connection)
         self.connection = connection
+        readers = inMemory ? [] : try (0..<readerCount).map { _ in (NSLock(), try SQLiteConnection(path: path, readOnly: true)) }
+        checkpointer = inMemory ? nil : try Checkpointer(path: path, writer: connection)
+    }
+
+    deinit { checkpointer?.stop() }
+
+    /// Runs a write (or a read that must see the writer's own transaction) on the writer.
+    @discardableResult
+    private func write<T>(_ body: () throws -> T) throws -> T {
+        writerLock.lock()
+        defer { writerLock.unlock() }
+        return try body()
+    }
+
+    /// Runs a read on the first free reader (waiting for one when all are busy), or on the writer
+    /// when there are none.
+    @discardableResult
+    private func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        guard !readers.isEmpty else { return try write { try body(connection) } }
+        for reader in readers where reader.lock.try() {
+            defer { reader.lock.unlock() }
+            return try body(reader.connection)
+        }
+        let reader = readers[Int.random(in: 0..<readers.count)]
+        reader.lock.lock()
+        defer { reader.lock.unlock() }
+        return try body(reader.connection)
     }
 
     /// Creates the database file with mode 0600 whatever the umask; SQLite gives the WAL and
@@ -167,7 +206,37 @@ public actor SQLiteStore: KeyfobStore {
         ALTER TABLE sessions ADD COLUMN data_key BLOB;
         CREATE INDEX sessions_data_key ON sessions(unlocked_until) WHERE data_key IS NOT NULL;
         """,
+        // 7: challenges moved to memory (a TEMP table, `createChallengeTable`).
+        """
+        DROP TABLE challenges;
+        """,
     ]
+
+    /// Pending ceremonies live in memory: they last a minute, die with the process anyway, and
+    /// one instance owns a SQLite file, so writing them to disk (and syncing the WAL for them)
+    /// bought nothing. A TEMP table keeps every query and guarantee (atomic DELETE … RETURNING,
+    /// the per-client cap) and never touches the file. PostgreSQL keeps them in the database,
+    /// where another instance must find them.
+    static func createChallengeTable(_ connection: SQLiteConnection) throws {
+        try connection.execute(
+            """
+            PRAGMA temp_store = MEMORY;
+            CREATE TEMP TABLE challenges (
+                challenge BLOB PRIMARY KEY,
+                ceremony TEXT NOT NULL,
+                challenge_key TEXT NOT NULL,
+                user_id TEXT,
+                username TEXT,
+                is_anonymous INTEGER NOT NULL,
+                existing_user INTEGER NOT NULL,
+                algorithms TEXT NOT NULL,
+                expires_at REAL NOT NULL,
+                client_ip TEXT
+            );
+            CREATE INDEX temp.challenges_expiry ON challenges(expires_at);
+            CREATE INDEX temp.challenges_client ON challenges(client_ip, expires_at);
+            """)
+    }
 
     static func migrate(_ connection: SQLiteConnection) throws {
         let version = Int(try connection.query("PRAGMA user_version").first?.first?.int ?? 0)
@@ -189,29 +258,37 @@ public actor SQLiteStore: KeyfobStore {
                    createdAt: row[3].date ?? .distantPast)
     }
 
-    public func user(named username: String) throws -> UserRecord? {
-        try connection.query("SELECT \(Self.userColumns) FROM users WHERE username = ?", [.text(username)]).first.map(userRow)
+    public func user(named username: String) async throws -> UserRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.userColumns) FROM users WHERE username = ?", [.text(username)]).first.map(userRow)
+        }
     }
 
-    public func user(id: String) throws -> UserRecord? {
-        try connection.query("SELECT \(Self.userColumns) FROM users WHERE id = ?", [.text(id)]).first.map(userRow)
+    public func user(id: String) async throws -> UserRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.userColumns) FROM users WHERE id = ?", [.text(id)]).first.map(userRow)
+        }
     }
 
-    public func users(matching query: String?, after afterName: String?, limit: Int) throws -> [UserRecord] {
-        // LIKE with the user's text escaped: % and _ in a search are literal.
-        let pattern = query.map { text in
-            "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
-                .replacingOccurrences(of: "_", with: "!_") + "%"
-        } ?? "%"
-        return try connection.query(
-            "SELECT \(Self.userColumns) FROM users WHERE username LIKE ? ESCAPE '!' AND username > ? ORDER BY username LIMIT ?",
-            [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]).map(userRow)
+    public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
+        try read { connection in
+            // LIKE with the user's text escaped: % and _ in a search are literal.
+            let pattern = query.map { text in
+                "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+                    .replacingOccurrences(of: "_", with: "!_") + "%"
+            } ?? "%"
+            return try connection.query(
+                "SELECT \(Self.userColumns) FROM users WHERE username LIKE ? ESCAPE '!' AND username > ? ORDER BY username LIMIT ?",
+                [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]).map(userRow)
+        }
     }
 
-    public func deleteUser(id: String) throws -> Bool {
-        try connection.transaction {
-            try connection.query("DELETE FROM users WHERE id = ?", [.text(id)])
-            return connection.changes == 1
+    public func deleteUser(id: String) async throws -> Bool {
+        try write {
+            try connection.transaction {
+                try connection.query("DELETE FROM users WHERE id = ?", [.text(id)])
+                return connection.changes == 1
+            }
         }
     }
 
@@ -232,147 +309,173 @@ public actor SQLiteStore: KeyfobStore {
             name: r[13].text, createdOn: r[14].text)
     }
 
-    public func credential(id: [UInt8]) throws -> CredentialRecord? {
-        try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE id = ?", [.blob(id)]).first.map(credentialRow)
-    }
-
-    public func credentials(ofUser userID: String) throws -> [CredentialRecord] {
-        try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_id = ? ORDER BY created_at",
-                             [.text(userID)]).map(credentialRow)
-    }
-
-    public func deleteCredential(id: [UInt8], ofUser userID: String) throws -> Bool {
-        try connection.transaction {
-            let count = try connection.query("SELECT count(*) FROM credentials WHERE user_id = ?", [.text(userID)]).first?.first?.int ?? 0
-            guard try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
-                                       [.blob(id), .text(userID)]).first != nil else { return false }
-            guard count > 1 else { throw StoreError.conflict }
-            let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(userID)]).first?.first?.bool ?? false
-            if sealed {
-                let others = try connection.query("SELECT count(*) FROM key_wraps WHERE user_id = ? AND credential_id != ?",
-                                                  [.text(userID), .blob(id)]).first?.first?.int ?? 0
-                guard others > 0 else { throw StoreError.lastSealingPasskey }
-            }
-            try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
-            try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
-            return true
+    public func credential(id: [UInt8]) async throws -> CredentialRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE id = ?", [.blob(id)]).first.map(credentialRow)
         }
     }
 
-    public func renameCredential(id: [UInt8], ofUser userID: String, name: String?) throws -> Bool {
-        try connection.query("UPDATE credentials SET name = ? WHERE id = ? AND user_id = ?",
-                             [name.map(SQLValue.text) ?? .null, .blob(id), .text(userID)])
-        return connection.changes == 1
+    public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
+        try read { connection in
+            try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_id = ? ORDER BY created_at",
+                                 [.text(userID)]).map(credentialRow)
+        }
     }
 
-    public func countUsersAndCredentials() throws -> (users: Int, credentials: Int) {
-        let users = try connection.query("SELECT count(*) FROM users").first?.first?.int ?? 0
-        let credentials = try connection.query("SELECT count(*) FROM credentials").first?.first?.int ?? 0
-        return (Int(users), Int(credentials))
+    public func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool {
+        try write {
+            try connection.transaction {
+                let count = try connection.query("SELECT count(*) FROM credentials WHERE user_id = ?", [.text(userID)]).first?.first?.int ?? 0
+                guard try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                                           [.blob(id), .text(userID)]).first != nil else { return false }
+                guard count > 1 else { throw StoreError.conflict }
+                let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(userID)]).first?.first?.bool ?? false
+                if sealed {
+                    let others = try connection.query("SELECT count(*) FROM key_wraps WHERE user_id = ? AND credential_id != ?",
+                                                      [.text(userID), .blob(id)]).first?.first?.int ?? 0
+                    guard others > 0 else { throw StoreError.lastSealingPasskey }
+                }
+                try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
+                try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
+                return true
+            }
+        }
+    }
+
+    public func renameCredential(id: [UInt8], ofUser userID: String, name: String?) async throws -> Bool {
+        try write {
+            try connection.query("UPDATE credentials SET name = ? WHERE id = ? AND user_id = ?",
+                                 [name.map(SQLValue.text) ?? .null, .blob(id), .text(userID)])
+            return connection.changes == 1
+        }
+    }
+
+    public func countUsersAndCredentials() async throws -> (users: Int, credentials: Int) {
+        try read { connection in
+            let users = try connection.query("SELECT count(*) FROM users").first?.first?.int ?? 0
+            let credentials = try connection.query("SELECT count(*) FROM credentials").first?.first?.int ?? 0
+            return (Int(users), Int(credentials))
+        }
     }
 
     // MARK: Challenges
 
-    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) throws {
-        // Expired rows are left to `sweepExpired` (a timer): sweeping here made one unlucky request
-        // pay for a whole flood. The per-client count reads the index, so it stays cheap.
-        if let ip = c.clientIP {
-            let live = try connection.query(
-                "SELECT count(*) FROM (SELECT 1 FROM challenges WHERE client_ip = ? AND expires_at > ? LIMIT ?)",
-                [.text(ip), .date(now), .int(Int64(maxPerClient))]).first?.first?.int ?? 0
-            guard live < maxPerClient else { throw StoreError.limitReached }
+    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) async throws {
+        try write {
+            // Expired rows are left to `sweepExpired` (a timer): sweeping here made one unlucky request
+            // pay for a whole flood. The per-client count reads the index, so it stays cheap.
+            if let ip = c.clientIP {
+                let live = try connection.query(
+                    "SELECT count(*) FROM (SELECT 1 FROM challenges WHERE client_ip = ? AND expires_at > ? LIMIT ?)",
+                    [.text(ip), .date(now), .int(Int64(maxPerClient))]).first?.first?.int ?? 0
+                guard live < maxPerClient else { throw StoreError.limitReached }
+            }
+            try connection.query(
+                """
+                INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
+                                        existing_user, algorithms, expires_at, client_ip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """,
+                [.blob(c.challenge), .text(c.ceremony.rawValue), .text(c.key), c.userID.map(SQLValue.text) ?? .null,
+                 c.username.map(SQLValue.text) ?? .null, .bool(c.isAnonymous), .bool(c.existingUser),
+                 .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt),
+                 c.clientIP.map(SQLValue.text) ?? .null])
         }
-        try connection.query(
-            """
-            INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
-                                    existing_user, algorithms, expires_at, client_ip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """,
-            [.blob(c.challenge), .text(c.ceremony.rawValue), .text(c.key), c.userID.map(SQLValue.text) ?? .null,
-             c.username.map(SQLValue.text) ?? .null, .bool(c.isAnonymous), .bool(c.existingUser),
-             .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt),
-             c.clientIP.map(SQLValue.text) ?? .null])
     }
 
-    public func sweepExpired(now: Date, limit: Int) throws -> Int {
-        try connection.query(
-            "DELETE FROM challenges WHERE rowid IN (SELECT rowid FROM challenges WHERE expires_at <= ? LIMIT ?)",
-            [.date(now), .int(Int64(limit))])
-        var removed = connection.changes
-        try connection.query(
-            "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
-            [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
-        removed += connection.changes
-        try connection.query(
-            "DELETE FROM grants WHERE rowid IN (SELECT rowid FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
-            [.date(now), .int(Int64(limit))])
-        removed += connection.changes
-        try connection.query(
-            "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
-            [.date(now), .int(Int64(limit))])
-        removed += connection.changes
-        // A sealed key's data key lives in a session for its unlock window only.
-        try connection.query(
-            """
-            UPDATE sessions SET data_key = NULL WHERE rowid IN
-                (SELECT rowid FROM sessions WHERE data_key IS NOT NULL AND (unlocked_until IS NULL OR unlocked_until <= ?) LIMIT ?)
-            """, [.date(now), .int(Int64(limit))])
-        removed += connection.changes
-        if removed == 0 {
-            // Nothing left to sweep: a good moment to fold the WAL back into the database.
-            _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        try write {
+            try connection.query(
+                "DELETE FROM challenges WHERE rowid IN (SELECT rowid FROM challenges WHERE expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            var removed = connection.changes
+            try connection.query(
+                "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
+                [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
+            removed += connection.changes
+            try connection.query(
+                "DELETE FROM grants WHERE rowid IN (SELECT rowid FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            try connection.query(
+                "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            // A sealed key's data key lives in a session for its unlock window only.
+            try connection.query(
+                """
+                UPDATE sessions SET data_key = NULL WHERE rowid IN
+                    (SELECT rowid FROM sessions WHERE data_key IS NOT NULL AND (unlocked_until IS NULL OR unlocked_until <= ?) LIMIT ?)
+                """, [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            if removed == 0 {
+                // Nothing left to sweep: a good moment to fold the WAL back into the database.
+                _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            return removed
         }
-        return removed
     }
 
-    public func consumeChallenge(_ value: [UInt8]) throws -> ChallengeRecord? {
-        // DELETE … RETURNING: finding and consuming are one atomic step.
-        try connection.query(
-            """
-            DELETE FROM challenges WHERE challenge = ?
-            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at,
-                      client_ip
-            """, [.blob(value)]
-        ).first.map { r in
-            ChallengeRecord(
-                challenge: r[0].blob ?? [], ceremony: ChallengeRecord.Ceremony(rawValue: r[1].text ?? "") ?? .authentication,
-                key: r[2].text ?? "", userID: r[3].text, username: r[4].text, isAnonymous: r[5].bool,
-                existingUser: r[6].bool, algorithms: (r[7].text ?? "").split(separator: ",").compactMap { Int($0) },
-                expiresAt: r[8].date ?? .distantPast, clientIP: r[9].text)
+    public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
+        try write {
+            // DELETE … RETURNING: finding and consuming are one atomic step.
+            try connection.query(
+                """
+                DELETE FROM challenges WHERE challenge = ?
+                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at,
+                          client_ip
+                """, [.blob(value)]
+            ).first.map { r in
+                ChallengeRecord(
+                    challenge: r[0].blob ?? [], ceremony: ChallengeRecord.Ceremony(rawValue: r[1].text ?? "") ?? .authentication,
+                    key: r[2].text ?? "", userID: r[3].text, username: r[4].text, isAnonymous: r[5].bool,
+                    existingUser: r[6].bool, algorithms: (r[7].text ?? "").split(separator: ",").compactMap { Int($0) },
+                    expiresAt: r[8].date ?? .distantPast, clientIP: r[9].text)
+            }
         }
     }
 
     // MARK: Sessions
 
-    public func session(tokenHash: [UInt8], now: Date) throws -> SessionRecord? {
-        try connection.query(
-            """
-            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
-            FROM sessions WHERE token_hash = ? AND expires_at > ?
-            """,
-            [.blob(tokenHash), .date(now)]
-        ).first.map { r in
-            SessionRecord(tokenHash: r[0].blob ?? [], userID: r[1].text ?? "", createdAt: r[2].date ?? .distantPast,
-                          expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date, credentialID: r[5].blob,
-                          dataKey: r[6].blob)
+    public func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord? {
+        try read { connection in
+            try connection.query(
+                """
+                SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
+                FROM sessions WHERE token_hash = ? AND expires_at > ?
+                """,
+                [.blob(tokenHash), .date(now)]
+            ).first.map { r in
+                SessionRecord(tokenHash: r[0].blob ?? [], userID: r[1].text ?? "", createdAt: r[2].date ?? .distantPast,
+                              expiresAt: r[3].date ?? .distantPast, unlockedUntil: r[4].date, credentialID: r[5].blob,
+                              dataKey: r[6].blob)
+            }
         }
     }
 
-    public func lockAllSessions() throws -> Int {
-        try connection.query("UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
-        return connection.changes
+    public func lockAllSessions() async throws -> Int {
+        try write {
+            try connection.query("UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
+            return connection.changes
+        }
     }
 
-    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) throws {
-        try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ?",
-                             [dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws {
+        try write {
+            try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ?",
+                                 [dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+        }
     }
 
-    public func deleteSessions(ofUser userID: String) throws {
-        try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
+    public func deleteSessions(ofUser userID: String) async throws {
+        try write {
+            try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
+        }
     }
 
-    public func deleteSession(tokenHash: [UInt8]) throws {
-        try connection.query("DELETE FROM sessions WHERE token_hash = ?", [.blob(tokenHash)])
+    public func deleteSession(tokenHash: [UInt8]) async throws {
+        try write {
+            try connection.query("DELETE FROM sessions WHERE token_hash = ?", [.blob(tokenHash)])
+        }
     }
 
     private func insertSession(_ s: SessionRecord) throws {
@@ -394,35 +497,39 @@ public actor SQLiteStore: KeyfobStore {
     // MARK: Multi-row writes
 
     public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential c: CredentialRecord, session: SessionRecord) throws {
-        try connection.transaction {
-            if createUser {
+                                     credential c: CredentialRecord, session: SessionRecord) async throws {
+        try write {
+            try connection.transaction {
+                if createUser {
+                    do {
+                        try connection.query("INSERT INTO users (id, username, is_anonymous, created_at) VALUES (?, ?, ?, ?)",
+                                             [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
+                    } catch StoreError.conflict { throw StoreError.usernameTaken }
+                }
+                if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
                 do {
-                    try connection.query("INSERT INTO users (id, username, is_anonymous, created_at) VALUES (?, ?, ?, ?)",
-                                         [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
-                } catch StoreError.conflict { throw StoreError.usernameTaken }
+                    try connection.query(
+                        "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
+                         .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
+                         .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
+                         .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null])
+                } catch StoreError.conflict { throw StoreError.credentialExists }
+                try insertSession(session)
             }
-            if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
-            do {
-                try connection.query(
-                    "INSERT INTO credentials (\(Self.credentialColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
-                     .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
-                     .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
-                     .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null])
-            } catch StoreError.conflict { throw StoreError.credentialExists }
-            try insertSession(session)
         }
     }
 
     public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-                                       backupState: Bool, usedAt: Date, session: SessionRecord) throws {
-        try connection.transaction {
-            try connection.query(
-                "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
-                [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
-            guard connection.changes == 1 else { throw StoreError.conflict }
-            try insertSession(session)
+                                       backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
+        try write {
+            try connection.transaction {
+                try connection.query(
+                    "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
+                    [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
+                guard connection.changes == 1 else { throw StoreError.conflict }
+                try insertSession(session)
+            }
         }
     }
 
@@ -443,20 +550,32 @@ public actor SQLiteStore: KeyfobStore {
              .bool(k.passkeySealed)])
     }
 
-    public func nostrKey(ofUser userID: String) throws -> NostrKeyRecord? {
-        try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = ?", [.text(userID)])
-            .first.map(nostrKeyRow)
-    }
-
-    public func insertNostrKeyIfAbsent(_ record: NostrKeyRecord) throws -> NostrKeyRecord {
-        try connection.transaction {
-            try insertNostrKey(record, orIgnore: true)
-            guard let stored = try nostrKey(ofUser: record.userID) else { throw StoreError.notFound }
-            return stored
+    public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = ?", [.text(userID)])
+                .first.map(nostrKeyRow)
         }
     }
 
-    public func replaceNostrKey(_ k: NostrKeyRecord, expectedVersion: Int) throws {
+    public func insertNostrKeyIfAbsent(_ record: NostrKeyRecord) async throws -> NostrKeyRecord {
+        try write {
+            try connection.transaction {
+                try insertNostrKey(record, orIgnore: true)
+                // Read back on the writer: a reader would not see this transaction.
+                guard let stored = try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = ?",
+                                                        [.text(record.userID)]).first.map(nostrKeyRow) else {
+                    throw StoreError.notFound
+                }
+                return stored
+            }
+        }
+    }
+
+    public func replaceNostrKey(_ k: NostrKeyRecord, expectedVersion: Int) async throws {
+        try write { try replaceKey(k, expectedVersion: expectedVersion) }
+    }
+
+    private func replaceKey(_ k: NostrKeyRecord, expectedVersion: Int) throws {
         try connection.query(
             """
             UPDATE nostr_keys SET pubkey = ?, version = ?, nonce = ?, sealed = ?, updated_at = ?, passkey_sealed = ?
@@ -469,11 +588,13 @@ public actor SQLiteStore: KeyfobStore {
 
     // MARK: Key wraps
 
-    public func keyWraps(ofUser userID: String) throws -> [KeyWrapRecord] {
-        try connection.query("SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = ? ORDER BY created_at",
-                             [.text(userID)]).map { r in
-            KeyWrapRecord(userID: r[0].text ?? "", credentialID: r[1].blob ?? [], wrapped: r[2].blob ?? [],
-                          createdAt: r[3].date ?? .distantPast)
+    public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
+        try read { connection in
+            try connection.query("SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = ? ORDER BY created_at",
+                                 [.text(userID)]).map { r in
+                KeyWrapRecord(userID: r[0].text ?? "", credentialID: r[1].blob ?? [], wrapped: r[2].blob ?? [],
+                              createdAt: r[3].date ?? .distantPast)
+            }
         }
     }
 
@@ -483,78 +604,94 @@ public actor SQLiteStore: KeyfobStore {
             [.text(w.userID), .blob(w.credentialID), .blob(w.wrapped), .date(w.createdAt)])
     }
 
-    public func putKeyWrap(_ w: KeyWrapRecord) throws -> Bool {
-        try connection.transaction {
-            let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(w.userID)])
-                .first?.first?.bool ?? false
-            let owned = try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
-                                             [.blob(w.credentialID), .text(w.userID)]).first != nil
-            guard sealed, owned else { return false }
-            try insertKeyWrap(w)
-            return true
+    public func putKeyWrap(_ w: KeyWrapRecord) async throws -> Bool {
+        try write {
+            try connection.transaction {
+                let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(w.userID)])
+                    .first?.first?.bool ?? false
+                let owned = try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                                                 [.blob(w.credentialID), .text(w.userID)]).first != nil
+                guard sealed, owned else { return false }
+                try insertKeyWrap(w)
+                return true
+            }
         }
     }
 
     public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) throws {
-        try connection.transaction {
-            try replaceNostrKey(k, expectedVersion: expectedVersion)
-            try connection.query("DELETE FROM key_wraps WHERE user_id = ?", [.text(k.userID)])
-            for wrap in wraps { try insertKeyWrap(wrap) }
-            try connection.query("UPDATE sessions SET data_key = NULL WHERE user_id = ? AND data_key IS NOT NULL", [.text(k.userID)])
-            if let keepingSession {
-                try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ? AND user_id = ?",
-                                     [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
+        try write {
+            try connection.transaction {
+                try replaceKey(k, expectedVersion: expectedVersion)
+                try connection.query("DELETE FROM key_wraps WHERE user_id = ?", [.text(k.userID)])
+                for wrap in wraps { try insertKeyWrap(wrap) }
+                try connection.query("UPDATE sessions SET data_key = NULL WHERE user_id = ? AND data_key IS NOT NULL", [.text(k.userID)])
+                if let keepingSession {
+                    try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ? AND user_id = ?",
+                                         [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
+                }
             }
         }
     }
 
-    public func allNostrKeys() throws -> [NostrKeyRecord] {
-        try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys ORDER BY user_id").map(nostrKeyRow)
+    public func allNostrKeys() async throws -> [NostrKeyRecord] {
+        try read { connection in
+            try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys ORDER BY user_id").map(nostrKeyRow)
+        }
     }
 
-    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) throws {
-        try connection.transaction {
-            let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
-            guard count == records.count else { throw StoreError.conflict }
-            for k in records {
-                try connection.query(
-                    "UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ? AND passkey_sealed = ?",
-                    [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey), .bool(k.passkeySealed)])
-                guard connection.changes == 1 else { throw StoreError.conflict }
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
+        try write {
+            try connection.transaction {
+                let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
+                guard count == records.count else { throw StoreError.conflict }
+                for k in records {
+                    try connection.query(
+                        "UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ? AND passkey_sealed = ?",
+                        [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey), .bool(k.passkeySealed)])
+                    guard connection.changes == 1 else { throw StoreError.conflict }
+                }
+                try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])
             }
-            try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])
         }
     }
 
     // MARK: Meta
 
-    public func metaValue(_ name: String) throws -> [UInt8]? {
-        try connection.query("SELECT value FROM meta WHERE name = ?", [.text(name)]).first?.first?.blob
+    public func metaValue(_ name: String) async throws -> [UInt8]? {
+        try read { connection in
+            try connection.query("SELECT value FROM meta WHERE name = ?", [.text(name)]).first?.first?.blob
+        }
     }
 
-    public func setMetaValue(_ name: String, _ value: [UInt8]) throws {
-        try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
+    public func setMetaValue(_ name: String, _ value: [UInt8]) async throws {
+        try write {
+            try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
+        }
     }
 
-    public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) throws -> [UInt8] {
-        try connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
-        return try metaValue(name) ?? value
+    public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8] {
+        try write {
+            try connection.query("INSERT OR IGNORE INTO meta (name, value) VALUES (?, ?)", [.text(name), .blob(value)])
+            return try connection.query("SELECT value FROM meta WHERE name = ?", [.text(name)]).first?.first?.blob ?? value
+        }
     }
 
     // MARK: Audit log
 
     @discardableResult
-    public func appendAudit(_ e: AuditRecord) throws -> Int64 {
-        try connection.query(
-            """
-            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-            """,
-            [.text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
-             e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
-             e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null]
-        ).first?.first?.int ?? 0
+    public func appendAudit(_ e: AuditRecord) async throws -> Int64 {
+        try write {
+            try connection.query(
+                """
+                INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+                """,
+                [.text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
+                 e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
+                 e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null]
+            ).first?.first?.int ?? 0
+        }
     }
 
     private static let auditColumns = "id, user_id, at, client, transport, method, kind, event_id, outcome, code, receipt"
@@ -565,15 +702,19 @@ public actor SQLiteStore: KeyfobStore {
                     eventID: r[7].text, outcome: r[8].text ?? "", code: r[9].text, receipt: r[10].text)
     }
 
-    public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) throws -> [AuditRecord] {
-        try connection.query(
-            "SELECT \(Self.auditColumns) FROM audit_log WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-            [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]).map(auditRow)
+    public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        try read { connection in
+            try connection.query(
+                "SELECT \(Self.auditColumns) FROM audit_log WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
+                [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]).map(auditRow)
+        }
     }
 
-    public func auditEntry(id: Int64, ofUser userID: String) throws -> AuditRecord? {
-        try connection.query("SELECT \(Self.auditColumns) FROM audit_log WHERE id = ? AND user_id = ?",
-                             [.int(id), .text(userID)]).first.map(auditRow)
+    public func auditEntry(id: Int64, ofUser userID: String) async throws -> AuditRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.auditColumns) FROM audit_log WHERE id = ? AND user_id = ?",
+                                 [.int(id), .text(userID)]).first.map(auditRow)
+        }
     }
 
     // MARK: Pending requests and grants
@@ -590,86 +731,106 @@ public actor SQLiteStore: KeyfobStore {
                              state: r[12].text ?? "")
     }
 
-    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) throws {
-        try connection.transaction {
-            let owner = q.userID ?? q.requester
-            let live = try connection.query(
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+        try write {
+            try connection.transaction {
+                let owner = q.userID ?? q.requester
+                let live = try connection.query(
+                    """
+                    SELECT count(*) FROM (SELECT 1 FROM signer_requests
+                    WHERE (user_id = ? OR requester = ?) AND client = ? AND state = 'pending' AND expires_at > ? LIMIT ?)
+                    """, [.text(owner), .text(owner), .text(q.client), .date(now), .int(Int64(maxPending))]).first?.first?.int ?? 0
+                guard live < maxPending else { throw StoreError.limitReached }
+                try connection.query(
+                    "INSERT INTO signer_requests (\(Self.requestColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [.text(q.id), q.userID.map(SQLValue.text) ?? .null, .text(q.requester), .text(q.client), .text(q.transport),
+                     .text(q.method), q.kind.map { .int(Int64($0)) } ?? .null, .blob(q.nonce), .blob(q.payload),
+                     q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state)])
+            }
+        }
+    }
+
+    public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
+        try write {
+            try connection.transaction {
+                try connection.query(
+                    "UPDATE signer_requests SET user_id = ? WHERE id = ? AND user_id IS NULL AND state = 'pending' AND expires_at > ?",
+                    [.text(userID), .text(id), .date(now)])
+                return try connection.query(
+                    "SELECT \(Self.requestColumns) FROM signer_requests WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+                    [.text(id), .text(userID), .date(now)]).first.map(requestRow)
+            }
+        }
+    }
+
+    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
+        try write {
+            try connection.query(
+                "UPDATE signer_requests SET confirmation_nonce = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+                [.blob(nonce), .text(id), .text(userID), .date(now)])
+            return connection.changes == 1
+        }
+    }
+
+    public func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool {
+        try write {
+            try connection.query(
+                "UPDATE signer_requests SET state = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+                [.text(state), .text(id), .text(userID), .date(now)])
+            return connection.changes == 1
+        }
+    }
+
+    public func pendingRequestCount(now: Date) async throws -> Int {
+        try read { connection in
+            Int(try connection.query("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",
+                                     [.date(now)]).first?.first?.int ?? 0)
+        }
+    }
+
+    public func insertGrant(_ g: GrantRecord) async throws {
+        try write {
+            try connection.query(
+                "INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [.text(g.id), .text(g.userID), .text(g.client), .text(g.method), g.kind.map { .int(Int64($0)) } ?? .null,
+                 .bool(g.allow), .date(g.createdAt), .date(g.expiresAt)])
+        }
+    }
+
+    public func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord] {
+        try read { connection in
+            try connection.query(
                 """
-                SELECT count(*) FROM (SELECT 1 FROM signer_requests
-                WHERE (user_id = ? OR requester = ?) AND client = ? AND state = 'pending' AND expires_at > ? LIMIT ?)
-                """, [.text(owner), .text(owner), .text(q.client), .date(now), .int(Int64(maxPending))]).first?.first?.int ?? 0
-            guard live < maxPending else { throw StoreError.limitReached }
-            try connection.query(
-                "INSERT INTO signer_requests (\(Self.requestColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [.text(q.id), q.userID.map(SQLValue.text) ?? .null, .text(q.requester), .text(q.client), .text(q.transport),
-                 .text(q.method), q.kind.map { .int(Int64($0)) } ?? .null, .blob(q.nonce), .blob(q.payload),
-                 q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state)])
+                SELECT id, user_id, client, method, kind, allow, created_at, expires_at FROM grants
+                WHERE user_id = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rowid DESC LIMIT 1000
+                """, [.text(userID), .date(now)]
+            ).map { r in
+                GrantRecord(id: r[0].text ?? "", userID: r[1].text ?? "", client: r[2].text ?? "", method: r[3].text ?? "",
+                            kind: r[4].int.map { Int($0) }, allow: r[5].bool, createdAt: r[6].date ?? .distantPast, expiresAt: r[7].date)
+            }
         }
     }
 
-    public func claimPendingRequest(id: String, userID: String, now: Date) throws -> PendingRequestRecord? {
-        try connection.transaction {
-            try connection.query(
-                "UPDATE signer_requests SET user_id = ? WHERE id = ? AND user_id IS NULL AND state = 'pending' AND expires_at > ?",
-                [.text(userID), .text(id), .date(now)])
-            return try connection.query(
-                "SELECT \(Self.requestColumns) FROM signer_requests WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
-                [.text(id), .text(userID), .date(now)]).first.map(requestRow)
+    public func deleteGrant(id: String, ofUser userID: String) async throws -> Bool {
+        try write {
+            try connection.query("DELETE FROM grants WHERE id = ? AND user_id = ?", [.text(id), .text(userID)])
+            return connection.changes == 1
         }
-    }
-
-    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) throws -> Bool {
-        try connection.query(
-            "UPDATE signer_requests SET confirmation_nonce = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
-            [.blob(nonce), .text(id), .text(userID), .date(now)])
-        return connection.changes == 1
-    }
-
-    public func decidePendingRequest(id: String, userID: String, state: String, now: Date) throws -> Bool {
-        try connection.query(
-            "UPDATE signer_requests SET state = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
-            [.text(state), .text(id), .text(userID), .date(now)])
-        return connection.changes == 1
-    }
-
-    public func pendingRequestCount(now: Date) throws -> Int {
-        Int(try connection.query("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",
-                                 [.date(now)]).first?.first?.int ?? 0)
-    }
-
-    public func insertGrant(_ g: GrantRecord) throws {
-        try connection.query(
-            "INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [.text(g.id), .text(g.userID), .text(g.client), .text(g.method), g.kind.map { .int(Int64($0)) } ?? .null,
-             .bool(g.allow), .date(g.createdAt), .date(g.expiresAt)])
-    }
-
-    public func grants(ofUser userID: String, now: Date) throws -> [GrantRecord] {
-        try connection.query(
-            """
-            SELECT id, user_id, client, method, kind, allow, created_at, expires_at FROM grants
-            WHERE user_id = ? AND (expires_at IS NULL OR expires_at > ?) ORDER BY created_at DESC, rowid DESC LIMIT 1000
-            """, [.text(userID), .date(now)]
-        ).map { r in
-            GrantRecord(id: r[0].text ?? "", userID: r[1].text ?? "", client: r[2].text ?? "", method: r[3].text ?? "",
-                        kind: r[4].int.map { Int($0) }, allow: r[5].bool, createdAt: r[6].date ?? .distantPast, expiresAt: r[7].date)
-        }
-    }
-
-    public func deleteGrant(id: String, ofUser userID: String) throws -> Bool {
-        try connection.query("DELETE FROM grants WHERE id = ? AND user_id = ?", [.text(id), .text(userID)])
-        return connection.changes == 1
     }
 
     public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
-                                usedAt: Date) throws {
-        try connection.query(
-            "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
-            [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
-        guard connection.changes == 1 else { throw StoreError.conflict }
+                                usedAt: Date) async throws {
+        try write {
+            try connection.query(
+                "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
+                [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
+            guard connection.changes == 1 else { throw StoreError.conflict }
+        }
     }
 
-    public func healthCheck() throws {
-        try connection.query("SELECT 1")
+    public func healthCheck() async throws {
+        try read { connection in
+            try connection.query("SELECT 1")
+        }
     }
 }

@@ -89,6 +89,7 @@ struct Serve: AsyncParsableCommand {
     var metricsFrom: [String] = []
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
+    @Flag(name: .customLong("bench-echo"), help: .hidden) var benchEcho = false
 
     func run() async throws {
         let settings: ServerConfiguration
@@ -239,6 +240,7 @@ struct Serve: AsyncParsableCommand {
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
             || (file["allow-legacy-algorithms"] as? Bool ?? false)
         c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
+        c.benchEcho = benchEcho
         c.appleAppIDs = list(appleAppIDs, "KEYFOB_APPLE_APP_IDS", "apple-app-id") ?? []
         c.androidPackage = string(androidPackage, "KEYFOB_ANDROID_PACKAGE", "android-package")
         c.androidCertFingerprints = list(androidCertFingerprints, "KEYFOB_ANDROID_CERT_FINGERPRINTS", "android-cert-fingerprint") ?? []

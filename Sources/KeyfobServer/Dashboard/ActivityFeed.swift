@@ -23,8 +23,14 @@ public struct Activity: Sendable, Encodable, Equatable {
 /// dashboard's server-sent events). In memory, per instance.
 final class ActivityFeed: Sendable {
     private struct State {
-        var recent: [Activity] = []
+        /// A ring: `recent[next]` is the oldest once full. Publishing is O(1) — dropping the oldest
+        /// of an array moved every element, on every sign-in.
+        var ring: [Activity] = []
+        var next = 0
         var subscribers: [UUID: AsyncStream<Activity>.Continuation] = [:]
+
+        /// Oldest first.
+        var recent: [Activity] { Array(ring[next...] + ring[..<next]) }
     }
     private let state = NIOLockedValueBox(State())
     let capacity: Int
@@ -33,12 +39,16 @@ final class ActivityFeed: Sendable {
     init(capacity: Int = 5000) { self.capacity = capacity }
 
     func publish(_ activity: Activity) {
-        let subscribers = state.withLockedValue { state -> [AsyncStream<Activity>.Continuation] in
-            state.recent.append(activity)
-            if state.recent.count > capacity { state.recent.removeFirst(state.recent.count - capacity) }
-            return Array(state.subscribers.values)
+        let subscribers = state.withLockedValue { state -> [AsyncStream<Activity>.Continuation]? in
+            if state.ring.count < capacity {
+                state.ring.append(activity)
+            } else {
+                state.ring[state.next] = activity
+                state.next = (state.next + 1) % capacity
+            }
+            return state.subscribers.isEmpty ? nil : Array(state.subscribers.values)
         }
-        for subscriber in subscribers { subscriber.yield(activity) }
+        for subscriber in subscribers ?? [] { subscriber.yield(activity) }
     }
 
     /// Newest first, filtered.
