@@ -32,7 +32,7 @@ URL=${1:-}
 server_pid=""
 
 start_server() {
-  "$KEYFOB" serve --port "$PORT" --data-dir "$OUT/data" --public-dir "$root/Public" --bench-echo \
+  "$KEYFOB" serve --port "$PORT" --data-dir "$OUT/data" ${DATABASE:+--database "$DATABASE"} --public-dir "$root/Public" --bench-echo \
     --ip-rate 100000000 --ip-burst 100000000 --signups-per-hour 100000000 --trusted-proxy 127.0.0.1 \
     --challenge-timeout 600 --sign-rate 100000000 >"$OUT/server.log" 2>&1 &
   server_pid=$!

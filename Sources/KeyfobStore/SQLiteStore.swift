@@ -206,9 +206,12 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         ALTER TABLE sessions ADD COLUMN data_key BLOB;
         CREATE INDEX sessions_data_key ON sessions(unlocked_until) WHERE data_key IS NOT NULL;
         """,
-        // 7: challenges moved to memory (a TEMP table, `createChallengeTable`).
+        // 7: challenges moved to memory (a TEMP table, `createChallengeTable`). A user's sessions
+        // by age, so ending the oldest past the cap walks the index instead of sorting.
         """
         DROP TABLE challenges;
+        DROP INDEX sessions_user;
+        CREATE INDEX sessions_user ON sessions(user_id, created_at);
         """,
     ]
 

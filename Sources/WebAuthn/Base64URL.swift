@@ -4,12 +4,33 @@ import Foundation
 /// Input may be padded and may use the standard alphabet's `+` and `/` (some
 /// clients send plain base64); any other character is refused.
 public enum Base64URL {
+    /// Unpadded base64url in one pass into the string's own buffer (the Foundation route — base64
+    /// then two `replacingOccurrences` — was a visible share of every sign-in's profile).
     public static func encode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
-        var s = Data(bytes).base64EncodedString()
-        s = s.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        while s.hasSuffix("=") { s.removeLast() }
-        return s
+        let count = bytes.count
+        let length = count / 3 * 4 + [0, 2, 3][count % 3]
+        return String(unsafeUninitializedCapacity: length) { out in
+            var o = 0
+            var accumulator: UInt32 = 0
+            var bits = 0
+            for byte in bytes {
+                accumulator = accumulator << 8 | UInt32(byte)
+                bits += 8
+                while bits >= 6 {
+                    bits -= 6
+                    out[o] = encodeTable[Int(accumulator >> UInt32(bits) & 0x3f)]
+                    o += 1
+                }
+            }
+            if bits > 0 {
+                out[o] = encodeTable[Int(accumulator << UInt32(6 - bits) & 0x3f)]
+                o += 1
+            }
+            return o
+        }
     }
+
+    private static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Decodes base64url; returns nil for anything that is not base64url.
     /// One pass, one allocation: this runs on every assertion.

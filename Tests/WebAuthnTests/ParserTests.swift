@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 @testable import WebAuthn
 import WebAuthnTestSupport
 
@@ -74,6 +75,20 @@ import WebAuthnTestSupport
         #expect(Base64URL.decode("A") == nil)
         #expect(Base64URL.decode("AQ*D") == nil)
         #expect(Base64URL.encode([0xfb, 0xff]) == "-_8")
+    }
+
+    /// The hand-written encoder against Foundation's base64 (alphabet swapped, padding dropped),
+    /// for every length up to 200 and every byte value, and back through the decoder.
+    @Test func base64urlEncodingMatchesFoundation() {
+        var generator = SystemRandomNumberGenerator()
+        for length in 0...200 {
+            let bytes = (0..<length).map { i in length % 2 == 0 ? UInt8(truncatingIfNeeded: i) : UInt8.random(in: 0...255, using: &generator) }
+            let reference = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == reference)
+            #expect(Base64URL.encode(bytes[...]) == reference)
+            #expect(Base64URL.decode(Base64URL.encode(bytes)) == bytes)
+        }
     }
 
     @Test func creationOptionsHaveTheDesignDefaults() throws {
