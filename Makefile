@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test test-swift test-browser test-fuzz fuzz bench
+.PHONY: serve test test-swift test-browser test-fuzz fuzz bench load
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -39,3 +39,9 @@ test-fuzz:
 ## Benchmarks beside raw OpenSSL figures.
 bench:
 	Benchmarks/compare.sh
+
+## The load harness against a release build it starts and stops (BENCHMARKS.md). Needs wrk and
+## python3-cryptography; a few minutes. CREDENTIALS=1000000 seeds a million passkeys first.
+load:
+	swift build -c release --product keyfob
+	scripts/load.sh
