@@ -23,6 +23,28 @@ final class CredentialKeyCache: Sendable {
     }
 }
 
+extension CredentialKeyCache {
+    /// What an assertion is checked against: the stored passkey, its key decoded (once, cached).
+    func stored(_ record: CredentialRecord, userID: String) throws(WebAuthnError) -> StoredCredential {
+        StoredCredential(id: record.id, publicKey: try key(for: record), signCount: record.signCount,
+                         userHandle: Base64URL.decode(userID), backupEligible: record.backupEligible)
+    }
+}
+
+extension KeyfobStore {
+    /// The sign counter's compare-and-swap after an assertion that starts no session (a fresh
+    /// passkey check, an approval's confirmation); `409 counter_regression` when another use of
+    /// the passkey moved it first.
+    func advanceSignCount(of record: CredentialRecord, after verified: VerifiedAuthentication, at date: Date) async throws {
+        do {
+            try await updateSignCount(credentialID: record.id, expectedSignCount: record.signCount,
+                                      newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: date)
+        } catch StoreError.conflict {
+            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
+        }
+    }
+}
+
 /// Ceremony outcomes as structured log lines (and, later, the dashboard's stream).
 /// Never records secrets: usernames, codes and counts only.
 struct EventLog: Sendable {

@@ -314,17 +314,11 @@ struct ApprovalController: Sendable {
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
         let verified: VerifiedAuthentication
         do {
-            let stored = StoredCredential(id: credential.id, publicKey: try keys.key(for: credential), signCount: credential.signCount,
-                                          userHandle: Base64URL.decode(user.id), backupEligible: credential.backupEligible)
             verified = try configuration.relyingParty.verifyAuthentication(
-                assertion, challenge: sha256(Array(committed.utf8)), stored: stored, requireUserVerification: true)
+                assertion, challenge: sha256(Array(committed.utf8)), stored: try keys.stored(credential, userID: user.id),
+                requireUserVerification: true)
         } catch { throw APIError(error) }
-        do {
-            try await store.updateSignCount(credentialID: credential.id, expectedSignCount: credential.signCount,
-                                            newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: now())
-        } catch StoreError.conflict {
-            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
-        }
+        try await store.advanceSignCount(of: credential, after: verified, at: now())
         var signed = assertion
         signed.clientExtensionResults = nil   // a PRF output is a secret: never in a receipt
         let receipt: [String: Any] = [

@@ -273,11 +273,8 @@ struct CeremonyController: Sendable {
 
         let verified: VerifiedAuthentication
         do {
-            let stored = StoredCredential(
-                id: record.id, publicKey: try keys.key(for: record), signCount: record.signCount,
-                userHandle: Base64URL.decode(user.id), backupEligible: record.backupEligible)
             verified = try relyingParty.verifyAuthentication(
-                body.cred, challenge: pending.challenge, stored: stored,
+                body.cred, challenge: pending.challenge, stored: try keys.stored(record, userID: user.id),
                 requireUserVerification: configuration.requireUserVerification)
         } catch {
             if error.code == .counterRegression {
@@ -367,17 +364,11 @@ struct CeremonyController: Sendable {
         }
         let verified: VerifiedAuthentication
         do {
-            let stored = StoredCredential(id: record.id, publicKey: try keys.key(for: record), signCount: record.signCount,
-                                          userHandle: Base64URL.decode(userID), backupEligible: record.backupEligible)
-            verified = try relyingParty.verifyAuthentication(cred, challenge: pending.challenge, stored: stored,
+            verified = try relyingParty.verifyAuthentication(cred, challenge: pending.challenge,
+                                                             stored: try keys.stored(record, userID: userID),
                                                              requireUserVerification: true)
         } catch { throw APIError(error) }
-        do {
-            try await store.updateSignCount(credentialID: record.id, expectedSignCount: record.signCount,
-                                            newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: now())
-        } catch StoreError.conflict {
-            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
-        }
+        try await store.advanceSignCount(of: record, after: verified, at: now())
         return (record, verified)
     }
 
