@@ -94,8 +94,10 @@ final class SQLiteConnection {
         }, Unmanaged.passUnretained(target).toOpaque())
     }
 
-    /// Copies the WAL's frames into the database without waiting for, or blocking, anyone.
-    /// Returns the WAL's size in frames (nil when the checkpoint could not run).
+    /// Copies the WAL's frames into the database. Passive: without waiting for, or blocking,
+    /// anyone. Restart: also waits for readers to leave the WAL, holding writers back meanwhile, so
+    /// the next commit starts the file over. Returns the WAL's size in frames (nil when the
+    /// checkpoint could not run).
     @discardableResult
     func checkpoint(restart: Bool) -> Int32? {
         var frames: Int32 = 0

@@ -12,9 +12,10 @@ import Foundation
 public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     /// Sessions a user may hold; signing in once more ends the oldest.
     let maxSessionsPerUser: Int
-    /// Used only under `writerLock` (recursive: a write may call another write).
+    /// Used only under `writerLock`. Write bodies are synchronous and call no public method,
+    /// so the lock is never taken twice on one thread.
     private let connection: SQLiteConnection
-    private let writerLock = NSRecursiveLock()
+    private let writerLock = NSLock()
     private let readers: [(lock: NSLock, connection: SQLiteConnection)]
     private let checkpointer: Checkpointer?
 

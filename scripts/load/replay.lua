@@ -9,7 +9,6 @@
 --            that trusts 127.0.0.1 as its proxy), as a crowd of clients would.
 -- done() prints one machine-readable line: RESULT requests/s p50 p99 p99.9 (ms) non-2xx errors.
 local bodies, tokens, index, once, spread = {}, {}, 0, false, false
-local thread_id = 0
 function setup(thread)
   thread:set("id", setup_count or 0)
   setup_count = (setup_count or 0) + 1

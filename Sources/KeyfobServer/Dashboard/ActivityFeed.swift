@@ -23,7 +23,7 @@ public struct Activity: Sendable, Encodable, Equatable {
 /// dashboard's server-sent events). In memory, per instance.
 final class ActivityFeed: Sendable {
     private struct State {
-        /// A ring: `recent[next]` is the oldest once full. Publishing is O(1) — dropping the oldest
+        /// A ring: `ring[next]` is the oldest once full. Publishing is O(1) — dropping the oldest
         /// of an array moved every element, on every sign-in.
         var ring: [Activity] = []
         var next = 0
