@@ -12,15 +12,17 @@ serve:
 ## libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
 test: test-swift test-browser test-fuzz
 
+## The store contract tests and the multi-instance tests need PostgreSQL: scripts/postgres.sh
+## starts a throwaway cluster (unless KEYFOB_TEST_POSTGRES names one) and stops it after.
 test-swift:
 	@scripts/install-deps.sh --test
 	swift build --build-tests
-	swift test --skip-build
+	scripts/postgres.sh run swift test --skip-build
 
 test-browser:
 	@scripts/install-deps.sh --test
 	swift build --product keyfob
-	scripts/python -m pytest Tests/e2e -q
+	scripts/postgres.sh run scripts/python -m pytest Tests/e2e -q
 
 ## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
 ## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.

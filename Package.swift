@@ -18,6 +18,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         // System libraries: one module map each, wrapped once by the Swift modules below.
@@ -33,12 +34,18 @@ let package = Package(
 
         // Persistence behind protocols.
         .target(name: "KeyfobStore", dependencies: ["CSQLite"], swiftSettings: strict),
+        // The same protocols on PostgreSQL, for several instances on one database.
+        .target(
+            name: "KeyfobPostgres",
+            dependencies: ["KeyfobStore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                           .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict),
 
         // The Hummingbird application and the executable.
         .target(
             name: "KeyfobServer",
             dependencies: [
-                "WebAuthn", "Nostr", "KeyfobStore", "COpenSSL",
+                "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "COpenSSL",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
@@ -61,7 +68,7 @@ let package = Package(
         .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
                     swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore"], swiftSettings: strict),
+        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [

@@ -2,8 +2,10 @@ import Foundation
 import Hummingbird
 import HummingbirdCore
 import NIOCore
+import KeyfobPostgres
 import KeyfobStore
 import Logging
+import ServiceLifecycle
 import WebAuthn
 
 /// Assembles the Keyfob application: storage chosen once, routes, static pages.
@@ -25,26 +27,45 @@ public func buildApplication(
     if let directory = configuration.attestationRootsDirectory {
         configuration.trustAnchors = try AttestationRoots.load(from: directory)
     }
-    let store: any KeyfobStore = try store ?? {
-        try configuration.prepareDataDirectory()
-        return try SQLiteStore(path: configuration.sqlitePath)
-    }()
+    try configuration.prepareDataDirectory()
+    let store: any KeyfobStore = try store ?? openStore(configuration, logger: logger)
     let (masterKey, created) = try MasterKeyFile.load(configuration)
     if created {
         logger.notice("created a new master key; back it up: without it no stored nostr key can be opened",
                       metadata: ["file": "\(configuration.effectiveMasterKeyFile)"])
     }
     let vault = try KeyVault(masterKey: masterKey)
-    try await KeyCustody.checkMasterKey(vault, store: store)
-    let admins = try await Admins.bind(configuration.admins, store: store, now: clock())
-    for line in await admins.describe() { logger.notice("admin \(line)") }
-    if let path = try await AdminToken.ensure(store: store, configuration: configuration) {
-        logger.notice("created the dashboard's admin token; read it once from the file, then delete the file",
-                      metadata: ["file": "\(path)"])
+    let admins = Admins(namedSince: [:], store: store)
+    // What start-up reads and writes in the database: the master key's check value, when the
+    // operators were named, the first admin token.
+    let settings = configuration
+    @Sendable func startUp() async throws {
+        try await KeyCustody.checkMasterKey(vault, store: store)
+        try await admins.load(settings.admins, now: clock())
+        for line in await admins.describe() { logger.notice("admin \(line)") }
+        if let path = try await AdminToken.ensure(store: store, configuration: settings) {
+            logger.notice("created the dashboard's admin token; read it once from the file, then delete the file",
+                          metadata: ["file": "\(path)"])
+        }
+    }
+    var services: [any Service] = []
+    let gate: ReadinessGate
+    if let postgres = store as? PostgresStore {
+        // Listen first: /healthz answers 503 (and every other route too) until the database is
+        // reachable and start-up has run; a wrong master key still stops the server then.
+        gate = ReadinessGate(open: false)
+        services.append(StartUpService(logger: logger) {
+            try await postgres.start()
+            try await startUp()
+            gate.openNow()
+        })
+    } else {
+        try await startUp()
+        gate = ReadinessGate(open: true)
     }
     let connections = ConnectionCounter()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
-                             challenges: challenges, logger: logger, admins: admins, connections: connections)
+                             challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate)
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = configuration.maxConnections ?? connectionCap()
@@ -61,8 +82,49 @@ public func buildApplication(
             httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob",
                              backlog: 1024, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
-        services: [ExpirySweeper(store: store, interval: configuration.sweepInterval, now: clock, logger: logger)],
+        services: services + [ExpirySweeper(store: store, interval: configuration.sweepInterval, now: clock, logger: logger)],
         logger: logger)
+}
+
+/// The store `configuration.database` names: SQLite (a file, or memory) or PostgreSQL (not
+/// connected yet: `PostgresStore.start()` connects and migrates, retrying while it is down).
+public func openStore(_ configuration: ServerConfiguration, logger: Logger) throws -> any KeyfobStore {
+    if let postgres = try configuration.postgresSettings() {
+        var databaseLogger = logger
+        databaseLogger[metadataKey: "database"] = "\(postgres.redacted)"
+        return PostgresStore(settings: postgres, logger: databaseLogger)
+    }
+    return try SQLiteStore(path: configuration.sqlitePath)
+}
+
+/// The store for an operator command: opened and migrated once, or an error that says why.
+public func openStoreForCommand(_ configuration: ServerConfiguration) async throws -> any KeyfobStore {
+    let store = try openStore(configuration, logger: Logger(label: "keyfob"))
+    if let postgres = store as? PostgresStore {
+        do { try await postgres.migrate() } catch StoreError.unavailable(let reason) {
+            throw ServerConfiguration.Invalid(description: "cannot reach \(configuration.databaseDescription): \(reason)")
+        }
+    }
+    return store
+}
+
+/// Runs start-up once the server listens; when it fails (a wrong master key) the server stops.
+struct StartUpService: Service {
+    let logger: Logger
+    let body: @Sendable () async throws -> Void
+
+    func run() async throws {
+        do {
+            try await cancelWhenGracefulShutdown { try await body() }
+        } catch is CancellationError {
+            return
+        } catch {
+            logger.critical("start-up failed; stopping: \(error)")
+            throw error
+        }
+        // A service that returns ends the group: stay until shutdown.
+        try? await gracefulShutdown()
+    }
 }
 
 /// The routes alone, for tests that talk to the router directly.
@@ -74,7 +136,8 @@ public func buildRouter(
     challenges: ChallengeGenerator = .live,
     logger: Logger = Logger(label: "keyfob"),
     admins: Admins? = nil,
-    connections: ConnectionCounter = ConnectionCounter()
+    connections: ConnectionCounter = ConnectionCounter(),
+    gate: ReadinessGate = ReadinessGate(open: true)
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
@@ -84,6 +147,7 @@ public func buildRouter(
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: LoopbackAddressMiddleware(rpID: configuration.rpID))
     router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
+    router.add(middleware: ReadinessMiddleware(gate: gate))
     let feed = ActivityFeed()
     let events = EventLog(logger: logger, metrics: metrics, feed: feed, now: clock)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobPostgres
 import WebAuthn
 
 /// Every setting of DESIGN.md §6. `keyfob serve` fills it from flags, `KEYFOB_*`
@@ -151,17 +152,33 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "the master key must be 32 bytes (KEYFOB_MASTER_KEY is their base64)")
         }
         guard !algorithms.isEmpty else { throw Invalid(description: "at least one algorithm must be offered") }
-        guard database == "sqlite" || database == ":memory:" || database.hasPrefix("sqlite:") else {
+        guard database == "sqlite" || database == ":memory:" || database.hasPrefix("sqlite:") || isPostgres else {
             throw Invalid(description: """
-                --database "\(database)" is not supported yet: use "sqlite" (a file in --data-dir) or "sqlite:/path/to/file"
+                --database "\(database)" is not one Keyfob knows: use "sqlite" (a file in --data-dir), "sqlite:/path/to/file" \
+                or "postgres://user:password@host:5432/database"
                 """)
         }
+        _ = try postgresSettings()
+    }
+
+    /// Whether `database` names a PostgreSQL server.
+    public var isPostgres: Bool { PostgresSettings.isPostgresURL(database) }
+
+    /// The PostgreSQL settings `database` gives, or nil for SQLite.
+    public func postgresSettings() throws(Invalid) -> PostgresSettings? {
+        guard isPostgres else { return nil }
+        do { return try PostgresSettings(url: database) } catch { throw Invalid(description: "--database: \(error)") }
+    }
+
+    /// The database, as logs may show it (never a password).
+    public var databaseDescription: String {
+        (try? postgresSettings())??.redacted ?? sqlitePath
     }
 
     /// Creates the data directories (database, master key file) if needed and checks they are writable.
     public func prepareDataDirectory() throws(Invalid) {
         var paths: [String] = []
-        if sqlitePath != ":memory:" { paths.append(sqlitePath) }
+        if sqlitePath != ":memory:" && !isPostgres { paths.append(sqlitePath) }
         if masterKey == nil { paths.append(effectiveMasterKeyFile) }
         for path in paths { try prepareDirectory(of: path) }
     }

@@ -217,6 +217,9 @@ public enum StoreError: Error, Sendable, Equatable {
     case lastSealingPasskey
     /// The database itself failed; the message is for logs, not for clients.
     case database(String)
+    /// The database cannot be reached (down, starting, too slow): worth retrying shortly.
+    /// The message is for logs, not for clients.
+    case unavailable(String)
 }
 
 /// A signer request waiting for its user's decision (redirect flows, NIP-07): in the database so

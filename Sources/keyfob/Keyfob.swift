@@ -39,7 +39,7 @@ struct Serve: AsyncParsableCommand {
     var origins: [String] = []
     @Option(name: .customLong("data-dir"), help: "Folder for the database and key files. (env: KEYFOB_DATA_DIR; default ./data)")
     var dataDir: String?
-    @Option(help: "Storage: sqlite (a file in --data-dir) or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    @Option(help: "Storage: sqlite (a file in --data-dir), sqlite:/path/file, or postgres://user:password@host:5432/db[?sslmode=require] for several instances on one database. (env: KEYFOB_DATABASE; default sqlite)")
     var database: String?
     @Option(name: .customLong("challenge-timeout"), help: "Seconds a ceremony may take. (env: KEYFOB_CHALLENGE_TIMEOUT; default 60)")
     var challengeTimeout: Int?
@@ -121,7 +121,7 @@ struct Serve: AsyncParsableCommand {
         let open = settings.rpID == "localhost" ? "http://localhost:\(settings.port)" : settings.effectiveOrigins.first ?? ""
         logger.info("keyfob serving — open \(open)\(settings.rpID == "localhost" ? " (localhost, not 127.0.0.1: browsers refuse passkeys on a bare IP)" : "")", metadata: [
             "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
-            "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.sqlitePath)",
+            "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.databaseDescription)",
             "pages": "\(settings.publicDirectory)",
         ])
         do {
@@ -273,7 +273,7 @@ struct RotateMasterKey: AsyncParsableCommand {
 
     @Option(name: .customLong("data-dir"), help: "Folder of the database and key file. (env: KEYFOB_DATA_DIR; default ./data)")
     var dataDir: String?
-    @Option(help: "Storage: sqlite or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    @Option(help: "Storage: sqlite, sqlite:/path/file or postgres://user:password@host:5432/db. (env: KEYFOB_DATABASE; default sqlite)")
     var database: String?
     @Option(name: .customLong("master-key-file"), help: "The current master key file. (env: KEYFOB_MASTER_KEY_FILE; default <data-dir>/master.key)")
     var masterKeyFile: String?
@@ -297,7 +297,7 @@ struct RotateMasterKey: AsyncParsableCommand {
             }
             try c.validate()
             let (oldKey, _) = try MasterKeyFile.load(c)
-            let store = try SQLiteStore(path: c.sqlitePath)
+            let store = try await openStoreForCommand(c)
             let newPath = newMasterKeyFile ?? c.effectiveMasterKeyFile + ".new"
             guard !FileManager.default.fileExists(atPath: newPath) else {
                 throw ServerConfiguration.Invalid(description: "\(newPath) exists already (left by an earlier rotation?); move it away first")
@@ -329,20 +329,22 @@ struct RotateMasterKey: AsyncParsableCommand {
 struct StoreOptions: ParsableArguments {
     @Option(name: .customLong("data-dir"), help: "Folder of the database. (env: KEYFOB_DATA_DIR; default ./data)")
     var dataDir: String?
-    @Option(help: "Storage: sqlite or sqlite:/path/file. (env: KEYFOB_DATABASE; default sqlite)")
+    @Option(help: "Storage: sqlite, sqlite:/path/file or postgres://user:password@host:5432/db. (env: KEYFOB_DATABASE; default sqlite)")
     var database: String?
 
-    /// Opens the store a running server uses (SQLite in WAL mode: both may work at once).
-    func open() throws -> SQLiteStore {
+    /// Opens the store a running server uses (SQLite in WAL mode or PostgreSQL: both may work at once).
+    func open() async throws -> any KeyfobStore {
         let env = ProcessInfo.processInfo.environment
         var c = ServerConfiguration()
         c.dataDirectory = dataDir ?? env["KEYFOB_DATA_DIR"] ?? c.dataDirectory
         c.database = database ?? env["KEYFOB_DATABASE"] ?? c.database
         do { try c.validate() } catch { throw ValidationError(error.description) }
-        guard FileManager.default.fileExists(atPath: c.sqlitePath) else {
-            throw ValidationError("no database at \(c.sqlitePath) (set --data-dir or --database)")
+        if !c.isPostgres {
+            guard FileManager.default.fileExists(atPath: c.sqlitePath) else {
+                throw ValidationError("no database at \(c.sqlitePath) (set --data-dir or --database)")
+            }
         }
-        return try SQLiteStore(path: c.sqlitePath)
+        do { return try await openStoreForCommand(c) } catch { throw ValidationError("\(error)") }
     }
 }
 
@@ -359,7 +361,7 @@ struct Users: AsyncParsableCommand {
         @Option(help: "At most this many.") var limit = 100
 
         func run() async throws {
-            let db = try store.open()
+            let db = try await store.open()
             let users = try await db.users(matching: query, after: nil, limit: limit)
             let formatter = ISO8601DateFormatter()
             print("username\tanonymous\tcreated\tpasskeys")
@@ -376,7 +378,7 @@ struct Users: AsyncParsableCommand {
         @Argument(help: "The username.") var username: String
 
         func run() async throws {
-            let db = try store.open()
+            let db = try await store.open()
             guard let user = try await db.user(named: username) else { throw ValidationError("no account named \(username)") }
             let formatter = ISO8601DateFormatter()
             print("username: \(user.username)\nanonymous: \(user.isAnonymous)\ncreated: \(formatter.string(from: user.createdAt))")
@@ -396,7 +398,7 @@ struct Users: AsyncParsableCommand {
         @Flag(help: "Really remove it.") var yes = false
 
         func run() async throws {
-            let db = try store.open()
+            let db = try await store.open()
             guard let user = try await db.user(named: username) else { throw ValidationError("no account named \(username)") }
             guard yes else { throw ValidationError("this removes \(user.username) and its nostr key for good; add --yes") }
             _ = try await db.deleteUser(id: user.id)
@@ -416,7 +418,7 @@ struct Sessions: AsyncParsableCommand {
         @Option(help: "The username.") var user: String
 
         func run() async throws {
-            let db = try store.open()
+            let db = try await store.open()
             guard let account = try await db.user(named: user) else { throw ValidationError("no account named \(user)") }
             try await db.deleteSessions(ofUser: account.id)
             print("ended every session of \(account.username)")
@@ -434,7 +436,7 @@ struct AdminTokenCommand: AsyncParsableCommand {
     @Flag(help: "Replace the existing token.") var rotate = false
 
     func run() async throws {
-        let db = try store.open()
+        let db = try await store.open()
         let exists = try await db.metaValue(KeyfobServer.adminTokenMetaName) != nil
         guard rotate || !exists else {
             throw ValidationError("an admin token exists already; add --rotate to replace it (the old one stops working)")

@@ -1,20 +1,26 @@
 import Foundation
+import KeyfobPostgres
 import KeyfobStore
 import Testing
 
-/// The contract every `KeyfobStore` keeps, run against each implementation
-/// (an in-memory SQLite database and a WAL file on disk; PostgreSQL will join).
+/// The contract every `KeyfobStore` keeps, run against each implementation: an in-memory SQLite
+/// database, a WAL file on disk, and PostgreSQL (a schema of its own per test, in the cluster
+/// `KEYFOB_TEST_POSTGRES` names; `make test` starts a throwaway one).
 @Suite struct StoreContractTests {
-    enum Kind: String, CaseIterable, Sendable { case memory, file }
+    enum Kind: String, CaseIterable, Sendable { case memory, file, postgres }
 
-    static func make(_ kind: Kind) throws -> (any KeyfobStore, String?) {
+    static func make(_ kind: Kind, maxSessionsPerUser: Int = 50) async throws -> (any KeyfobStore, String?) {
         switch kind {
-        case .memory: return (try SQLiteStore(path: ":memory:"), nil)
+        case .memory: return (try SQLiteStore(path: ":memory:", maxSessionsPerUser: maxSessionsPerUser), nil)
         case .file:
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("keyfob-store-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             let path = dir.appendingPathComponent("keyfob.sqlite").path
-            return (try SQLiteStore(path: path), path)
+            return (try SQLiteStore(path: path, maxSessionsPerUser: maxSessionsPerUser), path)
+        case .postgres:
+            let store = PostgresStore(settings: try TestPostgres.settings(), maxSessionsPerUser: maxSessionsPerUser)
+            try await store.migrate()
+            return (store, nil)
         }
     }
 
@@ -31,9 +37,17 @@ import Testing
                       expiresAt: t0 + ttl, unlockedUntil: t0 + 600)
     }
 
+    /// New accounts, the n-th with passkey [n, n] and session n (from 1).
+    func register(_ users: [UserRecord], in store: any KeyfobStore) async throws {
+        for (i, u) in users.enumerated() {
+            try await store.completeRegistration(user: u, createUser: true, nostrKey: nil, credential: credential(UInt8(i + 1), of: u),
+                                                 session: session(UInt8(i + 1), of: u))
+        }
+    }
+
     @Test(arguments: Kind.allCases)
     func registrationWritesUserCredentialAndSessionTogether(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         #expect(try await store.user(named: "ALICE") == alice)  // usernames are case-insensitive
@@ -44,7 +58,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         // Same username, new user: nothing of it may remain.
@@ -64,7 +78,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func challengesAreConsumedOnce(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let c = ChallengeRecord(challenge: [7, 7], ceremony: .registration, key: "alice", userID: "u", username: "alice",
                                 algorithms: [-7, -8], expiresAt: t0 + 60)
         try await store.insertChallenge(c, now: t0, maxPerClient: 10)
@@ -74,7 +88,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func expiredRowsAreSweptInBoundedBatches(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         for i in 0..<25 {
             try await store.insertChallenge(ChallengeRecord(challenge: [1, UInt8(i)], ceremony: .authentication, key: "k",
                                                             expiresAt: t0 + 60), now: t0, maxPerClient: 100)
@@ -95,7 +109,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func liveChallengesAreCappedPerClient(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         func challenge(_ i: UInt8, ip: String, expires: TimeInterval = 60) -> ChallengeRecord {
             ChallengeRecord(challenge: [3, i], ceremony: .authentication, key: "k", expiresAt: t0 + expires, clientIP: ip)
         }
@@ -109,8 +123,9 @@ import Testing
         try await store.insertChallenge(challenge(11, ip: "10.0.0.1"), now: t0, maxPerClient: 3)  // one was used
     }
 
-    @Test func sessionsPerUserAreCappedOldestFirst() async throws {
-        let store = try SQLiteStore(path: ":memory:", maxSessionsPerUser: 3)
+    @Test(arguments: Kind.allCases)
+    func sessionsPerUserAreCappedOldestFirst(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind, maxSessionsPerUser: 3)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
                                              session: session(1, of: alice))
@@ -126,7 +141,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func theCounterIsACompareAndSwap(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
         try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
@@ -143,7 +158,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
         let hash = [UInt8](repeating: 1, count: 32)
@@ -155,7 +170,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func theLastPasskeyCannotBeRemoved(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         await #expect(throws: StoreError.conflict) { _ = try await store.deleteCredential(id: [1, 1], ofUser: alice.id) }
@@ -168,7 +183,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func keyWrapsFollowTheSealAndTheirPasskeys(_ kind: Kind) async throws {
-        let (store, _) = try Self.make(kind)
+        let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         let key = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
@@ -214,8 +229,170 @@ import Testing
         #expect(try await store.deleteCredential(id: [2, 2], ofUser: alice.id))
     }
 
+    @Test(arguments: Kind.allCases)
+    func usersAreFoundByNameCaseInsensitivelyAndPaged(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        try await register(["carol", "Alice", "bob", "al_x", "dave"].map(user), in: store)
+        #expect(try await store.users(matching: nil, after: nil, limit: 10).map(\.username) == ["al_x", "Alice", "bob", "carol", "dave"])
+        #expect(try await store.users(matching: nil, after: "bob", limit: 2).map(\.username) == ["carol", "dave"])
+        #expect(try await store.users(matching: "AL", after: nil, limit: 10).map(\.username) == ["al_x", "Alice"])
+        // % and _ are literal in a search.
+        #expect(try await store.users(matching: "_", after: nil, limit: 10).map(\.username) == ["al_x"])
+        #expect(try await store.users(matching: "%", after: nil, limit: 10).isEmpty)
+        #expect(try await store.user(id: "id-bob")?.username == "bob")
+        #expect(try await store.countUsersAndCredentials() == (5, 5))
+        // Deleting an account takes its passkeys and sessions with it.
+        #expect(try await store.deleteUser(id: "id-bob"))
+        #expect(try await store.deleteUser(id: "id-bob") == false)
+        #expect(try await store.credential(id: [3, 3]) == nil)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
+        #expect(try await store.countUsersAndCredentials() == (4, 4))
+        #expect(try await store.renameCredential(id: [1, 1], ofUser: "id-carol", name: "work laptop"))
+        #expect(try await store.renameCredential(id: [1, 1], ofUser: "id-dave", name: "theirs") == false)
+        #expect(try await store.credential(id: [1, 1])?.name == "work laptop")
+        #expect(try await store.renameCredential(id: [1, 1], ofUser: "id-carol", name: nil))
+        #expect(try await store.credential(id: [1, 1])?.name == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func nostrKeysAreInsertedOnceReplacedByVersionAndRewrappedTogether(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        let key = NostrKeyRecord(userID: alice.id, pubkey: "aa", version: 1, nonce: [1, 2], sealed: [3, 4], updatedAt: t0)
+        #expect(try await store.insertNostrKeyIfAbsent(key) == key)
+        var other = key
+        other.pubkey = "bb"
+        #expect(try await store.insertNostrKeyIfAbsent(other) == key)  // the first one stays
+        var imported = key
+        imported.pubkey = "cc"
+        imported.version = 2
+        try await store.replaceNostrKey(imported, expectedVersion: 1)
+        await #expect(throws: StoreError.conflict) { try await store.replaceNostrKey(imported, expectedVersion: 1) }
+        #expect(try await store.nostrKey(ofUser: alice.id) == imported)
+        let bobKey = NostrKeyRecord(userID: bob.id, pubkey: "dd", version: 1, nonce: [5], sealed: [6], updatedAt: t0)
+        _ = try await store.insertNostrKeyIfAbsent(bobKey)
+        let all = try await store.allNostrKeys()
+        #expect(all.map(\.userID) == [alice.id, bob.id])
+        // Rotation: all keys and the check value, or nothing.
+        var rewrapped = all.map { var k = $0; k.nonce = [9]; k.sealed = [9, 9]; return k }
+        await #expect(throws: StoreError.conflict) {
+            try await store.rewrapNostrKeys(Array(rewrapped.prefix(1)), masterKeyCheck: [1])  // one key missing
+        }
+        #expect(try await store.metaValue("master_key_check") == nil)
+        rewrapped[1].version = 7  // changed since it was read
+        await #expect(throws: StoreError.conflict) { try await store.rewrapNostrKeys(rewrapped, masterKeyCheck: [1]) }
+        #expect(try await store.nostrKey(ofUser: alice.id)?.sealed == [3, 4])
+        rewrapped[1].version = 1
+        try await store.rewrapNostrKeys(rewrapped, masterKeyCheck: [1])
+        #expect(try await store.allNostrKeys().map(\.sealed) == [[9, 9], [9, 9]])
+        #expect(try await store.metaValue("master_key_check") == [1])
+    }
+
+    @Test(arguments: Kind.allCases)
+    func metaValuesAndTheAuditLog(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        #expect(try await store.metaValue("x") == nil)
+        #expect(try await store.setMetaValueIfAbsent("x", [1]) == [1])
+        #expect(try await store.setMetaValueIfAbsent("x", [2]) == [1])
+        try await store.setMetaValue("x", [3])
+        #expect(try await store.metaValue("x") == [3])
+        var ids: [Int64] = []
+        for i in 0..<5 {
+            ids.append(try await store.appendAudit(AuditRecord(userID: i == 4 ? "id-bob" : "id-alice", at: t0 + Double(i), client: "app",
+                                                               transport: "rest", method: "sign_event", kind: i == 0 ? nil : 1,
+                                                               eventID: i == 0 ? nil : "e\(i)", outcome: "approved",
+                                                               code: nil, receipt: i == 3 ? "{}" : nil)))
+        }
+        #expect(ids == ids.sorted() && Set(ids).count == 5)
+        let page = try await store.auditEntries(ofUser: "id-alice", before: nil, limit: 2)
+        #expect(page.map(\.eventID) == ["e3", "e2"])
+        let next = try await store.auditEntries(ofUser: "id-alice", before: page.last!.id, limit: 10)
+        #expect(next.map(\.eventID) == ["e1", nil])
+        #expect(next.last?.kind == nil && next.first?.kind == 1 && next.first?.at == t0 + 1)
+        #expect(try await store.auditEntry(id: ids[3], ofUser: "id-alice")?.receipt == "{}")
+        #expect(try await store.auditEntry(id: ids[3], ofUser: "id-bob") == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func pendingRequestsAreClaimedDecidedOnceAndCapped(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        func request(_ id: String, user: String?, expires: TimeInterval = 300) -> PendingRequestRecord {
+            PendingRequestRecord(id: id, userID: user, requester: "ip:10.0.0.1", client: "app", transport: "redirect",
+                                 method: "sign_event", kind: 1, nonce: [1], payload: [2, 3], createdAt: t0, expiresAt: t0 + expires)
+        }
+        try await store.insertPendingRequest(request("r1", user: nil), now: t0, maxPending: 2)
+        try await store.insertPendingRequest(request("r2", user: nil), now: t0, maxPending: 2)
+        await #expect(throws: StoreError.limitReached) {
+            try await store.insertPendingRequest(request("r3", user: nil), now: t0, maxPending: 2)
+        }
+        #expect(try await store.pendingRequestCount(now: t0) == 2)
+        // The first signed-in user to open it owns it; to anyone else it does not exist.
+        #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0)?.payload == [2, 3])
+        #expect(try await store.claimPendingRequest(id: "r1", userID: bob.id, now: t0) == nil)
+        #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0)?.userID == alice.id)
+        #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0 + 301) == nil)  // expired
+        #expect(try await store.setConfirmationNonce(id: "r1", userID: alice.id, nonce: [4], now: t0))
+        #expect(try await store.setConfirmationNonce(id: "r1", userID: bob.id, nonce: [4], now: t0) == false)
+        #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0)?.confirmationNonce == [4])
+        #expect(try await store.decidePendingRequest(id: "r1", userID: bob.id, state: "approved", now: t0) == false)
+        #expect(try await store.decidePendingRequest(id: "r1", userID: alice.id, state: "approved", now: t0))
+        #expect(try await store.decidePendingRequest(id: "r1", userID: alice.id, state: "rejected", now: t0) == false)
+        #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0) == nil)
+        #expect(try await store.pendingRequestCount(now: t0) == 1)
+        // Decided requests no longer count against the cap.
+        try await store.insertPendingRequest(request("r3", user: nil), now: t0, maxPending: 2)
+        // Swept an hour after they expire (with the two sessions, expired by then).
+        #expect(try await store.sweepExpired(now: t0 + 300 + 3601, limit: 100) == 3 + 2)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func grantsAreListedNewestFirstUntilTheyExpire(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
+                                             session: session(1, of: alice))
+        for (i, expires) in [nil, t0 + 60, nil].enumerated() {
+            try await store.insertGrant(GrantRecord(id: "g\(i)", userID: alice.id, client: "app", method: "sign_event",
+                                                    kind: i == 2 ? nil : 1, allow: i != 1, createdAt: t0, expiresAt: expires))
+        }
+        let grants = try await store.grants(ofUser: alice.id, now: t0)
+        #expect(grants.map(\.id) == ["g2", "g1", "g0"])  // same instant: the later one first
+        #expect(grants[0].kind == nil && grants[1].allow == false && grants[1].expiresAt == t0 + 60)
+        #expect(try await store.grants(ofUser: alice.id, now: t0 + 61).map(\.id) == ["g2", "g0"])
+        #expect(try await store.deleteGrant(id: "g0", ofUser: "id-bob") == false)
+        #expect(try await store.deleteGrant(id: "g0", ofUser: alice.id))
+        #expect(try await store.grants(ofUser: alice.id, now: t0).map(\.id) == ["g2", "g1"])
+        #expect(try await store.deleteUser(id: alice.id))
+        #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func concurrentAssertionsWithOneCounterAcceptExactlyOne(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
+                                             session: session(1, of: alice))
+        let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for i in 0..<16 {
+                group.addTask {
+                    do {
+                        try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 1, newSignCount: 2, backupState: false,
+                                                               usedAt: self.t0, session: self.session(UInt8(10 + i), of: alice))
+                        return true
+                    } catch StoreError.conflict { return false }
+                }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(wins == 1)
+        #expect(try await store.credential(id: [1, 1])?.signCount == 2)
+    }
+
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
-        let (store, path) = try Self.make(.file)
+        let (store, path) = try await Self.make(.file)
         let alice = user("alice")
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         let reopened = try SQLiteStore(path: path!)  // migrations run again and change nothing

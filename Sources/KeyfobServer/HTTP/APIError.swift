@@ -26,6 +26,10 @@ public struct APIError: Error, HTTPResponseError, Sendable {
     }
 
     static func invalid(_ message: String) -> APIError { .init("invalid_request", message) }
+    /// The database cannot be reached right now (PostgreSQL down or restarting): a 503 the
+    /// client may retry, never a hang.
+    static let databaseUnavailable = APIError("internal_error", "the database is not reachable right now; try again in a moment",
+                                              status: .serviceUnavailable, headers: [.retryAfter: "2"])
     static let unauthorized = APIError("unauthorized", "sign in with a passkey first", status: .unauthorized)
     static func usernameTaken(_ username: String) -> APIError {
         APIError("username_taken", "username \"\(username)\" is taken; sign in to add a passkey to it", status: .conflict)
@@ -63,8 +67,13 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         do {
             return try await next(request, context)
         } catch let error as APIError {
-            if error.status.code >= 500 { context.logger.error("request failed", metadata: ["code": "\(error.code)"]) }
+            if error.status.code >= 500 && error.status != .serviceUnavailable {
+                context.logger.error("request failed", metadata: ["code": "\(error.code)"])
+            }
             return jsonResponse(["error": error.code, "message": error.message], status: error.status, headers: error.headers)
+        } catch StoreError.unavailable(let reason) {
+            context.logger.warning("database unavailable", metadata: ["reason": "\(reason)"])
+            return try APIError.databaseUnavailable.response(from: request, context: context)
         } catch let error as HTTPResponseError where error.status == .notFound && request.wantsHTML {
             return HTMLPage.problem(title: "Page not found", message: "There is no page at this address.",
                                     back: "/", status: .notFound, link: .home)

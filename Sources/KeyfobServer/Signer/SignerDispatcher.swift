@@ -53,7 +53,12 @@ struct SignerDispatcher: Sendable {
                         receipt: receipt)
             return result
         } catch {
-            let apiError = error as? APIError ?? APIError("internal_error", "the signer failed", status: .internalServerError)
+            let apiError: APIError
+            switch error {
+            case let error as APIError: apiError = error
+            case StoreError.unavailable: throw error  // nothing to audit into; the error middleware answers 503
+            default: apiError = APIError("internal_error", "the signer failed", status: .internalServerError)
+            }
             await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
             throw apiError
         }

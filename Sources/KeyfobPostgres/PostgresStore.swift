@@ -1,0 +1,806 @@
+import Foundation
+import KeyfobStore
+import Logging
+import PostgresNIO
+
+/// The store for several instances: every row in PostgreSQL, so any instance can finish a
+/// ceremony, an approval or a session another one began. Same guarantees as `SQLiteStore`
+/// (the contract tests run on both): challenges consumed atomically (`DELETE … RETURNING`), the
+/// sign counter compare-and-swapped, registration all-or-nothing, expired rows swept in batches.
+///
+/// Every query binds its values (postgres-nio's extended protocol); nothing is spliced into SQL.
+/// Every call is bounded by `settings.timeout`: a database that is down or unreachable makes
+/// calls fail with `StoreError.unavailable` (HTTP 503) instead of hanging, and the pool
+/// reconnects by itself when it returns.
+public final class PostgresStore: KeyfobStore, Sendable {
+    let client: PostgresClient
+    let settings: PostgresSettings
+    let maxSessionsPerUser: Int
+    let logger: Logger
+    private let runner: Task<Void, Never>
+    private let readiness = Readiness()
+
+    /// Creates the pool (no connection is made yet). Call `start()` (or `migrate()`) before use.
+    public init(settings: PostgresSettings, maxSessionsPerUser: Int = 50, logger: Logger = Logger(label: "keyfob.postgres")) {
+        self.settings = settings
+        self.maxSessionsPerUser = maxSessionsPerUser
+        self.logger = logger
+        let client = PostgresClient(configuration: settings.clientConfiguration)
+        self.client = client
+        runner = Task { await client.run() }
+    }
+
+    deinit { runner.cancel() }
+
+    /// Closes the pool.
+    public func shutdown() { runner.cancel() }
+
+    // MARK: Start-up
+
+    /// Brings the schema up to date, retrying with backoff (and a log line per failure) while the
+    /// database cannot be reached. Returns once the store is ready; calls before that fail as
+    /// unavailable. A schema error (not an outage) is thrown.
+    public func start(maxDelay: Duration = .seconds(30)) async throws {
+        var delay = Duration.milliseconds(250)
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await migrate()
+                if attempt > 1 { logger.notice("database reachable; schema up to date") }
+                return
+            } catch let error as StoreError {
+                guard case .unavailable(let reason) = error else { throw error }
+                try Task.checkCancellation()
+                // Jitter, so instances that lost the database together do not come back in step.
+                let wait = delay * Double.random(in: 0.8...1.2)
+                logger.warning("database not reachable; keyfob answers 503 until it is. Retrying", metadata: [
+                    "reason": "\(reason)", "attempt": "\(attempt)",
+                    "retryIn": "\(wait.components.seconds).\(String(format: "%03d", Int(wait.components.attoseconds / 1_000_000_000_000_000)))s",
+                ])
+                try await Task.sleep(for: wait)
+                delay = min(delay * 2, maxDelay)
+            }
+        }
+    }
+
+    /// One attempt at bringing the schema up to date, under an advisory lock so that instances
+    /// starting together migrate once: the first takes the lock and migrates, the others wait for
+    /// it, then find nothing left to do.
+    public func migrate() async throws {
+        // Reachable at all? (Fails within the timeout; the migration itself may wait longer, for
+        // another instance's.)
+        _ = try await bounded(settings.timeout) { [self] in try await rows("SELECT 1").count }
+        try await bounded(.seconds(60)) { [self] in
+            try await client.withConnection { connection in
+                let lockName = "keyfob.migrations.\(settings.schema ?? "default")"
+                _ = try await connection.query("SELECT pg_advisory_lock(hashtext(\(lockName)))", logger: logger).collect()
+                do {
+                    try await applyMigrations(on: connection)
+                    _ = try await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: logger).collect()
+                } catch {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: logger).collect()
+                    throw error
+                }
+            }
+        }
+        readiness.set()
+    }
+
+    private func applyMigrations(on connection: PostgresConnection) async throws {
+        if let schema = settings.schema {
+            // The name was checked against [a-z0-9_] when the URL was read.
+            try await connection.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \(schema)"), logger: logger).collect()
+        }
+        try await connection.query(
+            "CREATE TABLE IF NOT EXISTS keyfob_schema (version BIGINT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)",
+            logger: logger).collect()
+        let rows = try await connection.query("SELECT coalesce(max(version), 0) FROM keyfob_schema", logger: logger).collect()
+        let current = try rows.first?.makeRandomAccess()[0].decode(Int.self) ?? 0
+        guard current <= PostgresSchema.migrations.count else {
+            throw StoreError.database("the database's schema (version \(current)) is newer than this keyfob (\(PostgresSchema.migrations.count)): upgrade keyfob")
+        }
+        for (index, statements) in PostgresSchema.migrations.enumerated().dropFirst(current) {
+            let version = index + 1
+            try await connection.withTransaction(logger: logger) { connection in
+                for sql in statements { try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect() }
+                try await connection.query(
+                    "INSERT INTO keyfob_schema (version, applied_at) VALUES (\(version), \(Date().timeIntervalSince1970))",
+                    logger: logger).collect()
+            }
+            logger.notice("database schema migrated", metadata: ["version": "\(version)"])
+        }
+    }
+
+    // MARK: Running queries
+
+    /// Runs `body` within the timeout, once the store is ready, with PostgreSQL's errors turned
+    /// into `StoreError`s.
+    private func call<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
+        return try await bounded(settings.timeout, body)
+    }
+
+    private func bounded<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await withThrowingTaskGroup(of: T?.self) { group in
+                group.addTask { try await body() }
+                group.addTask {
+                    try await Task.sleep(for: limit)
+                    return nil
+                }
+                defer { group.cancelAll() }
+                guard let first = try await group.next(), let result = first else {
+                    throw StoreError.unavailable("no answer within \(limit)")
+                }
+                return result
+            }
+        } catch {
+            throw Self.translate(error)
+        }
+    }
+
+    /// PostgreSQL's errors as the store's: a unique or foreign-key violation is a `conflict`, a
+    /// lost or refused connection is `unavailable`, anything else `database` (for the log).
+    static func translate(_ error: any Error) -> any Error {
+        switch error {
+        case is StoreError, is CancellationError: return error
+        case let error as PostgresTransactionError:
+            // What failed inside the transaction decides (it was rolled back).
+            return translate(error.closureError ?? error.beginError ?? error.commitError ?? StoreError.unavailable("transaction failed"))
+        case let error as PSQLError:
+            guard error.code == .server, let state = error.serverInfo?[.sqlState] else {
+                return StoreError.unavailable("PostgreSQL connection: \(error.code)")
+            }
+            if state.hasPrefix("23") { return StoreError.conflict }
+            // 08: connection exception, 53: insufficient resources, 57: shutting down / cancelled.
+            if state.hasPrefix("08") || state.hasPrefix("53") || state.hasPrefix("57") {
+                return StoreError.unavailable("PostgreSQL \(state)")
+            }
+            return StoreError.database("PostgreSQL \(state): \(error.serverInfo?[.message] ?? "")")
+        case is PostgresDecodingError:
+            return StoreError.database("a stored value has an unexpected type")
+        default:
+            // Pool errors (circuit breaker open, pool closed) and I/O errors: the database is away.
+            return StoreError.unavailable("\(type(of: error))")
+        }
+    }
+
+    /// The rows of one query on the pool.
+    private func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        try await client.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
+    }
+
+    /// How many rows a statement touched (statements say `RETURNING 1`).
+    private func touched(_ query: PostgresQuery) async throws -> Int {
+        try await client.query(query, logger: logger).collect().count
+    }
+
+    private func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await call { [self] in
+            try await client.withTransaction(logger: logger) { connection in try await body(connection) }
+        }
+    }
+
+    // MARK: Users
+
+    private static let userColumns = "id, username, is_anonymous, created_at"
+
+    private static func userRow(_ r: PostgresRandomAccessRow) throws -> UserRecord {
+        UserRecord(id: try r.text(0), username: try r.text(1), isAnonymous: try r.bool(2), createdAt: try r.date(3))
+    }
+
+    public func user(named username: String) async throws -> UserRecord? {
+        try await call { [self] in
+            try await rows("SELECT id, username, is_anonymous, created_at FROM users WHERE lower(username) = lower(\(username))")
+                .first.map(Self.userRow)
+        }
+    }
+
+    public func user(id: String) async throws -> UserRecord? {
+        try await call { [self] in
+            try await rows("SELECT id, username, is_anonymous, created_at FROM users WHERE id = \(id)").first.map(Self.userRow)
+        }
+    }
+
+    public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
+        // ILIKE with the user's text escaped: % and _ in a search are literal (as in SQLite's LIKE).
+        let pattern = query.map { text in
+            "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+                .replacingOccurrences(of: "_", with: "!_") + "%"
+        } ?? "%"
+        let after = (afterName ?? "").lowercased()
+        let limit = max(0, limit)
+        return try await call { [self] in
+            try await rows("""
+                SELECT id, username, is_anonymous, created_at FROM users
+                WHERE username ILIKE \(pattern) ESCAPE '!' AND lower(username) COLLATE "C" > \(after) COLLATE "C"
+                ORDER BY lower(username) COLLATE "C" LIMIT \(limit)
+                """).map(Self.userRow)
+        }
+    }
+
+    public func deleteUser(id: String) async throws -> Bool {
+        try await call { [self] in
+            try await touched("DELETE FROM users WHERE id = \(id) RETURNING 1") == 1
+        }
+    }
+
+    // MARK: Credentials
+
+    private static let credentialColumns = """
+        id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
+        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on
+        """
+
+    private static func credentialRow(_ r: PostgresRandomAccessRow) throws -> CredentialRecord {
+        CredentialRecord(
+            id: try r.bytes(0), userID: try r.text(1), publicKey: try r.bytes(2), algorithm: try r.int(3),
+            signCount: UInt32(clamping: try r.int(4)),
+            transports: try r.text(5).split(separator: ",").map(String.init), aaguid: try r.bytes(6),
+            attestationFormat: try r.text(7), backupEligible: try r.bool(8), backupState: try r.bool(9),
+            createdAt: try r.date(10), lastUsedAt: try r.optionalDate(11), attestationTrusted: try r.bool(12),
+            name: try r.optionalText(13), createdOn: try r.optionalText(14))
+    }
+
+    public func credential(id: [UInt8]) async throws -> CredentialRecord? {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.credentialColumns) FROM credentials WHERE id = \(ByteBuffer(bytes: id))")
+                .first.map(Self.credentialRow)
+        }
+    }
+
+    public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.credentialColumns) FROM credentials WHERE user_id = \(userID) ORDER BY created_at, id")
+                .map(Self.credentialRow)
+        }
+    }
+
+    public func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool {
+        try await transaction { connection in
+            // Lock the user's passkeys: two removals at once cannot both see "not the last one".
+            let owned = try await connection.query(
+                "SELECT id FROM credentials WHERE user_id = \(userID) ORDER BY id FOR UPDATE", logger: self.logger).collect()
+                .map { Array(try $0.makeRandomAccess()[0].decode(ByteBuffer.self).readableBytesView) }
+            guard owned.contains(id) else { return false }
+            guard owned.count > 1 else { throw StoreError.conflict }
+            let sealed = try await connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(userID)",
+                                                    logger: self.logger).collect().first?.makeRandomAccess()[0].decode(Bool.self) ?? false
+            if sealed {
+                let others = try await connection.query(
+                    "SELECT 1 FROM key_wraps WHERE user_id = \(userID) AND credential_id <> \(ByteBuffer(bytes: id)) LIMIT 1",
+                    logger: self.logger).collect().count
+                guard others > 0 else { throw StoreError.lastSealingPasskey }
+            }
+            try await connection.query("DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID)",
+                                       logger: self.logger).collect()
+            try await connection.query("DELETE FROM sessions WHERE credential_id = \(ByteBuffer(bytes: id))", logger: self.logger).collect()
+            return true
+        }
+    }
+
+    public func renameCredential(id: [UInt8], ofUser userID: String, name: String?) async throws -> Bool {
+        try await call { [self] in
+            try await touched("UPDATE credentials SET name = \(name) WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID) RETURNING 1") == 1
+        }
+    }
+
+    public func countUsersAndCredentials() async throws -> (users: Int, credentials: Int) {
+        let counts = try await call { [self] in
+            let row = try await rows("SELECT (SELECT count(*) FROM users), (SELECT count(*) FROM credentials)").first
+            return [try row?.int(0) ?? 0, try row?.int(1) ?? 0]
+        }
+        return (counts[0], counts[1])
+    }
+
+    // MARK: Challenges
+
+    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) async throws {
+        let algorithms = c.algorithms.map(String.init).joined(separator: ",")
+        let inserted = try await call { [self] in
+            // One statement: insert only while the client has fewer than `maxPerClient` live
+            // challenges. (Two inserts racing for the last place may both win; the cap is a
+            // flood limit, a few over it do no harm, and a lock per insert would cost every login.)
+            try await touched("""
+                INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
+                                        existing_user, algorithms, expires_at, client_ip)
+                SELECT \(ByteBuffer(bytes: c.challenge)), \(c.ceremony.rawValue), \(c.key), \(c.userID), \(c.username),
+                       \(c.isAnonymous), \(c.existingUser), \(algorithms), \(c.expiresAt.timeIntervalSince1970), \(c.clientIP)
+                WHERE CAST(\(c.clientIP) AS TEXT) IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM challenges
+                      WHERE client_ip = \(c.clientIP) AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPerClient)) AS live)
+                      < \(maxPerClient)
+                RETURNING 1
+                """)
+        }
+        guard inserted == 1 else { throw StoreError.limitReached }
+    }
+
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        let moment = now.timeIntervalSince1970
+        let limit = max(0, limit)
+        return try await call { [self] in
+            var removed = try await touched("""
+                DELETE FROM challenges WHERE challenge IN
+                    (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM signer_requests WHERE id IN
+                    (SELECT id FROM signer_requests WHERE expires_at <= \(moment - 3600) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM grants WHERE id IN
+                    (SELECT id FROM grants WHERE expires_at IS NOT NULL AND expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM sessions WHERE token_hash IN
+                    (SELECT token_hash FROM sessions WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            // A sealed key's data key lives in a session for its unlock window only.
+            removed += try await touched("""
+                UPDATE sessions SET data_key = NULL WHERE token_hash IN
+                    (SELECT token_hash FROM sessions WHERE data_key IS NOT NULL
+                     AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit)) RETURNING 1
+                """)
+            return removed
+        }
+    }
+
+    public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
+        try await call { [self] in
+            // DELETE … RETURNING: finding and consuming are one atomic step, on every instance.
+            try await rows("""
+                DELETE FROM challenges WHERE challenge = \(ByteBuffer(bytes: value))
+                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
+                          expires_at, client_ip
+                """).first.map { r in
+                ChallengeRecord(
+                    challenge: try r.bytes(0), ceremony: ChallengeRecord.Ceremony(rawValue: try r.text(1)) ?? .authentication,
+                    key: try r.text(2), userID: try r.optionalText(3), username: try r.optionalText(4), isAnonymous: try r.bool(5),
+                    existingUser: try r.bool(6), algorithms: try r.text(7).split(separator: ",").compactMap { Int($0) },
+                    expiresAt: try r.date(8), clientIP: try r.optionalText(9))
+            }
+        }
+    }
+
+    // MARK: Sessions
+
+    public func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord? {
+        try await call { [self] in
+            try await rows("""
+                SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
+                FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND expires_at > \(now.timeIntervalSince1970)
+                """).first.map { r in
+                SessionRecord(tokenHash: try r.bytes(0), userID: try r.text(1), createdAt: try r.date(2), expiresAt: try r.date(3),
+                              unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5),
+                              dataKey: try r.optionalBytes(6))
+            }
+        }
+    }
+
+    public func deleteSession(tokenHash: [UInt8]) async throws {
+        _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1") }
+    }
+
+    public func deleteSessions(ofUser userID: String) async throws {
+        _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE user_id = \(userID) RETURNING 1") }
+    }
+
+    public func lockAllSessions() async throws -> Int {
+        try await call { [self] in
+            try await touched("""
+                UPDATE sessions SET unlocked_until = NULL, data_key = NULL
+                WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL RETURNING 1
+                """)
+        }
+    }
+
+    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws {
+        _ = try await call { [self] in
+            try await touched("""
+                UPDATE sessions SET data_key = \(dataKey.map { ByteBuffer(bytes: $0) })
+                WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1
+                """)
+        }
+    }
+
+    private func insertSession(_ s: SessionRecord, on connection: PostgresConnection) async throws {
+        // At most `maxSessionsPerUser`: the oldest ones end first.
+        try await connection.query("""
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) ORDER BY created_at DESC
+                 OFFSET \(max(0, maxSessionsPerUser - 1)))
+            """, logger: logger).collect()
+        try await connection.query("""
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+            VALUES (\(ByteBuffer(bytes: s.tokenHash)), \(s.userID), \(s.createdAt.timeIntervalSince1970),
+                    \(s.expiresAt.timeIntervalSince1970), \(s.unlockedUntil?.timeIntervalSince1970),
+                    \(s.credentialID.map { ByteBuffer(bytes: $0) }), \(s.dataKey.map { ByteBuffer(bytes: $0) }))
+            """, logger: logger).collect()
+    }
+
+    // MARK: Multi-row writes
+
+    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+                                     credential c: CredentialRecord, session: SessionRecord) async throws {
+        try await transaction { [self] connection in
+            if createUser {
+                do {
+                    try await connection.query("""
+                        INSERT INTO users (id, username, is_anonymous, created_at)
+                        VALUES (\(user.id), \(user.username), \(user.isAnonymous), \(user.createdAt.timeIntervalSince1970))
+                        """, logger: logger).collect()
+                } catch {
+                    if case StoreError.conflict = Self.translate(error) { throw StoreError.usernameTaken }
+                    throw error
+                }
+            }
+            if let nostrKey { try await insertNostrKey(nostrKey, onConflict: "", on: connection) }
+            do {
+                try await connection.query("""
+                    INSERT INTO credentials (\(unescaped: Self.credentialColumns)) VALUES (
+                        \(ByteBuffer(bytes: c.id)), \(c.userID), \(ByteBuffer(bytes: c.publicKey)), \(c.algorithm), \(Int(c.signCount)),
+                        \(c.transports.joined(separator: ",")), \(ByteBuffer(bytes: c.aaguid)), \(c.attestationFormat),
+                        \(c.backupEligible), \(c.backupState), \(c.createdAt.timeIntervalSince1970), \(c.lastUsedAt?.timeIntervalSince1970),
+                        \(c.attestationTrusted), \(c.name), \(c.createdOn))
+                    """, logger: logger).collect()
+            } catch {
+                if case StoreError.conflict = Self.translate(error) { throw StoreError.credentialExists }
+                throw error
+            }
+            try await insertSession(session, on: connection)
+        }
+    }
+
+    public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+                                       backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
+        try await transaction { [self] connection in
+            // Under READ COMMITTED a concurrent update makes this one wait, then re-check
+            // `sign_count` on the new row: of two assertions with one counter, one wins.
+            let updated = try await connection.query("""
+                UPDATE credentials SET sign_count = \(Int(newSignCount)), backup_state = \(backupState),
+                                       last_used_at = \(usedAt.timeIntervalSince1970)
+                WHERE id = \(ByteBuffer(bytes: credentialID)) AND sign_count = \(Int(expectedSignCount)) RETURNING 1
+                """, logger: logger).collect().count
+            guard updated == 1 else { throw StoreError.conflict }
+            try await insertSession(session, on: connection)
+        }
+    }
+
+    public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+                                usedAt: Date) async throws {
+        let updated = try await call { [self] in
+            try await touched("""
+                UPDATE credentials SET sign_count = \(Int(newSignCount)), backup_state = \(backupState),
+                                       last_used_at = \(usedAt.timeIntervalSince1970)
+                WHERE id = \(ByteBuffer(bytes: credentialID)) AND sign_count = \(Int(expectedSignCount)) RETURNING 1
+                """)
+        }
+        guard updated == 1 else { throw StoreError.conflict }
+    }
+
+    public func healthCheck() async throws {
+        _ = try await call { [self] in try await rows("SELECT 1").count }
+    }
+
+    // MARK: Nostr keys
+
+    private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
+
+    private static func nostrKeyRow(_ r: PostgresRandomAccessRow) throws -> NostrKeyRecord {
+        NostrKeyRecord(userID: try r.text(0), pubkey: try r.text(1), version: try r.int(2), nonce: try r.bytes(3),
+                       sealed: try r.bytes(4), updatedAt: try r.date(5), passkeySealed: try r.bool(6))
+    }
+
+    private func insertNostrKey(_ k: NostrKeyRecord, onConflict: String, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO nostr_keys (\(unescaped: Self.nostrKeyColumns))
+            VALUES (\(k.userID), \(k.pubkey), \(k.version), \(ByteBuffer(bytes: k.nonce)), \(ByteBuffer(bytes: k.sealed)),
+                    \(k.updatedAt.timeIntervalSince1970), \(k.passkeySealed)) \(unescaped: onConflict)
+            """, logger: logger).collect()
+    }
+
+    public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = \(userID)").first.map(Self.nostrKeyRow)
+        }
+    }
+
+    public func insertNostrKeyIfAbsent(_ record: NostrKeyRecord) async throws -> NostrKeyRecord {
+        try await call { [self] in
+            try await client.withConnection { connection in
+                try await insertNostrKey(record, onConflict: "ON CONFLICT (user_id) DO NOTHING", on: connection)
+                // A statement of its own: it sees the row whichever instance wrote it.
+                guard let stored = try await connection.query(
+                    "SELECT \(unescaped: Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = \(record.userID)",
+                    logger: logger).collect().first.map({ try Self.nostrKeyRow($0.makeRandomAccess()) }) else {
+                    throw StoreError.notFound
+                }
+                return stored
+            }
+        }
+    }
+
+    public func replaceNostrKey(_ k: NostrKeyRecord, expectedVersion: Int) async throws {
+        try await transaction { [self] connection in try await replaceKey(k, expectedVersion: expectedVersion, on: connection) }
+    }
+
+    private func replaceKey(_ k: NostrKeyRecord, expectedVersion: Int, on connection: PostgresConnection) async throws {
+        let updated = try await connection.query("""
+            UPDATE nostr_keys SET pubkey = \(k.pubkey), version = \(k.version), nonce = \(ByteBuffer(bytes: k.nonce)),
+                   sealed = \(ByteBuffer(bytes: k.sealed)), updated_at = \(k.updatedAt.timeIntervalSince1970),
+                   passkey_sealed = \(k.passkeySealed)
+            WHERE user_id = \(k.userID) AND version = \(expectedVersion) RETURNING 1
+            """, logger: logger).collect().count
+        guard updated == 1 else { throw StoreError.conflict }
+    }
+
+    public func allNostrKeys() async throws -> [NostrKeyRecord] {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.nostrKeyColumns) FROM nostr_keys ORDER BY user_id COLLATE \"C\"")
+                .map(Self.nostrKeyRow)
+        }
+    }
+
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
+        try await transaction { [self] connection in
+            // Lock every key: none may change or appear until the new check value is written.
+            try await connection.query("LOCK TABLE nostr_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
+            let count = try await connection.query("SELECT count(*) FROM nostr_keys", logger: logger).collect()
+                .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
+            guard count == records.count else { throw StoreError.conflict }
+            for k in records {
+                let updated = try await connection.query("""
+                    UPDATE nostr_keys SET nonce = \(ByteBuffer(bytes: k.nonce)), sealed = \(ByteBuffer(bytes: k.sealed))
+                    WHERE user_id = \(k.userID) AND version = \(k.version) AND pubkey = \(k.pubkey)
+                      AND passkey_sealed = \(k.passkeySealed) RETURNING 1
+                    """, logger: logger).collect().count
+                guard updated == 1 else { throw StoreError.conflict }
+            }
+            try await upsertMeta(Self.masterKeyCheckName, masterKeyCheck, on: connection)
+        }
+    }
+
+    // MARK: Key wraps
+
+    public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = \(userID)
+                ORDER BY created_at, credential_id
+                """).map { r in
+                KeyWrapRecord(userID: try r.text(0), credentialID: try r.bytes(1), wrapped: try r.bytes(2), createdAt: try r.date(3))
+            }
+        }
+    }
+
+    private func insertKeyWrap(_ w: KeyWrapRecord, on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO key_wraps (user_id, credential_id, wrapped, created_at)
+            VALUES (\(w.userID), \(ByteBuffer(bytes: w.credentialID)), \(ByteBuffer(bytes: w.wrapped)), \(w.createdAt.timeIntervalSince1970))
+            ON CONFLICT (user_id, credential_id) DO UPDATE SET wrapped = excluded.wrapped, created_at = excluded.created_at
+            """, logger: logger).collect()
+    }
+
+    public func putKeyWrap(_ w: KeyWrapRecord) async throws -> Bool {
+        try await transaction { [self] connection in
+            let sealed = try await connection.query(
+                "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(w.userID) FOR SHARE", logger: logger).collect()
+                .first?.makeRandomAccess()[0].decode(Bool.self) ?? false
+            let owned = try await connection.query(
+                "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: w.credentialID)) AND user_id = \(w.userID) FOR SHARE",
+                logger: logger).collect().count == 1
+            guard sealed, owned else { return false }
+            try await insertKeyWrap(w, on: connection)
+            return true
+        }
+    }
+
+    public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
+        try await transaction { [self] connection in
+            try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
+            try await connection.query("DELETE FROM key_wraps WHERE user_id = \(k.userID)", logger: logger).collect()
+            for wrap in wraps { try await insertKeyWrap(wrap, on: connection) }
+            try await connection.query(
+                "UPDATE sessions SET data_key = NULL WHERE user_id = \(k.userID) AND data_key IS NOT NULL", logger: logger).collect()
+            if let keepingSession {
+                try await connection.query("""
+                    UPDATE sessions SET data_key = \(sessionDataKey.map { ByteBuffer(bytes: $0) })
+                    WHERE token_hash = \(ByteBuffer(bytes: keepingSession)) AND user_id = \(k.userID)
+                    """, logger: logger).collect()
+            }
+        }
+    }
+
+    // MARK: Meta
+
+    public func metaValue(_ name: String) async throws -> [UInt8]? {
+        try await call { [self] in
+            try await rows("SELECT value FROM meta WHERE name = \(name)").first.map { try $0.bytes(0) }
+        }
+    }
+
+    private func upsertMeta(_ name: String, _ value: [UInt8], on connection: PostgresConnection) async throws {
+        try await connection.query("""
+            INSERT INTO meta (name, value) VALUES (\(name), \(ByteBuffer(bytes: value)))
+            ON CONFLICT (name) DO UPDATE SET value = excluded.value
+            """, logger: logger).collect()
+    }
+
+    public func setMetaValue(_ name: String, _ value: [UInt8]) async throws {
+        try await call { [self] in try await client.withConnection { try await upsertMeta(name, value, on: $0) } }
+    }
+
+    public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8] {
+        try await call { [self] in
+            _ = try await touched("INSERT INTO meta (name, value) VALUES (\(name), \(ByteBuffer(bytes: value))) ON CONFLICT (name) DO NOTHING RETURNING 1")
+            return try await rows("SELECT value FROM meta WHERE name = \(name)").first.map { try $0.bytes(0) } ?? value
+        }
+    }
+
+    // MARK: Audit log
+
+    @discardableResult
+    public func appendAudit(_ e: AuditRecord) async throws -> Int64 {
+        try await call { [self] in
+            Int64(try await rows("""
+                INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
+                VALUES (\(e.userID), \(e.at.timeIntervalSince1970), \(e.client), \(e.transport), \(e.method), \(e.kind),
+                        \(e.eventID), \(e.outcome), \(e.code), \(e.receipt))
+                RETURNING id
+                """).first?.int(0) ?? 0)
+        }
+    }
+
+    private static let auditColumns = "id, user_id, at, client, transport, method, kind, event_id, outcome, code, receipt"
+
+    private static func auditRow(_ r: PostgresRandomAccessRow) throws -> AuditRecord {
+        AuditRecord(id: Int64(try r.int(0)), userID: try r.text(1), at: try r.date(2), client: try r.text(3),
+                    transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6), eventID: try r.optionalText(7),
+                    outcome: try r.text(8), code: try r.optionalText(9), receipt: try r.optionalText(10))
+    }
+
+    public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Self.auditColumns) FROM audit_log WHERE user_id = \(userID) AND id < \(Int(before ?? Int64.max))
+                ORDER BY id DESC LIMIT \(max(0, limit))
+                """).map(Self.auditRow)
+        }
+    }
+
+    public func auditEntry(id: Int64, ofUser userID: String) async throws -> AuditRecord? {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.auditColumns) FROM audit_log WHERE id = \(Int(id)) AND user_id = \(userID)")
+                .first.map(Self.auditRow)
+        }
+    }
+
+    // MARK: Pending requests and grants
+
+    private static let requestColumns = """
+        id, user_id, requester, client, transport, method, kind, nonce, payload, confirmation_nonce, created_at, expires_at, state
+        """
+
+    private static func requestRow(_ r: PostgresRandomAccessRow) throws -> PendingRequestRecord {
+        PendingRequestRecord(id: try r.text(0), userID: try r.optionalText(1), requester: try r.text(2), client: try r.text(3),
+                             transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6),
+                             nonce: try r.bytes(7), payload: try r.bytes(8), confirmationNonce: try r.optionalBytes(9),
+                             createdAt: try r.date(10), expiresAt: try r.date(11), state: try r.text(12))
+    }
+
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+        let owner = q.userID ?? q.requester
+        let inserted = try await call { [self] in
+            // As with challenges: one statement, the cap checked as it inserts.
+            try await touched("""
+                INSERT INTO signer_requests (\(unescaped: Self.requestColumns))
+                SELECT \(q.id), \(q.userID), \(q.requester), \(q.client), \(q.transport), \(q.method), \(q.kind),
+                       \(ByteBuffer(bytes: q.nonce)), \(ByteBuffer(bytes: q.payload)), \(q.confirmationNonce.map { ByteBuffer(bytes: $0) }),
+                       \(q.createdAt.timeIntervalSince1970), \(q.expiresAt.timeIntervalSince1970), \(q.state)
+                WHERE (SELECT count(*) FROM (SELECT 1 FROM signer_requests
+                       WHERE (user_id = \(owner) OR requester = \(owner)) AND client = \(q.client) AND state = 'pending'
+                         AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPending)) AS live) < \(maxPending)
+                RETURNING 1
+                """)
+        }
+        guard inserted == 1 else { throw StoreError.limitReached }
+    }
+
+    public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
+        try await call { [self] in
+            // One statement: claim it if nobody owns it; it comes back only if it is (now) this user's.
+            try await rows("""
+                UPDATE signer_requests SET user_id = \(userID)
+                WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID)) AND state = 'pending'
+                  AND expires_at > \(now.timeIntervalSince1970)
+                RETURNING \(unescaped: Self.requestColumns)
+                """).first.map(Self.requestRow)
+        }
+    }
+
+    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE signer_requests SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
+                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                """) == 1
+        }
+    }
+
+    public func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE signer_requests SET state = \(state)
+                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                """) == 1
+        }
+    }
+
+    public func pendingRequestCount(now: Date) async throws -> Int {
+        try await call { [self] in
+            try await rows("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > \(now.timeIntervalSince1970)")
+                .first?.int(0) ?? 0
+        }
+    }
+
+    public func insertGrant(_ g: GrantRecord) async throws {
+        _ = try await call { [self] in
+            try await touched("""
+                INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at)
+                VALUES (\(g.id), \(g.userID), \(g.client), \(g.method), \(g.kind), \(g.allow), \(g.createdAt.timeIntervalSince1970),
+                        \(g.expiresAt?.timeIntervalSince1970)) RETURNING 1
+                """)
+        }
+    }
+
+    public func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT id, user_id, client, method, kind, allow, created_at, expires_at FROM grants
+                WHERE user_id = \(userID) AND (expires_at IS NULL OR expires_at > \(now.timeIntervalSince1970))
+                ORDER BY created_at DESC, seq DESC LIMIT 1000
+                """).map { r in
+                GrantRecord(id: try r.text(0), userID: try r.text(1), client: try r.text(2), method: try r.text(3),
+                            kind: try r.optionalInt(4), allow: try r.bool(5), createdAt: try r.date(6), expiresAt: try r.optionalDate(7))
+            }
+        }
+    }
+
+    public func deleteGrant(id: String, ofUser userID: String) async throws -> Bool {
+        try await call { [self] in
+            try await touched("DELETE FROM grants WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
+        }
+    }
+}
+
+/// Set once, read on every call.
+private final class Readiness: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = false
+    var isSet: Bool { lock.withLock { value } }
+    func set() { lock.withLock { value = true } }
+}
+
+extension PostgresRowSequence {
+    /// Every row (the store's queries return few: single rows or pages).
+    @discardableResult
+    func collect() async throws -> [PostgresRow] {
+        var rows: [PostgresRow] = []
+        for try await row in self { rows.append(row) }
+        return rows
+    }
+}
+
+extension PostgresRandomAccessRow {
+    func text(_ i: Int) throws -> String { try self[i].decode(String.self) }
+    func optionalText(_ i: Int) throws -> String? { try self[i].decode(String?.self) }
+    func int(_ i: Int) throws -> Int { try self[i].decode(Int.self) }
+    func optionalInt(_ i: Int) throws -> Int? { try self[i].decode(Int?.self) }
+    func bool(_ i: Int) throws -> Bool { try self[i].decode(Bool.self) }
+    func bytes(_ i: Int) throws -> [UInt8] { Array(try self[i].decode(ByteBuffer.self).readableBytesView) }
+    func optionalBytes(_ i: Int) throws -> [UInt8]? { try self[i].decode(ByteBuffer?.self).map { Array($0.readableBytesView) } }
+    func date(_ i: Int) throws -> Date { Date(timeIntervalSince1970: try self[i].decode(Double.self)) }
+    func optionalDate(_ i: Int) throws -> Date? { try self[i].decode(Double?.self).map(Date.init(timeIntervalSince1970:)) }
+}
