@@ -112,6 +112,11 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
     }
 
+    /// The versions applied, in order, one row each (tests: migrations ran once).
+    func appliedVersions() async throws -> [Int] {
+        try await call { [self] in try await rows("SELECT version FROM keyfob_schema ORDER BY version").map { try $0.int(0) } }
+    }
+
     // MARK: Running queries
 
     /// Runs `body` within the timeout, once the store is ready, with PostgreSQL's errors turned

@@ -205,7 +205,7 @@ public struct AuditRecord: Sendable, Equatable {
 }
 
 /// Failures a store reports in terms the server can map to error codes.
-public enum StoreError: Error, Sendable, Equatable {
+public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case usernameTaken
     case credentialExists
     /// A compare-and-swap lost (e.g. two assertions with the same counter).
@@ -220,6 +220,19 @@ public enum StoreError: Error, Sendable, Equatable {
     /// The database cannot be reached (down, starting, too slow): worth retrying shortly.
     /// The message is for logs, not for clients.
     case unavailable(String)
+
+    public var description: String {
+        switch self {
+        case .usernameTaken: "the username is taken"
+        case .credentialExists: "the passkey is registered already"
+        case .conflict: "the record changed meanwhile (conflict)"
+        case .notFound: "not found"
+        case .limitReached: "a limit was reached"
+        case .lastSealingPasskey: "the last passkey that can open a sealed key"
+        case .database(let message): "database error: \(message)"
+        case .unavailable(let reason): "the database is not reachable: \(reason)"
+        }
+    }
 }
 
 /// A signer request waiting for its user's decision (redirect flows, NIP-07): in the database so

@@ -49,6 +49,11 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         return try body()
     }
 
+    /// A read that must see everything committed, whatever the readers' snapshots (copying).
+    func readOnWriter<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+        try write { try body(connection) }
+    }
+
     /// Runs a read on the first free reader (waiting for one when all are busy), or on the writer
     /// when there are none.
     @discardableResult

@@ -11,7 +11,7 @@ struct Keyfob: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
-        subcommands: [Serve.self, Users.self, Sessions.self, AdminTokenCommand.self, RotateMasterKey.self])
+        subcommands: [Serve.self, Users.self, Sessions.self, AdminTokenCommand.self, RotateMasterKey.self, MigrateStore.self])
 }
 
 /// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
@@ -320,6 +320,44 @@ struct RotateMasterKey: AsyncParsableCommand {
             }
         } catch {
             FileHandle.standardError.write(Data("keyfob rotate-master-key: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
+
+/// `keyfob migrate-store --from sqlite:… --to postgres://…`: the move to several instances.
+struct MigrateStore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-store",
+        abstract: "Copy a SQLite database into an empty PostgreSQL database, in one transaction.",
+        discussion: """
+            Stop the server first. Accounts, passkeys, sessions, nostr keys (still sealed), key wraps, \
+            grants, pending requests, the audit log and the server's own values move; nothing is changed \
+            in the SQLite file. The PostgreSQL database must hold no accounts yet. Afterwards start every \
+            instance with --database postgres://… and the same master key (the file, or KEYFOB_MASTER_KEY).
+            """)
+
+    @Option(help: "The SQLite database: sqlite (the file in --data-dir) or sqlite:/path/to/keyfob.sqlite.")
+    var from = "sqlite"
+    @Option(help: "The PostgreSQL database: postgres://user:password@host:5432/db[?sslmode=require].")
+    var to: String
+    @Option(name: .customLong("data-dir"), help: "Folder of the SQLite database with --from sqlite. (env: KEYFOB_DATA_DIR; default ./data)")
+    var dataDir: String?
+
+    func run() async throws {
+        var source = ServerConfiguration()
+        source.dataDirectory = dataDir ?? ProcessInfo.processInfo.environment["KEYFOB_DATA_DIR"] ?? source.dataDirectory
+        source.database = from
+        var target = source
+        target.database = to
+        do {
+            try source.validate()
+            try target.validate()
+            let copied = try await StoreMigration.run(from: source, to: target)
+            for (table, rows) in copied { print("\(table)\t\(rows)") }
+            print("copied \(source.sqlitePath) into \(target.databaseDescription); start the instances with --database pointing there and the same master key")
+        } catch {
+            FileHandle.standardError.write(Data("keyfob migrate-store: \(error)\n".utf8))
             throw ExitCode.failure
         }
     }

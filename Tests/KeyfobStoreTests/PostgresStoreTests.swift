@@ -1,0 +1,57 @@
+import Foundation
+@testable import KeyfobPostgres
+import KeyfobStore
+import Testing
+
+/// What only the PostgreSQL store has: its URL, migrations shared by instances, outages.
+@Suite struct PostgresStoreTests {
+    @Test func urlsAreReadWithTLSPoolAndSchemaAndNeverShowThePassword() throws {
+        let s = try PostgresSettings(url: "postgres://keyfob:s3cr%40t@db.example:6543/keyfob?sslmode=require&pool_max=8&schema=kf&timeout=2.5")
+        #expect(s.host == "db.example" && s.port == 6543 && s.username == "keyfob" && s.password == "s3cr@t")
+        #expect(s.database == "keyfob" && s.tls == .require && s.maxConnections == 8 && s.schema == "kf")
+        #expect(s.timeout == .milliseconds(2500))
+        #expect(!s.redacted.contains("s3cr"))
+        #expect(try PostgresSettings(url: "postgresql://u@h/d").tls == .disable)  // TLS only when the URL asks
+        #expect(try PostgresSettings(url: "postgres://u@h/d?sslmode=verify-full").tls == .verifyFull)
+        #expect(try PostgresSettings(url: "postgres://u@/d?host=/run/postgresql").socketPath == "/run/postgresql")
+        for bad in ["postgres://h/d", "postgres://u@h/", "postgres://u@h/d?sslmode=maybe", "postgres://u@h/d?pool_max=0",
+                    "postgres://u@h/d?schema=Robert');DROP", "postgres://u@h/d?timeout=-1", "mysql://u@h/d"] {
+            #expect(throws: PostgresSettings.Invalid.self, "\(bad)") { try PostgresSettings(url: bad) }
+        }
+    }
+
+    @Test func tenInstancesStartingTogetherMigrateOnce() async throws {
+        let settings = try TestPostgres.settings()
+        let stores = (0..<10).map { _ in PostgresStore(settings: settings) }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for store in stores { group.addTask { try await store.migrate() } }
+            try await group.waitForAll()
+        }
+        #expect(try await stores[3].appliedVersions() == Array(1...PostgresSchema.migrations.count))
+        // Every instance works on the one schema.
+        let user = UserRecord(id: "u1", username: "alice", isAnonymous: false, createdAt: Date(timeIntervalSince1970: 1_800_000_000))
+        try await stores[0].completeRegistration(
+            user: user, createUser: true, nostrKey: nil,
+            credential: CredentialRecord(id: [1], userID: "u1", publicKey: [1], algorithm: -7, signCount: 0, transports: [], aaguid: [],
+                                         attestationFormat: "none", backupEligible: false, backupState: false, createdAt: user.createdAt),
+            session: SessionRecord(tokenHash: [1], userID: "u1", createdAt: user.createdAt, expiresAt: user.createdAt + 60, unlockedUntil: nil))
+        #expect(try await stores[9].user(named: "ALICE") == user)
+        for store in stores { store.shutdown() }
+    }
+
+    @Test func anUnreachableDatabaseFailsFastAsUnavailable() async throws {
+        // Nothing listens on port 1.
+        let store = PostgresStore(settings: try PostgresSettings(url: "postgres://keyfob@127.0.0.1:1/keyfob?timeout=1"))
+        defer { store.shutdown() }
+        let started = ContinuousClock.now
+        await #expect {
+            try await store.migrate()
+        } throws: { error in
+            if case StoreError.unavailable = error { return true }
+            return false
+        }
+        // Before start-up finished, calls are refused at once.
+        await #expect(throws: StoreError.self) { try await store.healthCheck() }
+        #expect(ContinuousClock.now - started < .seconds(5))
+    }
+}
