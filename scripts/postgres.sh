@@ -32,13 +32,28 @@ start() {
     as_owner "$bin/initdb" -D "$dir/data" -U keyfob --auth=trust --no-sync -E UTF8 --locale=C >"$dir/initdb.log" 2>&1 \
       || { cat "$dir/initdb.log" >&2; exit 1; }
   fi
-  # fsync off: test data, and it makes the suite several times faster.
+  # fsync off: test data, and it makes the suite several times faster. POSTGRES_FSYNC=on (the
+  # load harness's comparison) syncs like a production server, with synchronous_commit off: the
+  # durability of SQLite's synchronous=NORMAL (a crash may lose the last commits, never corrupt).
+  local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+  [ "${POSTGRES_FSYNC:-off}" = "on" ] && durability="-c synchronous_commit=off"
+  # POSTGRES_SSL=on: TLS with a throwaway self-signed certificate (the sslmode tests).
+  local tls=""
+  if [ "${POSTGRES_SSL:-off}" = "on" ]; then
+    if [ ! -f "$dir/server.key" ]; then
+      openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 1 -subj /CN=127.0.0.1 \
+        -keyout "$dir/server.key" -out "$dir/server.crt" >/dev/null 2>&1
+      chmod 600 "$dir/server.key"
+      [ "$(id -u)" -eq 0 ] && chown postgres: "$dir/server.key" "$dir/server.crt"
+    fi
+    tls="-c ssl=on -c ssl_cert_file=$dir/server.crt -c ssl_key_file=$dir/server.key"
+  fi
   as_owner "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400" \
+    -o "-c listen_addresses=127.0.0.1 -p $port -c unix_socket_directories=$dir $durability $tls -c max_connections=400" \
     start >/dev/null || { cat "$dir/server.log" >&2; exit 1; }
-  as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U keyfob -d postgres -qAtc \
+  PGSSLMODE=disable as_owner "$bin/psql" -h 127.0.0.1 -p "$port" -U keyfob -d postgres -qAtc \
     "SELECT 1 FROM pg_database WHERE datname = 'keyfob_test'" | grep -q 1 \
-    || as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U keyfob keyfob_test
+    || PGSSLMODE=disable as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U keyfob keyfob_test
 }
 
 stop() {

@@ -169,12 +169,19 @@ def test_concurrent_logins_over_two_instances_count_exactly(pair):
 class Cluster:
     """A PostgreSQL cluster of the test's own, to stop and start."""
 
-    def __init__(self):
+    def __init__(self, ssl=False):
         self.dir = tempfile.mkdtemp(prefix="keyfob-pg-")
         self.port = free_port()
+        self.ssl = ssl
 
     def start(self):
-        subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "start", self.dir, str(self.port)], check=True)
+        subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "start", self.dir, str(self.port)], check=True,
+                       env={**os.environ, "POSTGRES_SSL": "on" if self.ssl else "off"})
+
+    def sql(self, query):
+        """One value, asked over a plain connection (so it is not one of Keyfob's)."""
+        return subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(self.port), "-U", "keyfob", "-d", "keyfob_test", "-Atc", query],
+                              check=True, capture_output=True, text=True, env={**os.environ, "PGSSLMODE": "disable"}).stdout.strip()
 
     def stop(self):
         subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "stop", self.dir], check=True)
@@ -353,3 +360,32 @@ def test_the_deploy_example_nginx_routes_around_a_stopped_instance():
         nginx.wait(timeout=10)
         a.stop()
         b.stop()
+
+
+def test_sslmode_require_encrypts_every_connection_and_verify_full_checks_the_certificate():
+    cluster = Cluster(ssl=True)
+    cluster.start()
+    server = instance(cluster.url + "?sslmode=require").start()
+    try:
+        assert client(server).register(SoftKey(ORIGIN), "alice")[0] == 200
+        mine = "datname = 'keyfob_test' AND pid <> pg_backend_pid()"
+        assert int(cluster.sql(f"SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE ssl AND {mine}")) >= 1
+        assert cluster.sql(f"SELECT count(*) FROM pg_stat_ssl JOIN pg_stat_activity USING (pid) WHERE NOT ssl AND {mine}") == "0"
+        server.stop()
+        # verify-full: the throwaway certificate is self-signed, so the instance must not use it.
+        strict = instance(cluster.url + "?sslmode=verify-full&timeout=1")
+        strict.process = subprocess.Popen(strict.args, stdout=open(os.path.join(strict.data, "server.log"), "w"),
+                                          stderr=subprocess.STDOUT, env=strict.env)
+        strict.log = open(os.path.join(strict.data, "server.log"))
+        try:
+            deadline = time.time() + 20
+            while time.time() < deadline and "database not reachable" not in strict.logs():
+                time.sleep(0.2)
+            assert "database not reachable" in strict.logs()
+            assert client(strict).call("GET", "/healthz")[0] == 503
+        finally:
+            strict.stop()
+    finally:
+        server.stop()
+        cluster.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)
