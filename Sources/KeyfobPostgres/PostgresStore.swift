@@ -176,6 +176,16 @@ public final class PostgresStore: KeyfobStore, Sendable {
         try await client.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
     }
 
+    /// The rows of one run of a named prepared statement.
+    private func run<Text: StatementText>(_ text: Text.Type, _ bind: (inout PostgresBindings) -> Void) async throws
+        -> [PostgresRandomAccessRow] {
+        var bindings = PostgresBindings(capacity: 16)
+        bind(&bindings)
+        var rows: [PostgresRandomAccessRow] = []
+        for try await row in try await client.execute(Prepared<Text>(bindings: bindings), logger: logger) { rows.append(row) }
+        return rows
+    }
+
     /// How many rows a statement touched (statements say `RETURNING 1`).
     private func touched(_ query: PostgresQuery) async throws -> Int {
         try await client.query(query, logger: logger).collect().count
@@ -204,7 +214,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func user(id: String) async throws -> UserRecord? {
         try await call { [self] in
-            try await rows("SELECT id, username, is_anonymous, created_at FROM users WHERE id = \(id)").first.map(Self.userRow)
+            try await run(Statements.UserByID.self) { $0.append(id) }.first.map(Self.userRow)
         }
     }
 
@@ -250,8 +260,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
         try await call { [self] in
-            try await rows("SELECT \(unescaped: Self.credentialColumns) FROM credentials WHERE id = \(ByteBuffer(bytes: id))")
-                .first.map(Self.credentialRow)
+            try await run(Statements.CredentialByID.self) { $0.append(ByteBuffer(bytes: id)) }.first.map(Self.credentialRow)
         }
     }
 
@@ -307,16 +316,12 @@ public final class PostgresStore: KeyfobStore, Sendable {
             // One statement: insert only while the client has fewer than `maxPerClient` live
             // challenges. (Two inserts racing for the last place may both win; the cap is a
             // flood limit, a few over it do no harm, and a lock per insert would cost every login.)
-            try await touched("""
-                INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
-                                        existing_user, algorithms, expires_at, client_ip)
-                SELECT \(ByteBuffer(bytes: c.challenge)), \(c.ceremony.rawValue), \(c.key), \(c.userID), \(c.username),
-                       \(c.isAnonymous), \(c.existingUser), \(algorithms), \(c.expiresAt.timeIntervalSince1970), \(c.clientIP)
-                WHERE CAST(\(c.clientIP) AS TEXT) IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM challenges
-                      WHERE client_ip = \(c.clientIP) AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPerClient)) AS live)
-                      < \(maxPerClient)
-                RETURNING 1
-                """)
+            try await run(Statements.InsertChallenge.self) {
+                $0.append(ByteBuffer(bytes: c.challenge)); $0.append(c.ceremony.rawValue); $0.append(c.key); $0.append(c.userID)
+                $0.append(c.username); $0.append(c.isAnonymous); $0.append(c.existingUser); $0.append(algorithms)
+                $0.append(c.expiresAt.timeIntervalSince1970); $0.append(c.clientIP); $0.append(now.timeIntervalSince1970)
+                $0.append(maxPerClient)
+            }.count
         }
         guard inserted == 1 else { throw StoreError.limitReached }
     }
@@ -354,11 +359,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
     public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
         try await call { [self] in
             // DELETE … RETURNING: finding and consuming are one atomic step, on every instance.
-            try await rows("""
-                DELETE FROM challenges WHERE challenge = \(ByteBuffer(bytes: value))
-                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
-                          expires_at, client_ip
-                """).first.map { r in
+            try await run(Statements.ConsumeChallenge.self) { $0.append(ByteBuffer(bytes: value)) }.first.map { r in
                 ChallengeRecord(
                     challenge: try r.bytes(0), ceremony: ChallengeRecord.Ceremony(rawValue: try r.text(1)) ?? .authentication,
                     key: try r.text(2), userID: try r.optionalText(3), username: try r.optionalText(4), isAnonymous: try r.bool(5),
@@ -372,10 +373,9 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord? {
         try await call { [self] in
-            try await rows("""
-                SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
-                FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND expires_at > \(now.timeIntervalSince1970)
-                """).first.map { r in
+            try await run(Statements.SessionByToken.self) {
+                $0.append(ByteBuffer(bytes: tokenHash)); $0.append(now.timeIntervalSince1970)
+            }.first.map { r in
                 SessionRecord(tokenHash: try r.bytes(0), userID: try r.text(1), createdAt: try r.date(2), expiresAt: try r.date(3),
                               unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5),
                               dataKey: try r.optionalBytes(6))
@@ -459,17 +459,18 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
                                        backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
-        try await transaction { [self] connection in
-            // Under READ COMMITTED a concurrent update makes this one wait, then re-check
-            // `sign_count` on the new row: of two assertions with one counter, one wins.
-            let updated = try await connection.query("""
-                UPDATE credentials SET sign_count = \(Int(newSignCount)), backup_state = \(backupState),
-                                       last_used_at = \(usedAt.timeIntervalSince1970)
-                WHERE id = \(ByteBuffer(bytes: credentialID)) AND sign_count = \(Int(expectedSignCount)) RETURNING 1
-                """, logger: logger).collect().count
-            guard updated == 1 else { throw StoreError.conflict }
-            try await insertSession(session, on: connection)
+        let s = session
+        let won = try await call { [self] in
+            try await run(Statements.CompleteAuthentication.self) {
+                $0.append(Int(newSignCount)); $0.append(backupState); $0.append(usedAt.timeIntervalSince1970)
+                $0.append(ByteBuffer(bytes: credentialID)); $0.append(Int(expectedSignCount)); $0.append(s.userID)
+                $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
+                $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
+                $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
+                $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
+            }.first?.int(0) ?? 0
         }
+        guard won == 1 else { throw StoreError.conflict }
     }
 
     public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
@@ -507,7 +508,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
         try await call { [self] in
-            try await rows("SELECT \(unescaped: Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = \(userID)").first.map(Self.nostrKeyRow)
+            try await run(Statements.NostrKeyOfUser.self) { $0.append(userID) }.first.map(Self.nostrKeyRow)
         }
     }
 
@@ -649,12 +650,11 @@ public final class PostgresStore: KeyfobStore, Sendable {
     @discardableResult
     public func appendAudit(_ e: AuditRecord) async throws -> Int64 {
         try await call { [self] in
-            Int64(try await rows("""
-                INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
-                VALUES (\(e.userID), \(e.at.timeIntervalSince1970), \(e.client), \(e.transport), \(e.method), \(e.kind),
-                        \(e.eventID), \(e.outcome), \(e.code), \(e.receipt))
-                RETURNING id
-                """).first?.int(0) ?? 0)
+            Int64(try await run(Statements.AppendAudit.self) {
+                $0.append(e.userID); $0.append(e.at.timeIntervalSince1970); $0.append(e.client); $0.append(e.transport)
+                $0.append(e.method); $0.append(e.kind); $0.append(e.eventID); $0.append(e.outcome); $0.append(e.code)
+                $0.append(e.receipt)
+            }.first?.int(0) ?? 0)
         }
     }
 

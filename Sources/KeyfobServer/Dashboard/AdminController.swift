@@ -148,6 +148,9 @@ struct AdminController: Sendable {
             "health": [
                 "uptimeSeconds": Int(Date().timeIntervalSince(feed.startedAt)), "version": Self.version, "database": database,
                 "openConnections": connections.current, "users": users, "passkeys": credentials,
+                // With PostgreSQL, several instances share the database; the activity figures and
+                // the live stream are this instance's own (its memory), the counts everyone's.
+                "store": configuration.isPostgres ? "postgres" : "sqlite",
             ] as [String: Any],
         ])
     }

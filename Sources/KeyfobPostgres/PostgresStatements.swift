@@ -1,0 +1,91 @@
+import PostgresNIO
+
+/// The statements of the hot paths (a sign-in's options and verification, a signer call), as named
+/// prepared statements: each connection parses and plans them once, then only binds and runs.
+/// Everything else runs as unnamed statements (parsed on each call; bound parameters all the same).
+protocol StatementText {
+    static var sql: String { get }
+}
+
+/// One execution of `Text`'s statement with these bindings; rows come back as they are.
+struct Prepared<Text: StatementText>: PostgresPreparedStatement {
+    static var name: String { "keyfob_\(Text.self)" }
+    static var sql: String { Text.sql }
+    typealias Row = PostgresRandomAccessRow
+
+    let bindings: PostgresBindings
+
+    func makeBindings() -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRandomAccessRow { row.makeRandomAccess() }
+}
+
+enum Statements {
+    enum InsertChallenge: StatementText {
+        static let sql = """
+            INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
+                                    existing_user, algorithms, expires_at, client_ip)
+            SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10
+            WHERE $10::text IS NULL OR (SELECT count(*) FROM (SELECT 1 FROM challenges
+                  WHERE client_ip = $10 AND expires_at > $11 LIMIT $12) AS live) < $12
+            RETURNING 1
+            """
+    }
+
+    enum ConsumeChallenge: StatementText {
+        static let sql = """
+            DELETE FROM challenges WHERE challenge = $1
+            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
+                      expires_at, client_ip
+            """
+    }
+
+    enum CredentialByID: StatementText {
+        static let sql = """
+            SELECT id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
+                   backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on
+            FROM credentials WHERE id = $1
+            """
+    }
+
+    enum UserByID: StatementText {
+        static let sql = "SELECT id, username, is_anonymous, created_at FROM users WHERE id = $1"
+    }
+
+    enum SessionByToken: StatementText {
+        static let sql = """
+            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
+            FROM sessions WHERE token_hash = $1 AND expires_at > $2
+            """
+    }
+
+    enum NostrKeyOfUser: StatementText {
+        static let sql = "SELECT user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed FROM nostr_keys WHERE user_id = $1"
+    }
+
+    /// The counter's compare-and-swap and, only if it won, the oldest sessions past the cap out
+    /// and the new one in: one statement, so one round trip and atomic by itself. Under READ
+    /// COMMITTED a concurrent update makes this one wait, then re-check `sign_count` on the new
+    /// row: of two assertions with one counter, one wins.
+    enum CompleteAuthentication: StatementText {
+        static let sql = """
+            WITH won AS (
+                UPDATE credentials SET sign_count = $1, backup_state = $2, last_used_at = $3
+                WHERE id = $4 AND sign_count = $5 RETURNING 1
+            ), trimmed AS (
+                DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
+                    (SELECT token_hash FROM sessions WHERE user_id = $6 ORDER BY created_at DESC OFFSET $7)
+            ), added AS (
+                INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+                SELECT $8, $6, $9, $10, $11, $12, $13 WHERE EXISTS (SELECT 1 FROM won)
+            )
+            SELECT count(*) FROM won
+            """
+    }
+
+    enum AppendAudit: StatementText {
+        static let sql = """
+            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
+            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id
+            """
+    }
+}
