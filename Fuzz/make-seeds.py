@@ -56,6 +56,14 @@ def nostr():
                 "nostrsigner:%7B%22kind%22%3A1%7D?type=sign_event&callbackUrl=primal://cb&returnType=event",
                 "https://keyfob.example/app/sign?payload=eyJraW5kIjoxfQ&cb=https://client.example/cb&origin=x"]:
         write("NostrFuzz", url.encode())
+    # NIP-46 messages and URLs, NIP-01 relay frames (the bunker's inputs).
+    key = "79be667ef9dcbbac55a06295ce870b07029bfcdb2dce28d959f2815b16f81798"
+    for text in ['{"id":"r1","method":"sign_event","params":["{\\"kind\\":1,\\"content\\":\\"hi\\",\\"tags\\":[]}"]}',
+                 '{"id":"a","result":"auth_url","error":"https://keyfob.example/approve/x"}',
+                 f"bunker://{key}?relay=wss%3A%2F%2Fr.example&secret=abc",
+                 f"nostrconnect://{key}?relay=wss%3A%2F%2Fr&secret=x&perms=sign_event%3A1%2Cnip44_encrypt&name=App",
+                 f'["REQ","s1",{{"kinds":[24133],"#p":["{key}"],"since":1,"limit":5}}]', '["CLOSE","s1"]']:
+        write("NostrFuzz", text.encode())
 
 
 if __name__ == "__main__":

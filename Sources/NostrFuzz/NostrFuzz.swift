@@ -21,5 +21,14 @@ public func nostrFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     _ = try? SignerCodec.parse(nostrsignerURL: text)
     _ = try? SignerCodec.parse(keyfobURL: text)
     _ = try? SignerCodec.gunzipBase64(text, prefix: "Signer1")
+    // NIP-46 and the relay frames (the bunker's inputs).
+    if let request = try? NIP46.Request.parse(text) { _ = request.json }
+    _ = try? NIP46.Response.parse(text)
+    _ = try? BunkerURL.parse(text)
+    _ = try? NostrConnectURL.parse(text)
+    if case .request(_, let filters)? = try? ClientMessage.parse(text) {
+        let probe = UnsignedEvent(createdAt: 1, kind: NIP46.kind, tags: [["p", sender.hex]], content: "").sign(with: recipient)
+        for filter in filters { _ = filter.matches(probe) }
+    }
     return 0
 }
