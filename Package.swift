@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
     ],
     targets: [
         // System libraries: one module map each, wrapped once by the Swift modules below.
@@ -33,7 +34,8 @@ let package = Package(
         .target(name: "Nostr", dependencies: ["CSecp256k1", "COpenSSL", "CZlib"], swiftSettings: strict),
 
         // Persistence behind protocols.
-        .target(name: "KeyfobStore", dependencies: ["CSQLite"], swiftSettings: strict),
+        .target(name: "KeyfobStore", dependencies: ["CSQLite", .product(name: "HeapModule", package: "swift-collections")],
+                swiftSettings: strict),
         // The same protocols on PostgreSQL, for several instances on one database.
         .target(
             name: "KeyfobPostgres",

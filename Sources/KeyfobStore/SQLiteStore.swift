@@ -18,6 +18,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     private let writerLock = NSLock()
     private let readers: [(lock: NSLock, connection: SQLiteConnection)]
     private let checkpointer: Checkpointer?
+    /// Pending ceremonies: in memory, never in the file (`ChallengeTable`).
+    private let challenges = ChallengeTable()
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// `":memory:"` gives a private in-memory database (tests; one connection, no readers).
@@ -33,7 +35,6 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         // journal_size_limit: after a checkpoint the WAL file shrinks back instead of staying at its peak.
         try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=4194304;")
         try Self.migrate(connection)
-        try Self.createChallengeTable(connection)
         self.connection = connection
         readers = inMemory ? [] : try (0..<readerCount).map { _ in (NSLock(), try SQLiteConnection(path: path, readOnly: true)) }
         checkpointer = inMemory ? nil : try Checkpointer(path: path, writer: connection)
@@ -212,7 +213,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         ALTER TABLE sessions ADD COLUMN data_key BLOB;
         CREATE INDEX sessions_data_key ON sessions(unlocked_until) WHERE data_key IS NOT NULL;
         """,
-        // 7: challenges moved to memory (a TEMP table, `createChallengeTable`). A user's sessions
+        // 7: challenges moved to memory (`ChallengeTable`). A user's sessions
         // by age, so ending the oldest past the cap walks the index instead of sorting.
         """
         DROP TABLE challenges;
@@ -220,32 +221,6 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         CREATE INDEX sessions_user ON sessions(user_id, created_at);
         """,
     ]
-
-    /// Pending ceremonies live in memory: they last a minute, die with the process anyway, and
-    /// one instance owns a SQLite file, so writing them to disk (and syncing the WAL for them)
-    /// bought nothing. A TEMP table keeps every query and guarantee (atomic DELETE … RETURNING,
-    /// the per-client cap) and never touches the file. PostgreSQL keeps them in the database,
-    /// where another instance must find them.
-    static func createChallengeTable(_ connection: SQLiteConnection) throws {
-        try connection.execute(
-            """
-            PRAGMA temp_store = MEMORY;
-            CREATE TEMP TABLE challenges (
-                challenge BLOB PRIMARY KEY,
-                ceremony TEXT NOT NULL,
-                challenge_key TEXT NOT NULL,
-                user_id TEXT,
-                username TEXT,
-                is_anonymous INTEGER NOT NULL,
-                existing_user INTEGER NOT NULL,
-                algorithms TEXT NOT NULL,
-                expires_at REAL NOT NULL,
-                client_ip TEXT
-            );
-            CREATE INDEX temp.challenges_expiry ON challenges(expires_at);
-            CREATE INDEX temp.challenges_client ON challenges(client_ip, expires_at);
-            """)
-    }
 
     static func migrate(_ connection: SQLiteConnection) throws {
         let version = Int(try connection.query("PRAGMA user_version").first?.first?.int ?? 0)
@@ -370,33 +345,13 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     // MARK: Challenges
 
     public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) async throws {
-        try write {
-            // Expired rows are left to `sweepExpired` (a timer): sweeping here made one unlucky request
-            // pay for a whole flood. The per-client count reads the index, so it stays cheap.
-            if let ip = c.clientIP {
-                let live = try connection.query(
-                    "SELECT count(*) FROM (SELECT 1 FROM challenges WHERE client_ip = ? AND expires_at > ? LIMIT ?)",
-                    [.text(ip), .date(now), .int(Int64(maxPerClient))]).first?.first?.int ?? 0
-                guard live < maxPerClient else { throw StoreError.limitReached }
-            }
-            try connection.query(
-                """
-                INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,
-                                        existing_user, algorithms, expires_at, client_ip) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """,
-                [.blob(c.challenge), .text(c.ceremony.rawValue), .text(c.key), c.userID.map(SQLValue.text) ?? .null,
-                 c.username.map(SQLValue.text) ?? .null, .bool(c.isAnonymous), .bool(c.existingUser),
-                 .text(c.algorithms.map(String.init).joined(separator: ",")), .date(c.expiresAt),
-                 c.clientIP.map(SQLValue.text) ?? .null])
-        }
+        try challenges.insert(c, now: now, maxPerClient: maxPerClient)
     }
 
     public func sweepExpired(now: Date, limit: Int) async throws -> Int {
-        try write {
-            try connection.query(
-                "DELETE FROM challenges WHERE rowid IN (SELECT rowid FROM challenges WHERE expires_at <= ? LIMIT ?)",
-                [.date(now), .int(Int64(limit))])
-            var removed = connection.changes
+        let swept = challenges.sweep(now: now, limit: limit)
+        return try write {
+            var removed = swept
             try connection.query(
                 "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
                 [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
@@ -425,22 +380,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     }
 
     public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
-        try write {
-            // DELETE … RETURNING: finding and consuming are one atomic step.
-            try connection.query(
-                """
-                DELETE FROM challenges WHERE challenge = ?
-                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at,
-                          client_ip
-                """, [.blob(value)]
-            ).first.map { r in
-                ChallengeRecord(
-                    challenge: r[0].blob ?? [], ceremony: ChallengeRecord.Ceremony(rawValue: r[1].text ?? "") ?? .authentication,
-                    key: r[2].text ?? "", userID: r[3].text, username: r[4].text, isAnonymous: r[5].bool,
-                    existingUser: r[6].bool, algorithms: (r[7].text ?? "").split(separator: ",").compactMap { Int($0) },
-                    expiresAt: r[8].date ?? .distantPast, clientIP: r[9].text)
-            }
-        }
+        challenges.consume(value)
     }
 
     // MARK: Sessions

@@ -63,4 +63,33 @@ import Testing
             #expect(try await store.credential(id: [UInt8(n)])?.signCount == UInt32(rounds))
         }
     }
+
+    /// Challenges live in memory: a flood of abandoned ceremonies costs the sweep a heap pop each
+    /// (consumed ones are skipped, not counted), and every client keeps its own cap.
+    @Test func abandonedCeremoniesAreSweptInBatchesFromMemory() async throws {
+        let store = try SQLiteStore(path: ":memory:")
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        for i in 0..<20_000 {
+            let value = [UInt8(i & 0xff), UInt8(i >> 8), 7]
+            try await store.insertChallenge(ChallengeRecord(challenge: value, ceremony: .authentication, key: "k",
+                                                            expiresAt: t0 + 60 + Double(i % 7), clientIP: "10.0.\(i % 250).\(i / 250 % 250)"),
+                                            now: t0, maxPerClient: 100)
+        }
+        for i in stride(from: 0, to: 20_000, by: 2) { _ = try await store.consumeChallenge([UInt8(i & 0xff), UInt8(i >> 8), 7]) }
+        #expect(try await store.sweepExpired(now: t0 + 30, limit: 500) == 0)  // none expired yet
+        var swept = 0
+        for _ in 0..<100 {
+            let n = try await store.sweepExpired(now: t0 + 120, limit: 500)
+            #expect(n <= 500)
+            swept += n
+            if n == 0 { break }
+        }
+        #expect(swept == 10_000)
+        #expect(try await store.consumeChallenge([1, 0, 7]) == nil)
+        // Their places are free again: a client that had 80 live challenges may start 100 new ones.
+        for i in 0..<100 {
+            try await store.insertChallenge(ChallengeRecord(challenge: [UInt8(i), 9, 9], ceremony: .authentication, key: "k",
+                                                            expiresAt: t0 + 300, clientIP: "10.0.0.0"), now: t0 + 120, maxPerClient: 100)
+        }
+    }
 }
