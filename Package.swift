@@ -20,6 +20,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
     ],
     targets: [
         // System libraries: one module map each, wrapped once by the Swift modules below.
@@ -49,6 +50,7 @@ let package = Package(
             dependencies: [
                 "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "COpenSSL",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],
@@ -76,6 +78,7 @@ let package = Package(
             dependencies: [
                 "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
             ],
             swiftSettings: strict),
     ]

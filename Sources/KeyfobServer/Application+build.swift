@@ -63,6 +63,10 @@ public func buildApplication(
         try await startUp()
         gate = ReadinessGate(open: true)
     }
+    if let relayPort = configuration.effectiveNIP46Port {
+        services.append(buildRelayApplication(configuration: configuration, hub: RelayHub(), logger: logger))
+        logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
+    }
     let connections = ConnectionCounter()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
                              challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate)

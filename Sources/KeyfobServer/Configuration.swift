@@ -7,6 +7,14 @@ import WebAuthn
 public struct ServerConfiguration: Sendable {
     public var host = "127.0.0.1"
     public var port = 8080
+    /// The built-in NIP-46 relay's own listener (`wss://<host>/nip46` behind the TLS proxy):
+    /// nil means `port + 10`; 0 turns it off.
+    public var nip46Port: Int?
+    /// The port the NIP-46 relay listens on, or nil when it is off.
+    public var effectiveNIP46Port: Int? {
+        let chosen = nip46Port ?? port + 10
+        return chosen == 0 || chosen > 65535 ? nil : chosen
+    }
     public var rpID = "localhost"
     public var rpName = "Keyfob"
     /// Allowed origins; empty means `http://localhost:<port>` for rpId localhost, else `https://<rpId>`.
@@ -125,6 +133,11 @@ public struct ServerConfiguration: Sendable {
                 """)
         }
         guard (1...65535).contains(port) else { throw Invalid(description: "--port \(port) must be between 1 and 65535") }
+        if let nip46Port {
+            guard (0...65535).contains(nip46Port), nip46Port != port else {
+                throw Invalid(description: "--nip46-port \(nip46Port) must be between 1 and 65535 and not --port (0 turns the relay off)")
+            }
+        }
         guard challengeTimeout >= 10, challengeTimeout <= 600 else {
             throw Invalid(description: "--challenge-timeout \(challengeTimeout) must be between 10 and 600 seconds")
         }

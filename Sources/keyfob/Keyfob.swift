@@ -31,6 +31,8 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "JSON config file. (env: KEYFOB_CONFIG)") var config: String?
     @Option(help: "Address to listen on. (env: KEYFOB_HOST; default 127.0.0.1)") var host: String?
     @Option(help: "Port to listen on. (env: KEYFOB_PORT; default 8080)") var port: Int?
+    @Option(name: .customLong("nip46-port"), help: "Port of the built-in NIP-46 relay (ws://HOST:PORT/nip46; put it behind your TLS proxy as wss://<host>/nip46). 0 turns it off. (env: KEYFOB_NIP46_PORT; default --port + 10)")
+    var nip46Port: Int?
     @Option(name: .customLong("rp-id"), help: "WebAuthn relying party id: your registrable domain. (env: KEYFOB_RP_ID; default localhost)")
     var rpID: String?
     @Option(name: .customLong("rp-name"), help: "Name authenticators show. (env: KEYFOB_RP_NAME; default Keyfob)")
@@ -148,7 +150,7 @@ struct Serve: AsyncParsableCommand {
 
     /// Config-file keys and the JSON type each must have.
     static let fileKeys: [String: String] = [
-        "host": "string", "port": "number", "rp-id": "string", "rp-name": "string", "origin": "list", "data-dir": "string",
+        "host": "string", "port": "number", "nip46-port": "number", "rp-id": "string", "rp-name": "string", "origin": "list", "data-dir": "string",
         "database": "string", "challenge-timeout": "number", "session-ttl": "number", "signer-unlock-ttl": "number",
         "admin": "list", "trusted-proxy": "list", "public-dir": "string", "user-verification": "string",
         "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
@@ -211,6 +213,7 @@ struct Serve: AsyncParsableCommand {
         var c = ServerConfiguration()
         c.host = string(host, "KEYFOB_HOST", "host") ?? c.host
         c.port = try int(port, "KEYFOB_PORT", "port") ?? c.port
+        c.nip46Port = try int(nip46Port, "KEYFOB_NIP46_PORT", "nip46-port")
         c.rpID = string(rpID, "KEYFOB_RP_ID", "rp-id") ?? c.rpID
         c.rpName = string(rpName, "KEYFOB_RP_NAME", "rp-name") ?? c.rpName
         c.origins = list(origins, "KEYFOB_ORIGINS", "origin") ?? []

@@ -22,8 +22,10 @@ def free_port():
 class Server:
     def __init__(self, args=(), env=None):
         self.port = free_port()
+        self.nip46_port = free_port()  # the built-in relay's listener (default --port + 10 might be taken)
         self.data = tempfile.mkdtemp(prefix="keyfob-e2e-")
-        self.args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--data-dir", self.data,
+        self.args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--nip46-port", str(self.nip46_port),
+                     "--data-dir", self.data,
                      "--public-dir", os.path.join(ROOT, "Public"), *args]
         self.env = {**os.environ, **(env or {})}
         self.process = None

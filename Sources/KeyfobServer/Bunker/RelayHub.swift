@@ -1,0 +1,108 @@
+import Foundation
+import NIOConcurrencyHelpers
+import Nostr
+
+/// The built-in NIP-46 relay's routing: connections, their subscriptions, and kind-24133 events
+/// handed in memory to every subscription whose filters match. Nothing is stored: an event reaches
+/// whoever is subscribed when it arrives (NIP-46 peers subscribe before they send). Bounded per
+/// connection (subscriptions, filters, message size) and per client address (connections).
+final class RelayHub: Sendable {
+    struct Limits: Sendable {
+        var connectionsPerAddress = 16
+        var subscriptionsPerConnection = 16
+        var frame = RelayLimits(maxMessageBytes: 64 * 1024, maxFiltersPerRequest: 8, maxValuesPerField: 64)
+        /// Frames waiting for a slow reader before the oldest are dropped.
+        var outboundBuffer = 256
+    }
+
+    typealias Send = @Sendable (String) -> Void
+
+    private struct Connection {
+        let address: String
+        let send: Send
+        var subscriptions: [String: [RelayFilter]] = [:]
+    }
+
+    private struct State {
+        var connections: [UInt64: Connection] = [:]
+        var perAddress: [String: Int] = [:]
+        var nextID: UInt64 = 0
+    }
+
+    let limits: Limits
+    private let state = NIOLockedValueBox(State())
+
+    init(limits: Limits = Limits()) { self.limits = limits }
+
+    struct TooManyConnections: Error {}
+
+    /// Registers a connection from `address`; `send` must not block (it queues a frame).
+    func open(address: String, send: @escaping Send) throws -> UInt64 {
+        try state.withLockedValue { state in
+            guard state.perAddress[address, default: 0] < limits.connectionsPerAddress else { throw TooManyConnections() }
+            state.nextID += 1
+            state.connections[state.nextID] = Connection(address: address, send: send)
+            state.perAddress[address, default: 0] += 1
+            return state.nextID
+        }
+    }
+
+    func close(_ id: UInt64) {
+        state.withLockedValue { state in
+            guard let connection = state.connections.removeValue(forKey: id) else { return }
+            let left = state.perAddress[connection.address, default: 1] - 1
+            state.perAddress[connection.address] = left > 0 ? left : nil
+        }
+    }
+
+    var connectionCount: Int { state.withLockedValue { $0.connections.count } }
+
+    /// Handles one text frame from connection `id`; returns the answers for that connection.
+    func receive(_ text: String, from id: UInt64) -> [String] {
+        let message: ClientMessage
+        do { message = try ClientMessage.parse(text, limits: limits.frame) } catch { return [error.answer] }
+        switch message {
+        case .event(let event):
+            let eventID = Hex.encode(event.id)
+            guard event.kind == NIP46.kind else {
+                return [RelayAnswer.ok(eventID: eventID, accepted: false,
+                                       message: "blocked: this relay carries NIP-46 messages (kind 24133) only")]
+            }
+            publish(event)
+            return [RelayAnswer.ok(eventID: eventID, accepted: true, message: "")]
+        case .request(let subscription, let filters):
+            let accepted: Bool = state.withLockedValue { state in
+                guard var connection = state.connections[id] else { return false }
+                guard connection.subscriptions[subscription] != nil
+                        || connection.subscriptions.count < limits.subscriptionsPerConnection else { return false }
+                connection.subscriptions[subscription] = filters
+                state.connections[id] = connection
+                return true
+            }
+            guard accepted else {
+                return [RelayAnswer.closed(subscription: subscription,
+                                           message: "blocked: at most \(limits.subscriptionsPerConnection) subscriptions per connection")]
+            }
+            // Nothing is stored, so the stored events end at once.
+            return [RelayAnswer.endOfStoredEvents(subscription: subscription)]
+        case .close(let subscription):
+            state.withLockedValue { state in _ = state.connections[id]?.subscriptions.removeValue(forKey: subscription) }
+            return []
+        }
+    }
+
+    /// Hands `event` to every subscription whose filters match (each subscription once).
+    func publish(_ event: Event) {
+        let deliveries: [(Send, String)] = state.withLockedValue { state in
+            var out: [(Send, String)] = []
+            for connection in state.connections.values {
+                for (subscription, filters) in connection.subscriptions where filters.contains(where: { $0.matches(event) }) {
+                    out.append((connection.send, subscription))
+                }
+            }
+            return out
+        }
+        // Outside the lock: sending queues a frame per reader.
+        for (send, subscription) in deliveries { send(RelayAnswer.event(subscription: subscription, event: event)) }
+    }
+}
