@@ -146,5 +146,31 @@ enum PostgresSchema {
             "CREATE INDEX grants_user ON grants(user_id, client)",
             "CREATE INDEX grants_expiry ON grants(expires_at) WHERE expires_at IS NOT NULL",
         ],
+        // 2: NIP-46 (SQLite's migration 8).
+        [
+            """
+            CREATE TABLE bunker_signers (
+                user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+                pubkey TEXT NOT NULL UNIQUE,
+                nonce BYTEA NOT NULL,
+                sealed BYTEA NOT NULL,
+                secret_hash BYTEA,
+                secret_expires_at DOUBLE PRECISION,
+                created_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            """
+            CREATE TABLE bunker_clients (
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                client_pubkey TEXT NOT NULL,
+                name TEXT,
+                url TEXT,
+                perms TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL,
+                last_used_at DOUBLE PRECISION,
+                PRIMARY KEY (user_id, client_pubkey)
+            )
+            """,
+        ],
     ]
 }

@@ -121,7 +121,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     /// Runs `body` within the timeout, once the store is ready, with PostgreSQL's errors turned
     /// into `StoreError`s.
-    private func call<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    func call<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
         return try await bounded(settings.timeout, body)
     }
@@ -172,7 +172,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
     }
 
     /// The rows of one query on the pool.
-    private func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+    func rows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
         try await client.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
     }
 
@@ -187,7 +187,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
     }
 
     /// How many rows a statement touched (statements say `RETURNING 1`).
-    private func touched(_ query: PostgresQuery) async throws -> Int {
+    func touched(_ query: PostgresQuery) async throws -> Int {
         try await client.query(query, logger: logger).collect().count
     }
 
@@ -808,4 +808,113 @@ extension PostgresRandomAccessRow {
     func optionalBytes(_ i: Int) throws -> [UInt8]? { try self[i].decode(ByteBuffer?.self).map { Array($0.readableBytesView) } }
     func date(_ i: Int) throws -> Date { Date(timeIntervalSince1970: try self[i].decode(Double.self)) }
     func optionalDate(_ i: Int) throws -> Date? { try self[i].decode(Double?.self).map(Date.init(timeIntervalSince1970:)) }
+}
+
+// MARK: NIP-46
+
+extension PostgresStore {
+    private static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at"
+
+    private static func signerRow(_ r: PostgresRandomAccessRow) throws -> BunkerSignerRecord {
+        BunkerSignerRecord(userID: try r.text(0), pubkey: try r.text(1), nonce: try r.bytes(2), sealed: try r.bytes(3),
+                           secretHash: try r.optionalBytes(4), secretExpiresAt: try r.optionalDate(5), createdAt: try r.date(6))
+    }
+
+    public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers WHERE user_id = \(userID)").first.map(Self.signerRow)
+        }
+    }
+
+    public func bunkerSigner(pubkey: String) async throws -> BunkerSignerRecord? {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers WHERE pubkey = \(pubkey)").first.map(Self.signerRow)
+        }
+    }
+
+    public func insertBunkerSignerIfAbsent(_ s: BunkerSignerRecord) async throws -> BunkerSignerRecord {
+        try await call { [self] in
+            _ = try await touched("""
+                INSERT INTO bunker_signers (\(unescaped: Self.signerColumns))
+                VALUES (\(s.userID), \(s.pubkey), \(ByteBuffer(bytes: s.nonce)), \(ByteBuffer(bytes: s.sealed)),
+                        \(s.secretHash.map { ByteBuffer(bytes: $0) }), \(s.secretExpiresAt?.timeIntervalSince1970),
+                        \(s.createdAt.timeIntervalSince1970))
+                ON CONFLICT (user_id) DO NOTHING RETURNING 1
+                """)
+            guard let stored = try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers WHERE user_id = \(s.userID)")
+                .first.map(Self.signerRow) else { throw StoreError.notFound }
+            return stored
+        }
+    }
+
+    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE bunker_signers SET secret_hash = \(secretHash.map { ByteBuffer(bytes: $0) }),
+                       secret_expires_at = \(expiresAt?.timeIntervalSince1970)
+                WHERE user_id = \(userID) RETURNING 1
+                """) == 1
+        }
+    }
+
+    public func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
+                WHERE user_id = \(userID) AND secret_hash = \(ByteBuffer(bytes: secretHash))
+                  AND secret_expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                """) == 1
+        }
+    }
+
+    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at"
+
+    private static func clientRow(_ r: PostgresRandomAccessRow) throws -> BunkerClientRecord {
+        BunkerClientRecord(userID: try r.text(0), clientPubkey: try r.text(1), name: try r.optionalText(2), url: try r.optionalText(3),
+                           perms: try r.text(4), createdAt: try r.date(5), lastUsedAt: try r.optionalDate(6))
+    }
+
+    public func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Self.clientColumns) FROM bunker_clients WHERE user_id = \(userID) ORDER BY created_at, client_pubkey
+                """).map(Self.clientRow)
+        }
+    }
+
+    public func bunkerClient(userID: String, clientPubkey: String) async throws -> BunkerClientRecord? {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Self.clientColumns) FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey)
+                """).first.map(Self.clientRow)
+        }
+    }
+
+    public func putBunkerClient(_ c: BunkerClientRecord) async throws {
+        _ = try await call { [self] in
+            try await touched("""
+                INSERT INTO bunker_clients (\(unescaped: Self.clientColumns))
+                VALUES (\(c.userID), \(c.clientPubkey), \(c.name), \(c.url), \(c.perms), \(c.createdAt.timeIntervalSince1970),
+                        \(c.lastUsedAt?.timeIntervalSince1970))
+                ON CONFLICT (user_id, client_pubkey) DO UPDATE SET name = excluded.name, url = excluded.url, perms = excluded.perms,
+                    created_at = excluded.created_at, last_used_at = excluded.last_used_at
+                RETURNING 1
+                """)
+        }
+    }
+
+    public func touchBunkerClient(userID: String, clientPubkey: String, at date: Date) async throws {
+        _ = try await call { [self] in
+            try await touched("""
+                UPDATE bunker_clients SET last_used_at = \(date.timeIntervalSince1970)
+                WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1
+                """)
+        }
+    }
+
+    public func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool {
+        try await call { [self] in
+            try await touched("DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1") == 1
+        }
+    }
 }

@@ -302,3 +302,49 @@ public struct GrantRecord: Sendable, Equatable {
         self.expiresAt = expiresAt
     }
 }
+
+/// A user's NIP-46 signer key (separate from their nostr key: clients learn the user's key with
+/// `get_public_key`), sealed under the master key like nostr keys, and the current single-use
+/// connection secret (only its SHA-256).
+public struct BunkerSignerRecord: Sendable, Equatable {
+    public var userID: String
+    public var pubkey: String
+    public var nonce: [UInt8]
+    public var sealed: [UInt8]
+    public var secretHash: [UInt8]?
+    public var secretExpiresAt: Date?
+    public var createdAt: Date
+
+    public init(userID: String, pubkey: String, nonce: [UInt8], sealed: [UInt8], secretHash: [UInt8]?, secretExpiresAt: Date?,
+                createdAt: Date) {
+        self.userID = userID
+        self.pubkey = pubkey
+        self.nonce = nonce
+        self.sealed = sealed
+        self.secretHash = secretHash
+        self.secretExpiresAt = secretExpiresAt
+        self.createdAt = createdAt
+    }
+}
+
+/// A NIP-46 client a user connected: its key, what it says it is (unverified), what it asked for.
+public struct BunkerClientRecord: Sendable, Equatable {
+    public var userID: String
+    public var clientPubkey: String
+    public var name: String?
+    public var url: String?
+    public var perms: String
+    public var createdAt: Date
+    public var lastUsedAt: Date?
+
+    public init(userID: String, clientPubkey: String, name: String?, url: String?, perms: String, createdAt: Date,
+                lastUsedAt: Date? = nil) {
+        self.userID = userID
+        self.clientPubkey = clientPubkey
+        self.name = name
+        self.url = url
+        self.perms = perms
+        self.createdAt = createdAt
+        self.lastUsedAt = lastUsedAt
+    }
+}

@@ -220,6 +220,29 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         DROP INDEX sessions_user;
         CREATE INDEX sessions_user ON sessions(user_id, created_at);
         """,
+        // 8: NIP-46. Each user's signer key (sealed) with the current connection secret's hash,
+        // and the clients they connected.
+        """
+        CREATE TABLE bunker_signers (
+            user_id TEXT PRIMARY KEY REFERENCES users(id) ON DELETE CASCADE,
+            pubkey TEXT NOT NULL UNIQUE,
+            nonce BLOB NOT NULL,
+            sealed BLOB NOT NULL,
+            secret_hash BLOB,
+            secret_expires_at REAL,
+            created_at REAL NOT NULL
+        );
+        CREATE TABLE bunker_clients (
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            client_pubkey TEXT NOT NULL,
+            name TEXT,
+            url TEXT,
+            perms TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_used_at REAL,
+            PRIMARY KEY (user_id, client_pubkey)
+        );
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -780,6 +803,102 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     public func healthCheck() async throws {
         try read { connection in
             try connection.query("SELECT 1")
+        }
+    }
+
+    // MARK: NIP-46
+
+    private static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at"
+
+    private func signerRow(_ r: [SQLValue]) -> BunkerSignerRecord {
+        BunkerSignerRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", nonce: r[2].blob ?? [], sealed: r[3].blob ?? [],
+                           secretHash: r[4].blob, secretExpiresAt: r[5].date, createdAt: r[6].date ?? .distantPast)
+    }
+
+    public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers WHERE user_id = ?", [.text(userID)]).first.map(signerRow)
+        }
+    }
+
+    public func bunkerSigner(pubkey: String) async throws -> BunkerSignerRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers WHERE pubkey = ?", [.text(pubkey)]).first.map(signerRow)
+        }
+    }
+
+    public func insertBunkerSignerIfAbsent(_ s: BunkerSignerRecord) async throws -> BunkerSignerRecord {
+        try write {
+            try connection.query(
+                "INSERT OR IGNORE INTO bunker_signers (\(Self.signerColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [.text(s.userID), .text(s.pubkey), .blob(s.nonce), .blob(s.sealed), s.secretHash.map(SQLValue.blob) ?? .null,
+                 .date(s.secretExpiresAt), .date(s.createdAt)])
+            guard let stored = try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers WHERE user_id = ?",
+                                                    [.text(s.userID)]).first.map(signerRow) else { throw StoreError.notFound }
+            return stored
+        }
+    }
+
+    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool {
+        try write {
+            try connection.query("UPDATE bunker_signers SET secret_hash = ?, secret_expires_at = ? WHERE user_id = ?",
+                                 [secretHash.map(SQLValue.blob) ?? .null, .date(expiresAt), .text(userID)])
+            return connection.changes == 1
+        }
+    }
+
+    public func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool {
+        try write {
+            try connection.query(
+                """
+                UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
+                WHERE user_id = ? AND secret_hash = ? AND secret_expires_at > ?
+                """, [.text(userID), .blob(secretHash), .date(now)])
+            return connection.changes == 1
+        }
+    }
+
+    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at"
+
+    private func clientRow(_ r: [SQLValue]) -> BunkerClientRecord {
+        BunkerClientRecord(userID: r[0].text ?? "", clientPubkey: r[1].text ?? "", name: r[2].text, url: r[3].text,
+                           perms: r[4].text ?? "", createdAt: r[5].date ?? .distantPast, lastUsedAt: r[6].date)
+    }
+
+    public func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord] {
+        try read { connection in
+            try connection.query("SELECT \(Self.clientColumns) FROM bunker_clients WHERE user_id = ? ORDER BY created_at, client_pubkey",
+                                 [.text(userID)]).map(clientRow)
+        }
+    }
+
+    public func bunkerClient(userID: String, clientPubkey: String) async throws -> BunkerClientRecord? {
+        try read { connection in
+            try connection.query("SELECT \(Self.clientColumns) FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?",
+                                 [.text(userID), .text(clientPubkey)]).first.map(clientRow)
+        }
+    }
+
+    public func putBunkerClient(_ c: BunkerClientRecord) async throws {
+        try write {
+            try connection.query(
+                "INSERT OR REPLACE INTO bunker_clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [.text(c.userID), .text(c.clientPubkey), c.name.map(SQLValue.text) ?? .null, c.url.map(SQLValue.text) ?? .null,
+                 .text(c.perms), .date(c.createdAt), .date(c.lastUsedAt)])
+        }
+    }
+
+    public func touchBunkerClient(userID: String, clientPubkey: String, at date: Date) async throws {
+        try write {
+            try connection.query("UPDATE bunker_clients SET last_used_at = ? WHERE user_id = ? AND client_pubkey = ?",
+                                 [.date(date), .text(userID), .text(clientPubkey)])
+        }
+    }
+
+    public func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool {
+        try write {
+            try connection.query("DELETE FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)])
+            return connection.changes == 1
         }
     }
 }

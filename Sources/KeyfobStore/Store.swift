@@ -125,9 +125,27 @@ public protocol AuditStore: Sendable {
     func auditEntry(id: Int64, ofUser userID: String) async throws -> AuditRecord?
 }
 
+/// NIP-46: each user's signer key with its connection secret, and the clients they connected.
+public protocol BunkerStore: Sendable {
+    func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord?
+    func bunkerSigner(pubkey: String) async throws -> BunkerSignerRecord?
+    /// Stores the user's signer unless they have one; returns the one now stored.
+    func insertBunkerSignerIfAbsent(_ record: BunkerSignerRecord) async throws -> BunkerSignerRecord
+    /// Replaces the connection secret (nil: none); false when the user has no signer.
+    func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool
+    /// Uses the secret once: true (and it is gone) when it matches and has not expired.
+    func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool
+    func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord]
+    func bunkerClient(userID: String, clientPubkey: String) async throws -> BunkerClientRecord?
+    /// Adds (or replaces) a connected client.
+    func putBunkerClient(_ record: BunkerClientRecord) async throws
+    func touchBunkerClient(userID: String, clientPubkey: String, at: Date) async throws
+    func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool
+}
+
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
 public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
-                             ApprovalStore, KeyWrapStore {
+                             ApprovalStore, KeyWrapStore, BunkerStore {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
     /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
     /// nothing in that case.

@@ -6,7 +6,7 @@ public enum StoreCopy {
     /// What moves, parents before children. Pending ceremonies (challenges) do not: they last a
     /// minute and the server is stopped for the move.
     public static let tables = ["users", "credentials", "nostr_keys", "key_wraps", "sessions", "meta", "audit_log",
-                                "grants", "signer_requests"]
+                                "grants", "signer_requests", "bunker_signers", "bunker_clients"]
 
     /// One stored value, as SQLite types it.
     public enum Value: Sendable, Equatable {

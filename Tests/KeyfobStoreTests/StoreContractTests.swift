@@ -391,6 +391,42 @@ import Testing
         #expect(try await store.credential(id: [1, 1])?.signCount == 2)
     }
 
+    @Test(arguments: Kind.allCases)
+    func bunkerSignersSecretsAndClients(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        let signer = BunkerSignerRecord(userID: alice.id, pubkey: "aa", nonce: [1], sealed: [2], secretHash: nil, secretExpiresAt: nil,
+                                        createdAt: t0)
+        #expect(try await store.insertBunkerSignerIfAbsent(signer) == signer)
+        var other = signer
+        other.pubkey = "bb"
+        #expect(try await store.insertBunkerSignerIfAbsent(other) == signer)  // one per user, the first stays
+        #expect(try await store.bunkerSigner(pubkey: "aa")?.userID == alice.id)
+        #expect(try await store.bunkerSigner(ofUser: bob.id) == nil)
+        // The secret: single use, expiring, replaceable.
+        #expect(try await store.setBunkerSecret(userID: alice.id, secretHash: [7], expiresAt: t0 + 600))
+        #expect(try await store.setBunkerSecret(userID: bob.id, secretHash: [7], expiresAt: t0 + 600) == false)
+        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [8], now: t0) == false)
+        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0 + 601) == false)  // expired
+        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0))
+        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0) == false)  // used
+        // Clients: added, touched, listed, revoked; gone with the account.
+        let app = BunkerClientRecord(userID: alice.id, clientPubkey: "cc", name: "App", url: "https://app.example",
+                                     perms: "sign_event:1", createdAt: t0)
+        try await store.putBunkerClient(app)
+        try await store.touchBunkerClient(userID: alice.id, clientPubkey: "cc", at: t0 + 5)
+        #expect(try await store.bunkerClient(userID: alice.id, clientPubkey: "cc")?.lastUsedAt == t0 + 5)
+        #expect(try await store.bunkerClient(userID: bob.id, clientPubkey: "cc") == nil)
+        #expect(try await store.bunkerClients(ofUser: alice.id).map(\.name) == ["App"])
+        #expect(try await store.deleteBunkerClient(userID: bob.id, clientPubkey: "cc") == false)
+        #expect(try await store.deleteBunkerClient(userID: alice.id, clientPubkey: "cc"))
+        try await store.putBunkerClient(app)
+        #expect(try await store.deleteUser(id: alice.id))
+        #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
+        #expect(try await store.bunkerSigner(pubkey: "aa") == nil)
+    }
+
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
         let (store, path) = try await Self.make(.file)
         let alice = user("alice")
