@@ -63,13 +63,15 @@ public func buildApplication(
         try await startUp()
         gate = ReadinessGate(open: true)
     }
+    let hub = RelayHub()
     if let relayPort = configuration.effectiveNIP46Port {
-        services.append(buildRelayApplication(configuration: configuration, hub: RelayHub(), logger: logger))
+        services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger))
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
-                             challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate)
+                             challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate,
+                             hub: hub)
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = configuration.maxConnections ?? connectionCap()
@@ -141,7 +143,8 @@ public func buildRouter(
     logger: Logger = Logger(label: "keyfob"),
     admins: Admins? = nil,
     connections: ConnectionCounter = ConnectionCounter(),
-    gate: ReadinessGate = ReadinessGate(open: true)
+    gate: ReadinessGate = ReadinessGate(open: true),
+    hub: RelayHub = RelayHub()
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
@@ -174,6 +177,9 @@ public func buildRouter(
     AdminController(store: store, configuration: configuration, sessions: sessions,
                     admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
                     names: names, now: clock).addRoutes(to: router)
+    let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, logger: logger, now: clock)
+    bunker.attach()
+    BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
     SealController(sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
                    configuration: configuration, now: clock).addRoutes(to: router)

@@ -1,6 +1,6 @@
-"""The built-in NIP-46 relay (ws://…/nip46, issue #9) with real third-party software: rust-nostr's
-Python binding (`nostr-sdk` on PyPI) as two clients — one subscribes to messages p-tagged to its
-key, the other publishes one; anything but kind 24133 is refused with a reason."""
+"""The built-in NIP-46 relay (ws://…/nip46, issue #9) and the bunker behind it, with real
+third-party software: rust-nostr's Python binding (`nostr-sdk` on PyPI) as relay clients and as a
+NIP-46 client (NostrConnect with the bunker URL); raw NIP-46 frames for the refusals."""
 import asyncio
 from datetime import timedelta
 
@@ -34,3 +34,113 @@ def test_rust_nostr_clients_exchange_a_nip46_message_through_keyfob(server):
     assert list(refused.failed.values()) == ["blocked: this relay carries NIP-46 messages (kind 24133) only"]
     assert item is not None and item.event is not None
     assert item.event.as_json() == message.as_json()
+
+
+# The bunker behind the relay (issue #9, first part): signer keys, bunker URLs, connect with a
+# single-use secret, the methods that need no approval. Signing through the bunker (grants,
+# auth_url) is not in yet and is refused with an error reply.
+
+import json
+import time
+import urllib.parse
+
+import websocket
+
+from softkey import Client, SoftKey
+
+
+def signed_in(server):
+    """An account with an unlocked session: (client, token, the nostr pubkey REST reports)."""
+    c = Client(f"http://127.0.0.1:{server.port}", server.url)
+    status, reply = c.register(SoftKey(server.url), "alice")
+    assert status == 200, reply
+    token = reply["token"]
+    return c, token, c.call("POST", "/api/signer/get_public_key", {}, token=token)[1]["result"]
+
+
+class RawClient:
+    """A NIP-46 client from parts: nostr-sdk's keys, NIP-44 and event signing; websocket-client frames."""
+
+    def __init__(self, relay, signer_hex):
+        self.keys = n.Keys.generate()
+        self.signer = n.PublicKey.parse(signer_hex)
+        self.ws = websocket.create_connection(relay, timeout=5)
+        self.ws.send(json.dumps(["REQ", "r", {"kinds": [24133], "#p": [self.keys.public_key().to_hex()]}]))
+        assert json.loads(self.ws.recv())[0] == "EOSE"
+        self.counter = 0
+
+    def ask(self, method, *params, wait=5):
+        self.counter += 1
+        request = json.dumps({"id": str(self.counter), "method": method, "params": list(params)})
+        content = n.nip44_encrypt(self.keys.secret_key(), self.signer, request, n.Nip44Version.V2)
+        event = n.EventBuilder(n.Kind(24133), content).tags([n.Tag.public_key(self.signer)]).finalize(self.keys)
+        self.ws.send(json.dumps(["EVENT", json.loads(event.as_json())]))
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            self.ws.settimeout(max(0.1, deadline - time.time()))
+            try:
+                frame = json.loads(self.ws.recv())
+            except websocket.WebSocketTimeoutException:
+                break
+            if frame[0] == "EVENT":
+                reply = frame[2]
+                assert reply["pubkey"] == self.signer.to_hex() and ["p", self.keys.public_key().to_hex()] in reply["tags"]
+                answer = json.loads(n.nip44_decrypt(self.keys.secret_key(), self.signer, reply["content"]))
+                assert answer["id"] == str(self.counter)
+                return answer
+        return None  # no answer
+
+
+def bunker_url(c, token, rotate=False):
+    status, reply = c.call("POST" if rotate else "GET", "/api/signer/bunker" + ("/rotate" if rotate else ""),
+                           {} if rotate else None, token=token)
+    assert status == 200, reply
+    url = urllib.parse.urlsplit(reply["url"])
+    query = urllib.parse.parse_qs(url.query)
+    return reply, url.netloc, query["relay"][0], query["secret"][0]
+
+
+def test_rust_nostr_connects_with_the_bunker_url_and_gets_the_users_key(server):
+    c, token, pubkey = signed_in(server)
+    reply, signer, relay, _ = bunker_url(c, token)
+    assert relay == f"ws://localhost:{server.nip46_port}/nip46" and signer != pubkey  # a signer key of its own
+
+    async def connect():
+        uri = n.NostrConnectUri.parse(reply["url"])
+        remote = n.NostrConnect(uri, n.Keys.generate(), timedelta(seconds=10), None)
+        return (await remote.get_public_key_async()).to_hex()
+
+    assert asyncio.run(connect()) == pubkey
+    clients = c.call("GET", "/api/signer/bunker/clients", token=token)[1]["clients"]
+    assert len(clients) == 1 and clients[0]["lastUsedAt"]
+
+
+def test_the_bunker_answers_only_connected_clients_with_a_fresh_secret(server):
+    c, token, pubkey = signed_in(server)
+    _, signer, relay, secret = bunker_url(c, token)
+    assert bunker_url(c, token)[3] == secret  # the same secret until it is used or rotated
+    client = RawClient(relay.replace("localhost", "127.0.0.1"), signer)
+    assert client.ask("ping", wait=1) is None  # not connected: silence
+    assert "unauthorized" in client.ask("connect", signer, "not-the-secret")["error"]
+    assert client.ask("connect", signer, secret, "sign_event:1,nip44_encrypt", json.dumps({"name": "Raw test"})) \
+        == {"id": "3", "result": "ack"}
+    assert client.ask("ping") == {"id": "4", "result": "pong"}
+    assert client.ask("get_public_key") == {"id": "5", "result": pubkey}
+    assert client.ask("switch_relays") == {"id": "6", "result": None}
+    assert "unknown method" in client.ask("frobnicate")["error"]
+    assert "needs approval" in client.ask("sign_event", json.dumps({"kind": 1, "content": "hi", "tags": []}))["error"]
+    listed = c.call("GET", "/api/signer/bunker/clients", token=token)[1]["clients"]
+    assert listed[0]["name"] == "Raw test" and listed[0]["perms"] == "sign_event:1,nip44_encrypt"
+    # The secret was single use: a second client cannot reuse it; a rotated one works.
+    other = RawClient(relay.replace("localhost", "127.0.0.1"), signer)
+    assert "unauthorized" in other.ask("connect", signer, secret)["error"]
+    _, _, _, fresh = bunker_url(c, token, rotate=True)
+    assert fresh != secret and other.ask("connect", signer, fresh)["result"] == "ack"
+    # Revoked on the account: no answer any more. logout: the client ends it itself.
+    assert c.call("DELETE", f"/api/signer/bunker/clients/{other.keys.public_key().to_hex()}", token=token)[0] == 200
+    assert c.call("DELETE", f"/api/signer/bunker/clients/{other.keys.public_key().to_hex()}", token=token)[0] == 404
+    assert other.ask("ping", wait=1) is None
+    assert client.ask("logout")["result"] == "ack"
+    assert client.ask("ping", wait=1) is None
+    # Nothing secret in the logs: not the bunker secrets.
+    assert secret not in server.logs() and fresh not in server.logs()

@@ -6,13 +6,15 @@ import Nostr
 /// handed in memory to every subscription whose filters match. Nothing is stored: an event reaches
 /// whoever is subscribed when it arrives (NIP-46 peers subscribe before they send). Bounded per
 /// connection (subscriptions, filters, message size) and per client address (connections).
-final class RelayHub: Sendable {
-    struct Limits: Sendable {
+public final class RelayHub: Sendable {
+    public struct Limits: Sendable {
         var connectionsPerAddress = 16
         var subscriptionsPerConnection = 16
         var frame = RelayLimits(maxMessageBytes: 64 * 1024, maxFiltersPerRequest: 8, maxValuesPerField: 64)
         /// Frames waiting for a slow reader before the oldest are dropped.
         var outboundBuffer = 256
+
+        public init() {}
     }
 
     typealias Send = @Sendable (String) -> Void
@@ -31,8 +33,12 @@ final class RelayHub: Sendable {
 
     let limits: Limits
     private let state = NIOLockedValueBox(State())
+    /// In-process readers of every accepted event (the bunker), besides the connections.
+    private let listeners = NIOLockedValueBox<[@Sendable (Event) -> Void]>([])
 
-    init(limits: Limits = Limits()) { self.limits = limits }
+    func listen(_ listener: @escaping @Sendable (Event) -> Void) { listeners.withLockedValue { $0.append(listener) } }
+
+    public init(limits: Limits = Limits()) { self.limits = limits }
 
     struct TooManyConnections: Error {}
 
@@ -104,5 +110,6 @@ final class RelayHub: Sendable {
         }
         // Outside the lock: sending queues a frame per reader.
         for (send, subscription) in deliveries { send(RelayAnswer.event(subscription: subscription, event: event)) }
+        for listener in listeners.withLockedValue({ $0 }) { listener(event) }
     }
 }

@@ -64,6 +64,12 @@ public final class KeyVault: @unchecked Sendable {
         return try? gcm(encrypt: false, key: key, nonce: Array(box.prefix(12)), aad: Array(aad.utf8), input: Array(box.dropFirst(12)))
     }
 
+    /// A value only this master key gives for `context` (e.g. a bunker secret from its expiry, so it
+    /// can be shown again without being stored).
+    func derive(_ context: String, length: Int = 16) throws(KeyVaultError) -> [UInt8] {
+        try Self.hkdf(key: keyEncryptionKey, salt: Array("keyfob derive".utf8), info: Array(context.utf8), length: length)
+    }
+
     /// Seals other short-lived secrets (a pending request's payload) under the same key, bound to `context`.
     func seal(_ bytes: [UInt8], context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
         var nonce = [UInt8](repeating: 0, count: 12)

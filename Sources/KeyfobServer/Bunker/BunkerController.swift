@@ -1,0 +1,63 @@
+import Foundation
+import Hummingbird
+import KeyfobStore
+import Nostr
+
+/// `GET /api/signer/bunker`, `POST /api/signer/bunker/rotate`, `GET /api/signer/bunker/clients`,
+/// `DELETE /api/signer/bunker/clients/<pubkey>` (DESIGN.md §4.7). A bunker URL hands out a way
+/// to connect a client, so it needs an unlocked session, as revoking does.
+struct BunkerController: Sendable {
+    let bunker: Bunker
+    let sessions: Sessions
+    let configuration: ServerConfiguration
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.get("/api/signer/bunker") { request, _ in try await self.url(request, rotate: false) }
+        router.post("/api/signer/bunker/rotate") { request, _ in try await self.url(request, rotate: true) }
+        router.get("/api/signer/bunker/clients", use: clients)
+        router.delete("/api/signer/bunker/clients/:pubkey", use: revoke)
+    }
+
+    /// Where clients reach the built-in relay: `wss://<host>/nip46` behind the TLS proxy, or the
+    /// relay's own port on a local `http://localhost` setup.
+    var relayURL: String? {
+        guard let port = configuration.effectiveNIP46Port, let origin = configuration.effectiveOrigins.first,
+              let url = URLComponents(string: origin), let host = url.host else { return nil }
+        if url.scheme == "https" { return "wss://\(host)\(url.port.map { ":\($0)" } ?? "")/nip46" }
+        return "ws://\(host):\(port)/nip46"
+    }
+
+    func url(_ request: Request, rotate: Bool) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        guard let relay = relayURL else {
+            throw APIError("invalid_request", "the built-in NIP-46 relay is off on this server (--nip46-port 0)", status: .notFound)
+        }
+        let signer = try await bunker.signer(of: auth.user.id)
+        let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
+        let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: [relay], secret: secret)
+        return jsonObjectResponse(["url": url.string, "pubkey": signer.pubkey, "relays": [relay],
+                                   "secretExpiresAt": Int(expiresAt.timeIntervalSince1970)])
+    }
+
+    @Sendable func clients(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let list = try await bunker.store.bunkerClients(ofUser: auth.user.id).map { client -> [String: Any] in
+            var item: [String: Any] = ["pubkey": client.clientPubkey, "perms": client.perms,
+                                       "createdAt": Int(client.createdAt.timeIntervalSince1970)]
+            if let name = client.name { item["name"] = name }
+            if let url = client.url { item["url"] = url }
+            if let used = client.lastUsedAt { item["lastUsedAt"] = Int(used.timeIntervalSince1970) }
+            return item
+        }
+        return jsonObjectResponse(["clients": list])
+    }
+
+    @Sendable func revoke(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        guard let pubkey = context.parameters.get("pubkey"), pubkey.utf8.count == 64,
+              try await bunker.store.deleteBunkerClient(userID: auth.user.id, clientPubkey: pubkey.lowercased()) else {
+            throw APIError("request_not_found", "you have no connected client with this key", status: .notFound)
+        }
+        return jsonResponse(["revoked": true])
+    }
+}
