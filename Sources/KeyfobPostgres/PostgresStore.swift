@@ -548,7 +548,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
     }
 
-    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws {
         try await transaction { [self] connection in
             // Lock every key: none may change or appear until the new check value is written.
             try await connection.query("LOCK TABLE nostr_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
@@ -560,6 +560,17 @@ public final class PostgresStore: KeyfobStore, Sendable {
                     UPDATE nostr_keys SET nonce = \(ByteBuffer(bytes: k.nonce)), sealed = \(ByteBuffer(bytes: k.sealed))
                     WHERE user_id = \(k.userID) AND version = \(k.version) AND pubkey = \(k.pubkey)
                       AND passkey_sealed = \(k.passkeySealed) RETURNING 1
+                    """, logger: logger).collect().count
+                guard updated == 1 else { throw StoreError.conflict }
+            }
+            try await connection.query("LOCK TABLE bunker_signers IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
+            let signers = try await connection.query("SELECT count(*) FROM bunker_signers", logger: logger).collect()
+                .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
+            guard signers == bunkerSigners.count else { throw StoreError.conflict }
+            for s in bunkerSigners {
+                let updated = try await connection.query("""
+                    UPDATE bunker_signers SET nonce = \(ByteBuffer(bytes: s.nonce)), sealed = \(ByteBuffer(bytes: s.sealed))
+                    WHERE user_id = \(s.userID) AND pubkey = \(s.pubkey) RETURNING 1
                     """, logger: logger).collect().count
                 guard updated == 1 else { throw StoreError.conflict }
             }
@@ -823,6 +834,12 @@ extension PostgresStore {
     public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
         try await call { [self] in
             try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers WHERE user_id = \(userID)").first.map(Self.signerRow)
+        }
+    }
+
+    public func allBunkerSigners() async throws -> [BunkerSignerRecord] {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers ORDER BY user_id COLLATE \"C\"").map(Self.signerRow)
         }
     }
 

@@ -612,7 +612,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
-    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws {
         try write {
             try connection.transaction {
                 let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
@@ -621,6 +621,13 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
                     try connection.query(
                         "UPDATE nostr_keys SET nonce = ?, sealed = ? WHERE user_id = ? AND version = ? AND pubkey = ? AND passkey_sealed = ?",
                         [.blob(k.nonce), .blob(k.sealed), .text(k.userID), .int(Int64(k.version)), .text(k.pubkey), .bool(k.passkeySealed)])
+                    guard connection.changes == 1 else { throw StoreError.conflict }
+                }
+                let signers = try connection.query("SELECT count(*) FROM bunker_signers").first?.first?.int ?? 0
+                guard signers == bunkerSigners.count else { throw StoreError.conflict }
+                for s in bunkerSigners {
+                    try connection.query("UPDATE bunker_signers SET nonce = ?, sealed = ? WHERE user_id = ? AND pubkey = ?",
+                                         [.blob(s.nonce), .blob(s.sealed), .text(s.userID), .text(s.pubkey)])
                     guard connection.changes == 1 else { throw StoreError.conflict }
                 }
                 try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])
@@ -818,6 +825,12 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
         try read { connection in
             try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers WHERE user_id = ?", [.text(userID)]).first.map(signerRow)
+        }
+    }
+
+    public func allBunkerSigners() async throws -> [BunkerSignerRecord] {
+        try read { connection in
+            try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers ORDER BY user_id").map(signerRow)
         }
     }
 

@@ -72,9 +72,17 @@ public protocol NostrKeyStore: Sendable {
     /// Replaces the user's key when the stored version is `expectedVersion`; `conflict` otherwise.
     func replaceNostrKey(_ record: NostrKeyRecord, expectedVersion: Int) async throws
     func allNostrKeys() async throws -> [NostrKeyRecord]
-    /// Master-key rotation: writes every re-sealed key and the new check value in one transaction.
-    /// `conflict` (and nothing written) when a key changed or appeared since `records` were read.
-    func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws
+    /// Master-key rotation: writes every re-sealed nostr key, every re-sealed NIP-46 signer key and
+    /// the new check value in one transaction. `conflict` (and nothing written) when a key changed
+    /// or appeared since they were read.
+    func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws
+}
+
+extension NostrKeyStore {
+    /// Rotation of a database without NIP-46 signers.
+    public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
+        try await rewrapNostrKeys(records, bunkerSigners: [], masterKeyCheck: masterKeyCheck)
+    }
 }
 
 /// Small named values the server keeps (the master-key check value, when admins were named).
@@ -129,6 +137,8 @@ public protocol AuditStore: Sendable {
 public protocol BunkerStore: Sendable {
     func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord?
     func bunkerSigner(pubkey: String) async throws -> BunkerSignerRecord?
+    /// Every signer (master-key rotation re-seals them all).
+    func allBunkerSigners() async throws -> [BunkerSignerRecord]
     /// Stores the user's signer unless they have one; returns the one now stored.
     func insertBunkerSignerIfAbsent(_ record: BunkerSignerRecord) async throws -> BunkerSignerRecord
     /// Replaces the connection secret (nil: none); false when the user has no signer.

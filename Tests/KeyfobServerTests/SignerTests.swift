@@ -4,6 +4,7 @@ import HTTPTypes
 @testable import KeyfobServer
 import KeyfobStore
 import Nostr
+import Logging
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
@@ -375,8 +376,16 @@ func vectorsURL(_ name: String) -> URL {
         for name in ["alice", "bob", "carol"] {
             pubkeys.append(try await harness.store.nostrKey(ofUser: harness.store.user(named: name)!.id)!.pubkey)
         }
+        // Alice has a NIP-46 signer key too: it is re-sealed along with the nostr keys.
+        let aliceID = try await harness.store.user(named: "alice")!.id
+        let bunker = Bunker(store: harness.store, vault: harness.vault, custody: KeyCustody(store: harness.store, vault: harness.vault, now: { Date() }),
+                            hub: RelayHub(), logger: Logger(label: "test"), now: { Date() })
+        let signerPubkey = try await bunker.signer(of: aliceID).pubkey
         let next = try KeyVault(masterKey: secureRandomBytes(32))
         #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 3)
+        let rotated = Bunker(store: harness.store, vault: next, custody: KeyCustody(store: harness.store, vault: next, now: { Date() }),
+                             hub: RelayHub(), logger: Logger(label: "test"), now: { Date() })
+        #expect(try rotated.secretKey(of: try await harness.store.bunkerSigner(ofUser: aliceID)!).publicKey.hex == signerPubkey)
         try await KeyCustody.checkMasterKey(next, store: harness.store)
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(harness.vault, store: harness.store) }
         for (name, pubkey) in zip(["alice", "bob", "carol"], pubkeys) {

@@ -66,8 +66,10 @@ final class Bunker: Sendable {
 
     /// The current secret, or a new one when there is none (or `rotate`).
     func currentSecret(of record: BunkerSignerRecord, rotate: Bool) async throws -> (secret: String, expiresAt: Date) {
-        if !rotate, record.secretHash != nil, let expiry = record.secretExpiresAt, expiry > now() {
-            return (try secret(userID: record.userID, expiry: expiry), expiry)
+        // The stored hash must match what this master key derives (after a rotation it does not).
+        if !rotate, let hash = record.secretHash, let expiry = record.secretExpiresAt, expiry > now() {
+            let value = try secret(userID: record.userID, expiry: expiry)
+            if sha256(Array(value.utf8)) == hash { return (value, expiry) }
         }
         let expiry = Date(timeIntervalSince1970: (now().timeIntervalSince1970 + Self.secretLifetime).rounded())
         let value = try secret(userID: record.userID, expiry: expiry)

@@ -133,7 +133,8 @@ struct KeyCustody: Sendable {
 /// `keyfob rotate-master-key`: every stored key opened with the old master key and sealed
 /// again under the new one, written with the new check value in one transaction.
 public enum MasterKeyRotation {
-    /// Returns how many keys were re-sealed. Nothing is written unless every key opens.
+    /// Returns how many nostr keys were re-sealed (NIP-46 signer keys go along). Nothing is written
+    /// unless every key opens.
     public static func rotate(store: any KeyfobStore, from old: KeyVault, to new: KeyVault) async throws -> Int {
         try await KeyCustody.checkMasterKey(old, store: store)
         let records = try await store.allNostrKeys()
@@ -150,8 +151,19 @@ public enum MasterKeyRotation {
                                                      passkeySealed: record.passkeySealed)
             resealed.append(next)
         }
+        // NIP-46 signer keys, sealed under the same key-encryption key.
+        var signers: [BunkerSignerRecord] = []
+        for record in try await store.allBunkerSigners() {
+            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, context: Bunker.context(record.userID)) else {
+                throw KeyVaultError("the NIP-46 signer key of user \(record.userID) does not open with the current master key; nothing was changed")
+            }
+            defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            var next = record
+            (next.nonce, next.sealed) = try new.seal(secret, context: Bunker.context(record.userID))
+            signers.append(next)
+        }
         do {
-            try await store.rewrapNostrKeys(resealed, masterKeyCheck: new.checkValue)
+            try await store.rewrapNostrKeys(resealed, bunkerSigners: signers, masterKeyCheck: new.checkValue)
         } catch StoreError.conflict {
             throw KeyVaultError("keys changed while rotating (is a server still running on this database?); nothing was changed, try again with the server stopped")
         }
