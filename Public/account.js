@@ -219,36 +219,85 @@ async function loadHistory(more = false) {
   $("more").hidden = !historyCursor;
 }
 
-async function loadGrants() {
-  const { grants } = await api("/api/signer/grants");
-  const items = grants.map((g) => {
+/** Fills `list` with one line per entry and a button that ends it, or `emptyText`. */
+function renderRevocable(list, entries, emptyText) {
+  const items = entries.map(({ text, button, label, action }) => {
     const item = document.createElement("li");
     item.className = "grant";
-    const what = g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
-    const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
-    const text = document.createElement("span");
-    text.textContent = `${g.allow ? "Allowed" : "Refused"}: ${g.client} · ${what} · ${until}`;
+    const span = document.createElement("span");
+    span.textContent = text;
     const revoke = document.createElement("button");
     revoke.type = "button";
     revoke.className = "link";
-    revoke.textContent = "Revoke";
-    revoke.setAttribute("aria-label", `Revoke ${g.client} ${what}`);
-    revoke.addEventListener("click", () => guarded(async () => {
-      await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
-      showStatus("ok", `${g.client} will ask again.`);
-      loadGrants();
-    }));
-    item.append(text, revoke);
+    revoke.textContent = button;
+    revoke.setAttribute("aria-label", label);
+    revoke.addEventListener("click", () => guarded(action));
+    item.append(span, revoke);
     return item;
   });
   if (!items.length) {
     const empty = document.createElement("li");
     empty.className = "hint";
-    empty.textContent = "No app can sign without asking.";
+    empty.textContent = emptyText;
     items.push(empty);
   }
-  $("grants").replaceChildren(...items);
+  $(list).replaceChildren(...items);
 }
+
+async function loadGrants() {
+  const { grants } = await api("/api/signer/grants");
+  renderRevocable("grants", grants.map((g) => {
+    const what = g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
+    const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
+    return {
+      text: `${g.allow ? "Allowed" : "Refused"}: ${g.client} · ${what} · ${until}`,
+      button: "Revoke", label: `Revoke ${g.client} ${what}`,
+      action: async () => {
+        await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
+        showStatus("ok", `${g.client} will ask again.`);
+        loadGrants();
+      },
+    };
+  }), "No app can sign without asking.");
+}
+
+async function showBunker(rotate = false) {
+  const reply = await api(rotate ? "/api/signer/bunker/rotate" : "/api/signer/bunker", rotate ? { method: "POST", body: {} } : {});
+  $("bunker-url").value = reply.url;
+  $("bunker-expiry").textContent = `Works once, until ${new Date(reply.secretExpiresAt * 1000).toLocaleTimeString()}.`;
+  $("bunker").hidden = false;
+}
+
+async function loadBunkerClients() {
+  const { clients } = await api("/api/signer/bunker/clients");
+  renderRevocable("bunker-clients", clients.map((c) => {
+    const name = c.name ? `${c.name} (unverified)` : `client ${c.pubkey.slice(0, 12)}…`;
+    return {
+      text: `${name} · connected ${when(c.createdAt * 1000)} · last used ${c.lastUsedAt ? when(c.lastUsedAt * 1000) : "never"}`,
+      button: "Disconnect", label: `Disconnect ${name}`,
+      action: async () => {
+        await api(`/api/signer/bunker/clients/${encodeURIComponent(c.pubkey)}`, { method: "DELETE" });
+        showStatus("ok", `${name} is disconnected: it gets no answer any more.`);
+        loadBunkerClients();
+      },
+    };
+  }), "No client is connected.");
+}
+
+$("bunker-show").addEventListener("click", () => guarded(() => showBunker(false)));
+$("bunker-rotate").addEventListener("click", () => guarded(async () => {
+  await showBunker(true);
+  showStatus("ok", "A new bunker URL; the old one no longer works.");
+}));
+$("bunker-copy").addEventListener("click", async () => {
+  try {
+    await navigator.clipboard.writeText($("bunker-url").value);
+    showStatus("ok", "Bunker URL copied.");
+  } catch {
+    $("bunker-url").select();
+    showStatus("", "Press Ctrl+C (or long-press) to copy the selected URL.");
+  }
+});
 
 $("copy-npub").addEventListener("click", async () => {
   try {
@@ -357,6 +406,6 @@ $("signout-all").addEventListener("click", async () => {
 
 (async () => {
   if (!(await refreshSession())) return;
-  await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants()]));
+  await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants(), loadBunkerClients()]));
   renderLock();
 })();

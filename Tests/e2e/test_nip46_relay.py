@@ -47,6 +47,7 @@ import urllib.parse
 import websocket
 
 from softkey import Client, SoftKey
+from test_browser import driver  # noqa: F401  (the Chromium fixture)
 
 
 def signed_in(server):
@@ -144,3 +145,36 @@ def test_the_bunker_answers_only_connected_clients_with_a_fresh_secret(server):
     assert client.ask("ping", wait=1) is None
     # Nothing secret in the logs: not the bunker secrets.
     assert secret not in server.logs() and fresh not in server.logs()
+
+
+def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, driver):
+    """The account page's bunker card in Chromium: the URL (copyable), then the client that used it,
+    disconnected with one click. A screenshot goes to .build/screenshots/."""
+    import os
+
+    from selenium.webdriver.common.by import By
+
+    from test_accounts import sign_up
+    from test_browser import wait_for
+
+    if True:
+        sign_up(driver, server, "bunkeruser")
+        driver.find_element(By.ID, "bunker-show").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "bunker-url").get_attribute("value").startswith("bunker://"))
+        url = driver.find_element(By.ID, "bunker-url").get_attribute("value")
+        assert f"relay=ws%3A%2F%2Flocalhost%3A{server.nip46_port}%2Fnip46" in url
+        signer = urllib.parse.urlsplit(url).netloc
+        secret = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["secret"][0]
+        client = RawClient(f"ws://127.0.0.1:{server.nip46_port}/nip46", signer)
+        assert client.ask("connect", signer, secret, "", json.dumps({"name": "Coracle"}))["result"] == "ack"
+        driver.refresh()
+        wait_for(driver, lambda d: "Coracle (unverified)" in d.find_element(By.ID, "bunker-clients").text)
+        folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
+        os.makedirs(folder, exist_ok=True)
+        driver.find_element(By.ID, "bunker-show").click()
+        wait_for(driver, lambda d: not d.find_element(By.ID, "bunker").get_attribute("hidden"))
+        driver.execute_script("document.getElementById('bunker-title').scrollIntoView()")
+        driver.save_screenshot(os.path.join(folder, "account-bunker.png"))
+        driver.find_element(By.CSS_SELECTOR, "#bunker-clients button").click()
+        wait_for(driver, lambda d: "No client is connected" in d.find_element(By.ID, "bunker-clients").text)
+        assert client.ask("ping", wait=1) is None
