@@ -126,22 +126,26 @@ public final class PostgresStore: KeyfobStore, Sendable {
         return try await bounded(settings.timeout, body)
     }
 
+    /// Runs `body`, but answers within `limit` whatever it does. Not a task group: a group waits for
+    /// all its children, and a query stuck on a half-dead connection does not end when cancelled,
+    /// so the caller would wait for it after all. Here the caller gets `unavailable` at the limit and
+    /// the stuck work is cancelled and left to end on its own (its result is dropped).
     private func bounded<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        do {
-            return try await withThrowingTaskGroup(of: T?.self) { group in
-                group.addTask { try await body() }
-                group.addTask {
-                    try await Task.sleep(for: limit)
-                    return nil
+        let outcome = Outcome<T>()
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
+                outcome.start(continuation)
+                let work = Task {
+                    do { outcome.finish(.success(try await body())) } catch { outcome.finish(.failure(Self.translate(error))) }
                 }
-                defer { group.cancelAll() }
-                guard let first = try await group.next(), let result = first else {
-                    throw StoreError.unavailable("no answer within \(limit)")
+                let timer = Task {
+                    try? await Task.sleep(for: limit)
+                    if outcome.finish(.failure(StoreError.unavailable("no answer within \(limit)"))) { work.cancel() }
                 }
-                return result
+                outcome.onFinish { timer.cancel() }
             }
-        } catch {
-            throw Self.translate(error)
+        } onCancel: {
+            outcome.finish(.failure(CancellationError()))
         }
     }
 
@@ -788,6 +792,56 @@ public final class PostgresStore: KeyfobStore, Sendable {
         try await call { [self] in
             try await touched("DELETE FROM grants WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
         }
+    }
+}
+
+/// The one answer a bounded call gives: the work's result or the timeout, whichever comes first.
+private final class Outcome<T: Sendable>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var continuation: CheckedContinuation<T, any Error>?
+    private var early: Result<T, any Error>?
+    private var done = false
+    private var finished: (@Sendable () -> Void)?
+
+    func start(_ continuation: CheckedContinuation<T, any Error>) {
+        lock.lock()
+        if let early {
+            lock.unlock()
+            continuation.resume(with: early)
+            return
+        }
+        self.continuation = continuation
+        lock.unlock()
+    }
+
+    func onFinish(_ action: @escaping @Sendable () -> Void) {
+        lock.lock()
+        if done {
+            lock.unlock()
+            action()
+            return
+        }
+        finished = action
+        lock.unlock()
+    }
+
+    /// True for the first result only; it resumes the caller.
+    @discardableResult
+    func finish(_ result: Result<T, any Error>) -> Bool {
+        lock.lock()
+        guard !done else {
+            lock.unlock()
+            return false
+        }
+        done = true
+        let continuation = self.continuation
+        self.continuation = nil
+        if continuation == nil { early = result }
+        let action = finished
+        lock.unlock()
+        continuation?.resume(with: result)
+        action?()
+        return true
     }
 }
 
