@@ -56,9 +56,11 @@ import Testing
             }
             try await group.waitForAll()
         }
-        // Without restarts this WAL reached 500 MB; with them it stays a few megabytes alone and
-        // under 30 MB while the whole suite runs in parallel (the checkpoint thread gets less CPU).
-        #expect(peakWAL < 64 * 1024 * 1024, "WAL peaked at \(peakWAL) bytes")
+        // Without restarts this WAL reached 500 MB; with them it stays a few megabytes alone. While
+        // the whole suite runs beside it on two cores (PostgreSQL clusters included) the checkpoint
+        // thread gets little CPU and peaks of 30–75 MB were seen: the bound tells the bug (unbounded
+        // growth) from that, not a busy machine from an idle one.
+        #expect(peakWAL < 160 * 1024 * 1024, "WAL peaked at \(peakWAL) bytes")
         for (n, _) in users.enumerated() {
             #expect(try await store.credential(id: [UInt8(n)])?.signCount == UInt32(rounds))
         }
