@@ -57,6 +57,9 @@ function render(r) {
   if (r.peer) row(details, "With", r.peer, true);
   row(details, "Expires", new Date(r.expiresAt).toLocaleTimeString());
   $("presets").hidden = !r.firstFromClient;
+  const requested = r.requestedPerms || [];
+  $("preset-requested").hidden = requested.length === 0;
+  $("requested-perms").textContent = requested.join(", ");
   const remember = $("remember");
   for (const option of remember.options) option.disabled = !r.remember.includes(option.value);
   if (!r.remember.includes(remember.value)) remember.value = "once";
@@ -85,7 +88,9 @@ function go(reply) {
     showStatus("ok", "Done. Returning to the app…");
     location.assign(reply.redirect);
   } else {
-    showStatus("ok", "Done. The app asked for no answer; you can close this window.");
+    showStatus("ok", current && current.transport === "nip46"
+      ? "Done. Keyfob has answered the app through its relay; you can go back to it."
+      : "Done. The app asked for no answer; you can close this window.");
   }
   $("approve").disabled = $("reject").disabled = true;
 }

@@ -172,5 +172,17 @@ enum PostgresSchema {
             )
             """,
         ],
+        // 3: NIP-46 replies to approved requests (SQLite's migration 9). Readers look back by time,
+        // not by id: identity values can commit out of order.
+        [
+            """
+            CREATE TABLE bunker_replies (
+                id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                event TEXT NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX bunker_replies_created ON bunker_replies(created_at)",
+        ],
     ]
 }

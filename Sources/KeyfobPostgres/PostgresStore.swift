@@ -988,4 +988,31 @@ extension PostgresStore {
             try await touched("DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1") == 1
         }
     }
+
+    public func appendBunkerReply(_ event: String, at date: Date, dropBefore: Date) async throws {
+        try await transaction { connection in
+            _ = try await connection.query("DELETE FROM bunker_replies WHERE created_at < \(dropBefore.timeIntervalSince1970)",
+                                           logger: self.logger).collect()
+            _ = try await connection.query(
+                "INSERT INTO bunker_replies (event, created_at) VALUES (\(event), \(date.timeIntervalSince1970))",
+                logger: self.logger).collect()
+        }
+    }
+
+    public func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT id, event FROM bunker_replies WHERE created_at >= \(since.timeIntervalSince1970) ORDER BY id LIMIT \(limit)
+                """).map { BunkerReplyRecord(id: Int64(try $0.int(0)), event: try $0.text(1)) }
+        }
+    }
+
+    public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
+        try await call { [self] in
+            let at = now.timeIntervalSince1970
+            return try await rows("""
+                SELECT 1 FROM sessions WHERE user_id = \(userID) AND unlocked_until > \(at) AND expires_at > \(at) LIMIT 1
+                """).isEmpty == false
+        }
+    }
 }

@@ -66,6 +66,7 @@ public func buildApplication(
     let hub = RelayHub()
     if let relayPort = configuration.effectiveNIP46Port {
         services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger))
+        services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
@@ -168,8 +169,13 @@ public func buildRouter(
                                         events: events, challenges: challenges, custody: custody,
                                         limits: limits, now: clock, metrics: metrics)
     ceremonies.addRoutes(to: router)
+    let grants = Grants(store: store, now: clock)
+    let pending = PendingRequests(store: store, vault: vault, now: clock)
+    let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
+                        pending: pending, origin: configuration.effectiveOrigins.first ?? "", logger: logger, now: clock)
+    bunker.attach()
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
-                       grants: Grants(store: store, now: clock), vault: vault, keys: keys, limits: limits,
+                       grants: grants, vault: vault, keys: keys, limits: limits, pending: pending, bunker: bunker,
                        now: clock).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(store: store, sessions: sessions, events: events, custody: custody,
@@ -177,8 +183,6 @@ public func buildRouter(
     AdminController(store: store, configuration: configuration, sessions: sessions,
                     admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
                     names: names, now: clock).addRoutes(to: router)
-    let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, logger: logger, now: clock)
-    bunker.attach()
     BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
     SealController(sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,

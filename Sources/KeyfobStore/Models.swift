@@ -327,6 +327,18 @@ public struct BunkerSignerRecord: Sendable, Equatable {
     }
 }
 
+/// A NIP-46 reply waiting for the instance that holds its client's connection: an approval can
+/// land on any instance. `event` is the wrapped kind-24133 event (already encrypted to the client).
+public struct BunkerReplyRecord: Sendable, Equatable {
+    public var id: Int64
+    public var event: String
+
+    public init(id: Int64, event: String) {
+        self.id = id
+        self.event = event
+    }
+}
+
 /// A NIP-46 client a user connected: its key, what it says it is (unverified), what it asked for.
 public struct BunkerClientRecord: Sendable, Equatable {
     public var userID: String

@@ -243,6 +243,16 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
             PRIMARY KEY (user_id, client_pubkey)
         );
         """,
+        // 9: NIP-46 replies to approved requests, read by whichever instance holds the client's
+        // connection. AUTOINCREMENT: an id is never reused after old rows are dropped.
+        """
+        CREATE TABLE bunker_replies (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            event TEXT NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX bunker_replies_created ON bunker_replies(created_at);
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -435,6 +445,13 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         try write {
             try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ?",
                                  [dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+        }
+    }
+
+    public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
+        try read { connection in
+            try !connection.query("SELECT 1 FROM sessions WHERE user_id = ? AND unlocked_until > ? AND expires_at > ? LIMIT 1",
+                                  [.text(userID), .date(now), .date(now)]).isEmpty
         }
     }
 
@@ -912,6 +929,22 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         try write {
             try connection.query("DELETE FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)])
             return connection.changes == 1
+        }
+    }
+
+    public func appendBunkerReply(_ event: String, at date: Date, dropBefore: Date) async throws {
+        try write {
+            try connection.transaction {
+                try connection.query("DELETE FROM bunker_replies WHERE created_at < ?", [.date(dropBefore)])
+                try connection.query("INSERT INTO bunker_replies (event, created_at) VALUES (?, ?)", [.text(event), .date(date)])
+            }
+        }
+    }
+
+    public func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord] {
+        try read { connection in
+            try connection.query("SELECT id, event FROM bunker_replies WHERE created_at >= ? ORDER BY id LIMIT ?",
+                                 [.date(since), .int(Int64(limit))]).map { BunkerReplyRecord(id: $0[0].int ?? 0, event: $0[1].text ?? "") }
         }
     }
 }

@@ -49,6 +49,9 @@ public protocol SessionStore: Sendable {
     func lockAllSessions() async throws -> Int
     /// Sets (or with nil, deletes) the session's copy of a sealed key's data key.
     func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws
+    /// Whether one of the user's sessions has an unlocked signer at `now` (a NIP-46 grant needs
+    /// one: a grant skips the approval page, never the lock).
+    func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool
 }
 
 /// Keys sealed by passkeys (PRF): one wrap of the data key per sealing passkey.
@@ -151,6 +154,10 @@ public protocol BunkerStore: Sendable {
     func putBunkerClient(_ record: BunkerClientRecord) async throws
     func touchBunkerClient(userID: String, clientPubkey: String, at: Date) async throws
     func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool
+    /// Queues a reply for every instance's relay; replies older than `dropBefore` are deleted.
+    func appendBunkerReply(_ event: String, at: Date, dropBefore: Date) async throws
+    /// The replies queued at or after `since`, oldest first (at most `limit`).
+    func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord]
 }
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.

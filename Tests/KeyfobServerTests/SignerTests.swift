@@ -378,13 +378,11 @@ func vectorsURL(_ name: String) -> URL {
         }
         // Alice has a NIP-46 signer key too: it is re-sealed along with the nostr keys.
         let aliceID = try await harness.store.user(named: "alice")!.id
-        let bunker = Bunker(store: harness.store, vault: harness.vault, custody: KeyCustody(store: harness.store, vault: harness.vault, now: { Date() }),
-                            hub: RelayHub(), logger: Logger(label: "test"), now: { Date() })
+        let bunker = Bunker.standalone(store: harness.store, vault: harness.vault)
         let signerPubkey = try await bunker.signer(of: aliceID).pubkey
         let next = try KeyVault(masterKey: secureRandomBytes(32))
         #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 3)
-        let rotated = Bunker(store: harness.store, vault: next, custody: KeyCustody(store: harness.store, vault: next, now: { Date() }),
-                             hub: RelayHub(), logger: Logger(label: "test"), now: { Date() })
+        let rotated = Bunker.standalone(store: harness.store, vault: next)
         #expect(try rotated.secretKey(of: try await harness.store.bunkerSigner(ofUser: aliceID)!).publicKey.hex == signerPubkey)
         try await KeyCustody.checkMasterKey(next, store: harness.store)
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(harness.vault, store: harness.store) }

@@ -47,14 +47,14 @@ struct Harness {
 
     /// `.router` calls the router directly; `.live` runs a real server on a loopback port (the
     /// socket peer is then 127.0.0.1, for the per-IP tests).
-    func run(_ framework: TestingSetup = .router, admins: Admins? = nil,
+    func run(_ framework: TestingSetup = .router, admins: Admins? = nil, hub: RelayHub = RelayHub(),
              _ test: @escaping @Sendable (Client) async throws -> Void) async throws {
         let clock = self.clock
         let logs = self.logs
         var logger = Logger(label: "keyfob") { _ in logs }
         logger.logLevel = .trace
         let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now }, logger: logger,
-                                 admins: admins)
+                                 admins: admins, hub: hub)
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
         try await app.test(framework) { client in try await test(Client(raw: client, harness: self)) }
     }

@@ -23,10 +23,10 @@ struct ApprovalController: Sendable {
     let vault: KeyVault
     let keys: CredentialKeyCache
     let limits: ClientLimits
+    let pending: PendingRequests
+    /// Answers NIP-46 requests decided here (nil when the built-in relay and external relays are off).
+    let bunker: Bunker?
     let now: @Sendable () -> Date
-
-    static let lifetime: TimeInterval = 300
-    static let maxPendingPerClient = 20
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/app/sign", use: entry)
@@ -76,7 +76,7 @@ struct ApprovalController: Sendable {
             if decision != .ask {
                 let caller = caller(auth, client: incoming.client, transport: incoming.transport,
                                     ip: limits.clientIP(request, context))
-                let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: decision == .allow)
+                let location = try await finish(incoming, caller: caller, approved: decision == .allow)
                 guard let location else {
                     return HTMLPage.problem(title: "Rejected", message: "You chose to reject this app's \(method) requests.",
                                             status: .ok)
@@ -84,21 +84,17 @@ struct ApprovalController: Sendable {
                 return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
             }
         }
-        // A pending request: sealed (it may carry a plaintext), in the database, five minutes.
-        let id = Base64URL.encode(secureRandomBytes(16))
-        let (nonce, payload) = try vault.seal(Array(incoming.target.utf8), context: "pending-request:\(id)")
-        let created = now()
-        let record = PendingRequestRecord(
-            id: id, userID: auth?.user.id, requester: "ip:" + limits.clientIP(request, context), client: incoming.client,
-            transport: incoming.transport, method: method, kind: incoming.call.kind, nonce: nonce, payload: payload,
-            createdAt: created, expiresAt: created.addingTimeInterval(Self.lifetime))
+        let id: String
         do {
-            try await store.insertPendingRequest(record, now: created, maxPending: Self.maxPendingPerClient)
+            id = try await pending.create(incoming, userID: auth?.user.id, requester: "ip:" + limits.clientIP(request, context))
         } catch StoreError.limitReached {
-            let back = SignerCodec.callback(for: incoming.request, outcome: .failure(code: "rate_limited",
-                                                                                       message: "too many requests are waiting for approval"))
+            var back: String?
+            if case .callback(let request) = incoming.reply {
+                back = SignerCodec.callback(for: request, outcome: .failure(code: "rate_limited",
+                                                                            message: "too many requests are waiting for approval"))
+            }
             return HTMLPage.problem(title: "Too many waiting requests",
-                                    message: "\(incoming.client) has \(Self.maxPendingPerClient) requests waiting for your decision already.",
+                                    message: "\(incoming.client) has \(PendingRequests.maxPerClient) requests waiting for your decision already.",
                                     back: back, client: incoming.client, status: .tooManyRequests)
         }
         return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
@@ -109,18 +105,30 @@ struct ApprovalController: Sendable {
                      limitKey: Hex.encode(auth.session.tokenHash), ip: ip, unlock: auth.unlock)
     }
 
-    /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's form.
-    func finish(_ request: SignerRequest, call: SignerCall, caller: SignerCaller, approved: Bool,
-                receipt: String? = nil) async throws -> String? {
-        guard approved else {
+    /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's
+    /// form; a NIP-46 request's outcome is published to its client instead (no URL).
+    func finish(_ incoming: IncomingRequest, caller: SignerCaller, approved: Bool, receipt: String? = nil) async throws -> String? {
+        let call = incoming.call
+        let outcome: SignerOutcome
+        var result: SignerResult?
+        if approved {
+            do {
+                let done = try await dispatcher.run(call, for: caller, receipt: receipt)
+                result = done
+                outcome = .success(result: done.result, event: done.event?.json)
+            } catch let error as APIError {
+                outcome = .failure(code: error.code, message: error.message)
+            }
+        } else {
             await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: "user_rejected")
-            return SignerCodec.callback(for: request, outcome: .rejected)
+            outcome = .rejected
         }
-        do {
-            let result = try await dispatcher.run(call, for: caller, receipt: receipt)
-            return SignerCodec.callback(for: request, outcome: .success(result: result.result, event: result.event?.json))
-        } catch let error as APIError {
-            return SignerCodec.callback(for: request, outcome: .failure(code: error.code, message: error.message))
+        switch incoming.reply {
+        case .callback(let request):
+            return SignerCodec.callback(for: request, outcome: outcome)
+        case .nip46(let address):
+            try await bunker?.deliver(outcome, result: result, call: call, to: address)
+            return nil
         }
     }
 
@@ -129,9 +137,8 @@ struct ApprovalController: Sendable {
     /// The pending request `id` for this user, decoded again from its sealed form.
     func load(_ id: String, user: UserRecord) async throws -> (PendingRequestRecord, IncomingRequest) {
         guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: user.id, now: now()),
-              let target = vault.open(nonce: record.nonce, sealed: record.payload, context: "pending-request:\(id)"),
-              let incoming = try? IncomingRequest.decode(String(decoding: target, as: UTF8.self), now: record.createdAt,
-                                                         ownOrigins: configuration.effectiveOrigins) else {
+              let target = pending.open(record),
+              let incoming = try? IncomingRequest.decode(target, now: record.createdAt, ownOrigins: configuration.effectiveOrigins) else {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         return (record, incoming)
@@ -147,7 +154,7 @@ struct ApprovalController: Sendable {
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let canSign = try await custody.canOpen(auth.user.id, unlock: auth.unlock)
         var view: [String: Any] = [
-            "id": record.id, "transport": incoming.request.transport.rawValue, "client": record.client,
+            "id": record.id, "transport": incoming.specName, "client": record.client,
             "method": record.method, "expiresAt": ISO8601DateFormatter().string(from: record.expiresAt),
             "account": ["username": auth.user.username, "npub": NIP19.npub(pubkey), "pubkey": pubkey.hex],
             "signerLocked": !auth.session.isUnlocked(at: now()) || !canSign,
@@ -156,11 +163,14 @@ struct ApprovalController: Sendable {
             "firstFromClient": try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client },
         ]
         // A self-declared name that is just the verified client (NIP-07 sends the page's origin) adds nothing.
-        let claimed = incoming.request.clientName.flatMap { name -> String? in
+        let claimed = incoming.clientName.flatMap { name -> String? in
             let sameAsClient = name == record.client || (try? CallbackURL.clientIdentifier(ofOrigin: name)) == record.client
             return sameAsClient ? nil : name
         }
         if let name = claimed { view["clientName"] = name }
+        if case .nip46(let address) = incoming.reply {
+            view["requestedPerms"] = try await requestedPerms(address, userID: auth.user.id).map(\.string)
+        }
         if let kind = record.kind { view["kind"] = kind; view["kindName"] = KindNames.name(kind) }
         var warnings: [String] = []
         switch incoming.call {
@@ -182,7 +192,7 @@ struct ApprovalController: Sendable {
         case .getPublicKey:
             break
         }
-        if let current = incoming.request.currentUser, current.lowercased() != pubkey.hex, current != NIP19.npub(pubkey) {
+        if let current = incoming.currentUser, current.lowercased() != pubkey.hex, current != NIP19.npub(pubkey) {
             warnings.append("The app thinks it is talking to another account (\(current.prefix(16))…); you are signed in as \(auth.user.username).")
         }
         if let name = claimed {
@@ -228,8 +238,15 @@ struct ApprovalController: Sendable {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
-        if let preset = body["preset"] as? String { try await grants.apply(preset: preset, userID: auth.user.id, client: record.client) }
-        let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: true, receipt: receipt)
+        if let preset = body["preset"] as? String {
+            if preset == "requested", case .nip46(let address) = incoming.reply {
+                try await grants.apply(requested: try await requestedPerms(address, userID: auth.user.id), userID: auth.user.id,
+                                       client: record.client)
+            } else {
+                try await grants.apply(preset: preset, userID: auth.user.id, client: record.client)
+            }
+        }
+        let location = try await finish(incoming, caller: caller, approved: true, receipt: receipt)
         return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
     }
 
@@ -245,8 +262,14 @@ struct ApprovalController: Sendable {
         try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
         let caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
-        let location = try await finish(incoming.request, call: incoming.call, caller: caller, approved: false)
+        let location = try await finish(incoming, caller: caller, approved: false)
         return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
+    }
+
+    /// What a NIP-46 client asked for when it connected (`perms`), for the user to confirm.
+    func requestedPerms(_ address: BunkerAddress, userID: String) async throws -> [NIP46Permission] {
+        guard let client = try await store.bunkerClient(userID: userID, clientPubkey: address.client) else { return [] }
+        return (try? NIP46Permission.parseList(client.perms)) ?? []
     }
 
     // MARK: - Passkey-confirmed approvals and receipts
@@ -256,7 +279,7 @@ struct ApprovalController: Sendable {
     func committedBytes(_ record: PendingRequestRecord, _ incoming: IncomingRequest, pubkey: PublicKey, nonce: [UInt8]) -> String {
         let subject: String = switch incoming.call {
         case .signEvent(let unsigned): "event:" + Hex.encode(unsigned.id(pubkey: pubkey))
-        default: "payload-sha256:" + Hex.encode(sha256(Array(incoming.request.content.utf8)))
+        default: "payload-sha256:" + Hex.encode(sha256(Array(incoming.payload.utf8)))
         }
         return "keyfob approval v1\nrequest:\(record.id)\nclient:\(record.client)\nmethod:\(record.method)\n\(subject)\nnonce:\(Hex.encode(nonce))"
     }

@@ -72,6 +72,23 @@ struct Grants: Sendable {
         }
     }
 
+    /// The permissions a NIP-46 client asked for in `connect` (`sign_event:1,nip44_encrypt`), allowed
+    /// until revoked (or the client is disconnected). Dangerous kinds and unknown methods are
+    /// skipped: those are asked every time. Returns what was granted.
+    @discardableResult
+    func apply(requested perms: [NIP46Permission], userID: String, client: String) async throws -> [NIP46Permission] {
+        var granted: [NIP46Permission] = []
+        for perm in perms {
+            guard let method = SignerMethod(rawValue: perm.method), method != .decryptZapEvent,
+                  !Self.isDangerous(method.rawValue, kind: perm.kind) else { continue }
+            // A kind only narrows sign_event; `sign_event` alone is every kind that is not dangerous.
+            let kind = method == .signEvent ? perm.kind : nil
+            try await insert(userID: userID, client: client, method: method.rawValue, kind: kind, allow: true, duration: nil)
+            granted.append(NIP46Permission(method: method.rawValue, kind: kind))
+        }
+        return granted
+    }
+
     private func insert(userID: String, client: String, method: String, kind: Int?, allow: Bool, duration: TimeInterval?) async throws {
         let created = now()
         try await store.insertGrant(GrantRecord(

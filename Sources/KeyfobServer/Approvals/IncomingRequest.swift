@@ -4,15 +4,54 @@ import Nostr
 /// A redirect-flow request as it arrived (`/app/sign?…`, `/app/pubkey?…`, `/nostrsigner/<content>?…`),
 /// decoded by the `Nostr` codecs and checked down to its payload, so nothing half-valid is stored.
 struct IncomingRequest: Sendable {
-    /// The raw request target (path and query), kept sealed with a pending request so any instance
-    /// can decode it again when the user decides.
+    /// The raw request target (path and query), or a NIP-46 request's `nip46:` form, kept sealed
+    /// with a pending request so any instance can decode it again when the user decides.
     let target: String
-    let request: SignerRequest
+    /// Where the outcome goes.
+    let reply: Reply
     let call: SignerCall
-    /// Who asks: the callback's host or scheme; for NIP-07 flows the requesting page's origin.
+    /// Who asks: the callback's host or scheme; for NIP-07 flows the requesting page's origin;
+    /// `nip46:<client pubkey>` for a bunker client.
     let client: String
-    /// `redirect` (DIP-05, NIP-155, keyfob links) or `nip07` (the callback is Keyfob's own page).
+    /// `redirect` (DIP-05, NIP-155, keyfob links), `nip07` (the callback is Keyfob's own page) or `nip46`.
     let transport: String
+
+    enum Reply: Sendable {
+        /// A redirect flow: the outcome goes to the request's callback URL, in its spec's form.
+        case callback(SignerRequest)
+        /// A NIP-46 request: the outcome is published to the client through the relays.
+        case nip46(BunkerAddress)
+    }
+
+    /// The request's spec (`dip05`, `nip155`, `keyfobLink`, `nip46`), for the approval page.
+    var specName: String {
+        switch reply {
+        case .callback(let request): request.transport.rawValue
+        case .nip46: "nip46"
+        }
+    }
+
+    /// What the client calls itself (unverified).
+    var clientName: String? {
+        switch reply {
+        case .callback(let request): request.clientName
+        case .nip46(let address): address.name
+        }
+    }
+
+    /// The account the client thinks it talks to, when it says.
+    var currentUser: String? {
+        if case .callback(let request) = reply { return request.currentUser }
+        return nil
+    }
+
+    /// The payload as sent (plaintext, ciphertext or event JSON), which a confirmation commits to.
+    var payload: String {
+        switch reply {
+        case .callback(let request): request.content
+        case .nip46(let address): address.payload
+        }
+    }
 
     enum Failure: Error {
         /// Missing or dangerous callback: a page that says so, nothing else (no link, nothing stored).
@@ -23,6 +62,13 @@ struct IncomingRequest: Sendable {
 
     /// Decodes `target`; `now` fills a missing `created_at`; `ownOrigins` recognise Keyfob's `/callback.html`.
     static func decode(_ target: String, now: Date, ownOrigins: [String]) throws(Failure) -> IncomingRequest {
+        if target.hasPrefix(BunkerAddress.prefix) {
+            guard let address = BunkerAddress(sealedForm: target), let call = try? address.call(now: now) else {
+                throw .badRequest(code: "invalid_request", message: "the stored NIP-46 request cannot be read", back: nil, client: nil)
+            }
+            return IncomingRequest(target: target, reply: .nip46(address), call: call, client: address.clientIdentifier,
+                                   transport: "nip46")
+        }
         let (path, query) = split(target)
         let request: SignerRequest
         do {
@@ -69,7 +115,7 @@ struct IncomingRequest: Sendable {
             let back = SignerCodec.callback(for: request, outcome: .failure(code: error.code, message: error.message))
             throw .badRequest(code: error.code, message: error.message, back: back, client: client)
         }
-        return IncomingRequest(target: target, request: request, call: call, client: client, transport: transport)
+        return IncomingRequest(target: target, reply: .callback(request), call: call, client: client, transport: transport)
     }
 
     /// The signer call a decoded request asks for, its payload checked.

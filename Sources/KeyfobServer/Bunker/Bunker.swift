@@ -15,16 +15,27 @@ final class Bunker: Sendable {
     let vault: KeyVault
     let custody: KeyCustody
     let hub: RelayHub
+    let dispatcher: SignerDispatcher
+    let grants: Grants
+    let pending: PendingRequests
+    /// Where the approval page is (`https://<host>`), for `auth_url`.
+    let origin: String
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
+    /// How long a queued reply waits for the instance holding its client's connection.
+    static let replyLifetime: TimeInterval = 600
 
-    init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, logger: Logger,
-         now: @escaping @Sendable () -> Date) {
+    init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
+         grants: Grants, pending: PendingRequests, origin: String, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.vault = vault
         self.custody = custody
         self.hub = hub
+        self.dispatcher = dispatcher
+        self.grants = grants
+        self.pending = pending
+        self.origin = origin
         self.logger = logger
         self.now = now
     }
@@ -88,7 +99,7 @@ final class Bunker: Sendable {
                 logger.notice("nip46.unreadable", metadata: ["signer": "\(pubkey.prefix(12))"])
                 return
             }
-            guard let response = await answer(request, from: sender, signer: record) else { return }
+            guard let response = await answer(request, from: sender, signer: record, encryption: encryption) else { return }
             do {
                 let reply = try NIP46.wrap(response.json, from: key, to: sender, createdAt: Int64(now().timeIntervalSince1970),
                                            encryption: encryption)
@@ -101,7 +112,8 @@ final class Bunker: Sendable {
     }
 
     /// The answer to `request` from `sender`, or nil for none (a key that never connected).
-    func answer(_ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord) async -> NIP46.Response? {
+    func answer(_ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord,
+                encryption: NIP46.Encryption = .nip44) async -> NIP46.Response? {
         let userID = record.userID
         let client = sender.hex
         let at = now()
@@ -128,7 +140,7 @@ final class Bunker: Sendable {
                 return NIP46.Response(id: request.id, result: "ack")
             }
             // Anyone else gets silence: the signer does not exist for them.
-            guard try await store.bunkerClient(userID: userID, clientPubkey: client) != nil else { return nil }
+            guard let connected = try await store.bunkerClient(userID: userID, clientPubkey: client) else { return nil }
             try await store.touchBunkerClient(userID: userID, clientPubkey: client, at: at)
             switch request.method {
             case "ping":
@@ -139,13 +151,12 @@ final class Bunker: Sendable {
                 // No relays beyond the built-in one are configured: stay where you are.
                 return NIP46.Response(id: request.id, result: nil)
             case "logout":
-                _ = try await store.deleteBunkerClient(userID: userID, clientPubkey: client)
+                try await disconnect(userID: userID, clientPubkey: client)
                 return NIP46.Response(id: request.id, result: "ack")
             case "sign_event", "nip04_encrypt", "nip04_decrypt", "nip44_encrypt", "nip44_decrypt":
-                // Approval through the bunker (grants, auth_url and the approval page) is the
-                // next step of issue #9; until then these are refused, never silently dropped.
-                return NIP46.Response(id: request.id, result: nil,
-                                      error: "\(request.method) through the bunker needs approval, which Keyfob does not offer yet")
+                let address = BunkerAddress(signer: record.pubkey, client: client, encryption: encryption, request: request,
+                                            name: connected.name)
+                return try await sign(address, userID: userID)
             default:
                 return NIP46.Response(id: request.id, result: nil, error: "unknown method \(request.method.prefix(32))")
             }
@@ -153,6 +164,82 @@ final class Bunker: Sendable {
             logger.warning("nip46.failed", metadata: ["method": "\(request.method.prefix(32))"])
             return NIP46.Response(id: request.id, result: nil, error: "the signer failed; try again")
         }
+    }
+
+    /// Ends a client's connection and forgets what the user allowed it.
+    @discardableResult
+    func disconnect(userID: String, clientPubkey: String) async throws -> Bool {
+        guard try await store.deleteBunkerClient(userID: userID, clientPubkey: clientPubkey) else { return false }
+        let identifier = BunkerAddress.clientIdentifier(clientPubkey)
+        for grant in try await store.grants(ofUser: userID, now: now()) where grant.client == identifier {
+            _ = try await store.deleteGrant(id: grant.id, ofUser: userID)
+        }
+        return true
+    }
+
+    // MARK: Signing
+
+    /// A signer request from a connected client, through the same dispatcher, grants, limits and
+    /// audit log as REST (transport `nip46`). It runs at once only when the user allowed it before
+    /// AND one of their sessions is unlocked (a grant skips the page, never the lock) AND the key
+    /// opens without a passkey; otherwise it waits on the approval page (`auth_url`).
+    func sign(_ address: BunkerAddress, userID: String) async throws -> NIP46.Response {
+        guard let user = try await store.user(id: userID) else { return NIP46.Response(id: address.requestID, result: nil, error: "no such account") }
+        let caller = SignerCaller(userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
+                                  limitKey: address.clientIdentifier)
+        let call: SignerCall
+        do { call = try address.call(now: now()) } catch {
+            await dispatcher.audit(caller, method: address.method, outcome: "failed", code: error.code)
+            return Self.errorResponse(address.requestID, error)
+        }
+        let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
+        if decision == .deny {
+            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: "user_rejected")
+            return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
+        }
+        if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),
+           try await custody.canOpen(userID, unlock: nil) {
+            do {
+                let result = try await dispatcher.run(call, for: caller)
+                return NIP46.Response(id: address.requestID, result: BunkerAddress.result(result, of: call))
+            } catch let error as APIError {
+                return Self.errorResponse(address.requestID, error)
+            }
+        }
+        let incoming = IncomingRequest(target: address.sealedForm, reply: .nip46(address), call: call,
+                                       client: caller.client, transport: "nip46")
+        do {
+            let id = try await pending.create(incoming, userID: userID, requester: caller.client)
+            logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
+            return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
+        } catch StoreError.limitReached {
+            return NIP46.Response(id: address.requestID, result: nil,
+                                  error: "rate_limited: \(PendingRequests.maxPerClient) requests are waiting for approval already")
+        }
+    }
+
+    static func errorResponse(_ id: String, _ error: APIError) -> NIP46.Response {
+        NIP46.Response(id: id, result: nil, error: "\(error.code): \(error.message)")
+    }
+
+    /// Answers a request the user decided on the approval page: published here at once and queued
+    /// in the database for the instance that holds the client's connection, if another does.
+    func deliver(_ outcome: SignerOutcome, result: SignerResult?, call: SignerCall, to address: BunkerAddress) async throws {
+        guard let record = try await store.bunkerSigner(pubkey: address.signer),
+              try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil else {
+            logger.notice("nip46.reply_dropped", metadata: ["client": "\(address.client.prefix(12))"])
+            return  // the client was disconnected meanwhile: it gets no answer
+        }
+        let response: NIP46.Response = switch outcome {
+        case .success: NIP46.Response(id: address.requestID, result: result.map { BunkerAddress.result($0, of: call) } ?? "")
+        case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
+        case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
+        }
+        let key = try secretKey(of: record)
+        let reply = try NIP46.wrap(response.json, from: key, to: try PublicKey(hex: address.client),
+                                   createdAt: Int64(now().timeIntervalSince1970), encryption: address.cipher)
+        hub.publish(reply)
+        try await store.appendBunkerReply(reply.json, at: now(), dropBefore: now().addingTimeInterval(-Self.replyLifetime))
     }
 
     /// `{"name": …, "url": …}` a client may send with `connect` (its own claim, shown unverified).

@@ -55,7 +55,7 @@ struct BunkerController: Sendable {
     @Sendable func revoke(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         guard let pubkey = context.parameters.get("pubkey"), pubkey.utf8.count == 64,
-              try await bunker.store.deleteBunkerClient(userID: auth.user.id, clientPubkey: pubkey.lowercased()) else {
+              try await bunker.disconnect(userID: auth.user.id, clientPubkey: pubkey.lowercased()) else {
             throw APIError("request_not_found", "you have no connected client with this key", status: .notFound)
         }
         return jsonResponse(["revoked": true])

@@ -29,7 +29,15 @@ public final class RelayHub: Sendable {
         var connections: [UInt64: Connection] = [:]
         var perAddress: [String: Int] = [:]
         var nextID: UInt64 = 0
+        /// Events handed on lately, oldest first: the same event arriving again (from another
+        /// relay, a client's retry, or the reply queue) is not delivered twice.
+        var recent: Set<[UInt8]> = []
+        var recentOrder: [[UInt8]] = []
+        var recentStart = 0
     }
+
+    /// How many recent event ids are remembered for deduplication.
+    static let recentCapacity = 4096
 
     let limits: Limits
     private let state = NIOLockedValueBox(State())
@@ -97,9 +105,19 @@ public final class RelayHub: Sendable {
         }
     }
 
-    /// Hands `event` to every subscription whose filters match (each subscription once).
-    func publish(_ event: Event) {
-        let deliveries: [(Send, String)] = state.withLockedValue { state in
+    /// Hands `event` to every subscription whose filters match (each subscription once), unless
+    /// it was handed on lately. Returns whether it was new.
+    @discardableResult
+    func publish(_ event: Event) -> Bool {
+        let deliveries: [(Send, String)]? = state.withLockedValue { state in
+            guard state.recent.insert(event.id).inserted else { return nil }
+            if state.recentOrder.count < Self.recentCapacity {
+                state.recentOrder.append(event.id)
+            } else {
+                state.recent.remove(state.recentOrder[state.recentStart])
+                state.recentOrder[state.recentStart] = event.id
+                state.recentStart = (state.recentStart + 1) % Self.recentCapacity
+            }
             var out: [(Send, String)] = []
             for connection in state.connections.values {
                 for (subscription, filters) in connection.subscriptions where filters.contains(where: { $0.matches(event) }) {
@@ -108,8 +126,10 @@ public final class RelayHub: Sendable {
             }
             return out
         }
+        guard let deliveries else { return false }
         // Outside the lock: sending queues a frame per reader.
         for (send, subscription) in deliveries { send(RelayAnswer.event(subscription: subscription, event: event)) }
         for listener in listeners.withLockedValue({ $0 }) { listener(event) }
+        return true
     }
 }
