@@ -250,7 +250,7 @@ async function loadGrants() {
     const what = g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
     const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
     return {
-      text: `${g.allow ? "Allowed" : "Refused"}: ${g.client} · ${what} · ${until}`,
+      text: `${g.allow ? "Allowed" : "Refused"}: ${clientLabel(g.client)} · ${what} · ${until}`,
       button: "Revoke", label: `Revoke ${g.client} ${what}`,
       action: async () => {
         await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
@@ -259,6 +259,26 @@ async function loadGrants() {
       },
     };
   }), "No app can sign without asking.");
+}
+
+/** A client as people read it: a bunker client by its name when it gave one, else its key's start. */
+function clientLabel(client, name) {
+  if (name) return `${name} (unverified)`;
+  return client.startsWith("nip46:") ? `bunker client ${client.slice(6, 18)}…` : client;
+}
+
+async function loadWaiting() {
+  const { requests } = await api("/api/requests");
+  $("waiting-card").hidden = requests.length === 0;
+  $("waiting").replaceChildren(...requests.map((r) => {
+    const item = document.createElement("li");
+    const what = r.method === "sign_event" ? `sign a ${r.kindName} (kind ${r.kind})` : r.method.replace(/_/g, " ");
+    const link = document.createElement("a");
+    link.href = `/approve/${encodeURIComponent(r.id)}`;
+    link.textContent = "Review";
+    item.append(`${clientLabel(r.client, r.clientName)} wants to ${what} · ${when(r.createdAt)} `, link);
+    return item;
+  }));
 }
 
 async function showBunker(rotate = false) {
@@ -406,6 +426,8 @@ $("signout-all").addEventListener("click", async () => {
 
 (async () => {
   if (!(await refreshSession())) return;
-  await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants(), loadBunkerClients()]));
+  await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants(), loadBunkerClients(), loadWaiting()]));
+  // A bunker client's request can arrive while this page is open (the client runs elsewhere).
+  setInterval(() => loadWaiting().catch(() => {}), 5000);
   renderLock();
 })();

@@ -30,7 +30,8 @@ function render(r) {
   $("request-card").hidden = false;
   $("choices-card").hidden = false;
   $("who").textContent = `Signed in as ${r.account.username}.`;
-  $("client").textContent = r.client;
+  // A bunker client is its key (nip46:<hex>): its start is enough to tell it apart.
+  $("client").textContent = r.client.startsWith("nip46:") ? `Bunker client ${r.client.slice(6, 22)}…` : r.client;
   if (r.clientName) {
     $("client-claimed").hidden = false;
     $("client-claimed").textContent = `calls itself “${r.clientName}” (not verified)`;

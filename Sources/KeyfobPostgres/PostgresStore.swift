@@ -758,6 +758,16 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
     }
 
+    public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Self.requestColumns) FROM signer_requests
+                WHERE user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970)
+                ORDER BY created_at, id LIMIT \(limit)
+                """).map(Self.requestRow)
+        }
+    }
+
     public func pendingRequestCount(now: Date) async throws -> Int {
         try await call { [self] in
             try await rows("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > \(now.timeIntervalSince1970)")

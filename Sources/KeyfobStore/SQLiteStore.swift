@@ -777,6 +777,16 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
+    public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
+        try read { connection in
+            try connection.query(
+                """
+                SELECT \(Self.requestColumns) FROM signer_requests
+                WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at, id LIMIT ?
+                """, [.text(userID), .date(now), .int(Int64(limit))]).map(requestRow)
+        }
+    }
+
     public func pendingRequestCount(now: Date) async throws -> Int {
         try read { connection in
             Int(try connection.query("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",

@@ -118,6 +118,8 @@ public protocol ApprovalStore: Sendable {
 
     /// Undecided, unexpired requests (all users): for operators and tests.
     func pendingRequestCount(now: Date) async throws -> Int
+    /// The user's requests still waiting for a decision, oldest first (at most `limit`).
+    func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord]
 
     func insertGrant(_ grant: GrantRecord) async throws
     /// The user's unexpired grants, newest first.

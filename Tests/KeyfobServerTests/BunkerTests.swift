@@ -155,12 +155,16 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             let note = #"{"kind":1,"content":"hello over NIP-46","tags":[["t","keyfob"]],"created_at":1700000000}"#
             let firstID = try nip46.send("sign_event", [note])
             let id = try approvalID(try await nip46.reply(to: firstID))
+            // Listed for the account page, with the client's own name.
+            let waiting = try await client.call(.get, "/api/requests", headers: Client.bearer(token))["requests"] as! [[String: Any]]
+            #expect(waiting.map { $0["id"] as? String } == [id] && waiting[0]["clientName"] as? String == "Test client")
             let shown = try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(token))
             #expect(shown["transport"] as? String == "nip46" && shown["client"] as? String == "nip46:\(nip46.key.publicKey.hex)")
             #expect(shown["clientName"] as? String == "Test client" && shown["kind"] as? Int == 1)
             let approved = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "forever"],
                                                  headers: Client.bearer(token))
             #expect(approved.status == .ok && approved["redirect"] is NSNull, "\(approved.json)")
+            #expect((try await client.call(.get, "/api/requests", headers: Client.bearer(token))["requests"] as! [Any]).isEmpty)
             // The original request id gets the signed event.
             let signed = try #require(try await nip46.reply(to: firstID, wait: 0.5).flatMap { $0["result"] as? String })
             let event = try JSONSerialization.jsonObject(with: Data(signed.utf8)) as! [String: Any]

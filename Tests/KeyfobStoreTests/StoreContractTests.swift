@@ -427,6 +427,44 @@ import Testing
         #expect(try await store.bunkerSigner(pubkey: "aa") == nil)
     }
 
+    @Test(arguments: Kind.allCases)
+    func bunkerRepliesUnlockedSessionsAndWaitingRequests(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)  // sessions unlocked until t0 + 600
+        #expect(try await store.hasUnlockedSession(ofUser: alice.id, now: t0 + 599))
+        #expect(try await store.hasUnlockedSession(ofUser: alice.id, now: t0 + 600) == false)
+        #expect(try await store.hasUnlockedSession(ofUser: "nobody", now: t0) == false)
+        _ = try await store.lockAllSessions()
+        #expect(try await store.hasUnlockedSession(ofUser: bob.id, now: t0) == false)
+
+        // Replies: read back by time, oldest first; old ones dropped on the next append.
+        try await store.appendBunkerReply("one", at: t0, dropBefore: t0 - 600)
+        try await store.appendBunkerReply("two", at: t0 + 10, dropBefore: t0 - 590)
+        #expect(try await store.bunkerReplies(since: t0, limit: 10).map(\.event) == ["one", "two"])
+        #expect(try await store.bunkerReplies(since: t0 + 5, limit: 10).map(\.event) == ["two"])
+        let ids = try await store.bunkerReplies(since: t0, limit: 10).map(\.id)
+        #expect(ids[0] < ids[1])
+        try await store.appendBunkerReply("three", at: t0 + 700, dropBefore: t0 + 100)
+        #expect(try await store.bunkerReplies(since: .distantPast, limit: 10).map(\.event) == ["three"])
+        #expect(try await store.bunkerReplies(since: .distantPast, limit: 10)[0].id > ids[1])  // ids are never reused
+
+        // Waiting requests: the user's own, pending and live, oldest first.
+        func request(_ id: String, user: String?, at offset: TimeInterval) -> PendingRequestRecord {
+            PendingRequestRecord(id: id, userID: user, requester: "nip46:cc", client: "nip46:cc", transport: "nip46",
+                                 method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0 + offset,
+                                 expiresAt: t0 + offset + 300)
+        }
+        try await store.insertPendingRequest(request("w2", user: alice.id, at: 2), now: t0, maxPending: 20)
+        try await store.insertPendingRequest(request("w1", user: alice.id, at: 1), now: t0, maxPending: 20)
+        try await store.insertPendingRequest(request("w3", user: bob.id, at: 1), now: t0, maxPending: 20)
+        try await store.insertPendingRequest(request("w4", user: nil, at: 1), now: t0, maxPending: 20)
+        #expect(try await store.pendingRequests(ofUser: alice.id, now: t0 + 10, limit: 50).map(\.id) == ["w1", "w2"])
+        #expect(try await store.decidePendingRequest(id: "w1", userID: alice.id, state: "approved", now: t0 + 10))
+        #expect(try await store.pendingRequests(ofUser: alice.id, now: t0 + 10, limit: 50).map(\.id) == ["w2"])
+        #expect(try await store.pendingRequests(ofUser: alice.id, now: t0 + 302, limit: 50).isEmpty)  // expired
+    }
+
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
         let (store, path) = try await Self.make(.file)
         let alice = user("alice")

@@ -36,9 +36,8 @@ def test_rust_nostr_clients_exchange_a_nip46_message_through_keyfob(server):
     assert item.event.as_json() == message.as_json()
 
 
-# The bunker behind the relay (issue #9, first part): signer keys, bunker URLs, connect with a
-# single-use secret, the methods that need no approval. Signing through the bunker (grants,
-# auth_url) is not in yet and is refused with an error reply.
+# The bunker behind the relay (issue #9): signer keys, bunker URLs, connect with a single-use
+# secret, the methods that need no approval, and signing through grants and auth_url.
 
 import json
 import time
@@ -50,13 +49,15 @@ from softkey import Client, SoftKey
 from test_browser import driver  # noqa: F401  (the Chromium fixture)
 
 
-def signed_in(server):
-    """An account with an unlocked session: (client, token, the nostr pubkey REST reports)."""
+def signed_in(server, with_key=False):
+    """An account with an unlocked session: (client, token, the nostr pubkey REST reports[, its passkey])."""
     c = Client(f"http://127.0.0.1:{server.port}", server.url)
-    status, reply = c.register(SoftKey(server.url), "alice")
+    key = SoftKey(server.url)
+    status, reply = c.register(key, "alice")
     assert status == 200, reply
     token = reply["token"]
-    return c, token, c.call("POST", "/api/signer/get_public_key", {}, token=token)[1]["result"]
+    pubkey = c.call("POST", "/api/signer/get_public_key", {}, token=token)[1]["result"]
+    return (c, token, pubkey, key) if with_key else (c, token, pubkey)
 
 
 class RawClient:
@@ -76,6 +77,10 @@ class RawClient:
         content = n.nip44_encrypt(self.keys.secret_key(), self.signer, request, n.Nip44Version.V2)
         event = n.EventBuilder(n.Kind(24133), content).tags([n.Tag.public_key(self.signer)]).finalize(self.keys)
         self.ws.send(json.dumps(["EVENT", json.loads(event.as_json())]))
+        return self.next_reply(wait)
+
+    def next_reply(self, wait=5):
+        """The next reply to the last request (after an auth_url, the final one), or None."""
         deadline = time.time() + wait
         while time.time() < deadline:
             self.ws.settimeout(max(0.1, deadline - time.time()))
@@ -129,7 +134,8 @@ def test_the_bunker_answers_only_connected_clients_with_a_fresh_secret(server):
     assert client.ask("get_public_key") == {"id": "5", "result": pubkey}
     assert client.ask("switch_relays") == {"id": "6", "result": None}
     assert "unknown method" in client.ask("frobnicate")["error"]
-    assert "needs approval" in client.ask("sign_event", json.dumps({"kind": 1, "content": "hi", "tags": []}))["error"]
+    waiting = client.ask("sign_event", json.dumps({"kind": 1, "content": "hi", "tags": []}))
+    assert waiting["result"] == "auth_url" and "/approve/" in waiting["error"], waiting
     listed = c.call("GET", "/api/signer/bunker/clients", token=token)[1]["clients"]
     assert listed[0]["name"] == "Raw test" and listed[0]["perms"] == "sign_event:1,nip44_encrypt"
     # The secret was single use: a second client cannot reuse it; a rotated one works.
@@ -166,11 +172,32 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         signer = urllib.parse.urlsplit(url).netloc
         secret = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["secret"][0]
         client = RawClient(f"ws://127.0.0.1:{server.nip46_port}/nip46", signer)
-        assert client.ask("connect", signer, secret, "", json.dumps({"name": "Coracle"}))["result"] == "ack"
+        assert client.ask("connect", signer, secret, "sign_event:1,nip44_encrypt", json.dumps({"name": "Coracle"}))["result"] == "ack"
         driver.refresh()
         wait_for(driver, lambda d: "Coracle (unverified)" in d.find_element(By.ID, "bunker-clients").text)
         folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
         os.makedirs(folder, exist_ok=True)
+        # A signing request waits on the account page (refreshed every 5 s) and on the approval page.
+        waiting = client.ask("sign_event", json.dumps({"kind": 1, "content": "from Coracle, via the bunker", "tags": []}))
+        assert waiting["result"] == "auth_url"
+        wait_for(driver, lambda d: "Coracle (unverified) wants to sign a note (kind 1)" in d.find_element(By.ID, "waiting").text,
+                 timeout=10)
+        driver.execute_script("document.getElementById('waiting-card').scrollIntoView()")
+        driver.save_screenshot(os.path.join(folder, "account-waiting.png"))
+        driver.find_element(By.CSS_SELECTOR, "#waiting a").click()
+        wait_for(driver, lambda d: "from Coracle, via the bunker" in d.find_element(By.ID, "details").text)
+        assert "sign_event:1, nip44_encrypt" in driver.find_element(By.ID, "preset-requested").text
+        driver.find_element(By.CSS_SELECTOR, "input[value=requested]").click()
+        driver.save_screenshot(os.path.join(folder, "approve-nip46.png"))
+        driver.find_element(By.ID, "approve").click()
+        answer = client.next_reply()
+        signed = json.loads(answer["result"])
+        assert signed["content"] == "from Coracle, via the bunker" and n.Event.from_json(answer["result"]).verify()
+        # What it asked for is granted now: the next note is signed at once.
+        again = client.ask("sign_event", json.dumps({"kind": 1, "content": "again", "tags": []}))
+        assert json.loads(again["result"])["content"] == "again"
+        driver.get(server.url + "/account.html")
+        wait_for(driver, lambda d: "Coracle (unverified)" in d.find_element(By.ID, "bunker-clients").text)
         driver.find_element(By.ID, "bunker-show").click()
         wait_for(driver, lambda d: not d.find_element(By.ID, "bunker").get_attribute("hidden"))
         driver.execute_script("document.getElementById('bunker-title').scrollIntoView()")
@@ -178,3 +205,68 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         driver.find_element(By.CSS_SELECTOR, "#bunker-clients button").click()
         wait_for(driver, lambda d: "No client is connected" in d.find_element(By.ID, "bunker-clients").text)
         assert client.ask("ping", wait=1) is None
+
+
+# Signing through the bunker with rust-nostr as the client: the first request waits for the user
+# (auth_url; rust-nostr keeps waiting for the real answer), who approves from the API; what they
+# remember then runs at once while their signer is unlocked.
+
+def approve_next(c, token, body=None, key=None, wait=10):
+    """Approves the user's next waiting request (as the account page lists them); returns it."""
+    deadline = time.time() + wait
+    while time.time() < deadline:
+        requests = c.call("GET", "/api/requests", token=token)[1]["requests"]
+        if requests:
+            request = requests[0]
+            body = dict(body or {})
+            if key is not None:  # a dangerous kind: the passkey confirms the committed bytes
+                status, options = c.call("POST", f"/api/requests/{request['id']}/challenge", {}, token=token)
+                assert status == 200, options
+                body["assertion"] = key.assertion({**options, "challengeKey": None})["cred"]
+            status, reply = c.call("POST", f"/api/requests/{request['id']}/approve", body, token=token)
+            assert status == 200 and reply["redirect"] is None, reply
+            return request
+        time.sleep(0.05)
+    raise AssertionError("no request came to approve")
+
+
+def test_rust_nostr_signs_and_encrypts_through_the_bunker_with_approval(server):
+    c, token, pubkey, key = signed_in(server, with_key=True)
+    reply, _, _, _ = bunker_url(c, token)
+    peer = n.Keys.generate()
+
+    async def session():
+        remote = n.NostrConnect(n.NostrConnectUri.parse(reply["url"]), n.Keys.generate(), timedelta(seconds=20), None)
+        assert (await remote.get_public_key_async()).to_hex() == pubkey
+        note = n.EventBuilder(n.Kind(1), "hello from rust-nostr through Keyfob").finalize_unsigned(n.PublicKey.parse(pubkey))
+        signing = asyncio.create_task(remote.sign_event_async(note))
+        first = await asyncio.to_thread(approve_next, c, token, {"remember": "forever"})
+        signed = await signing
+        # Remembered (kind 1, forever) and the session is unlocked: no approval this time.
+        again = await remote.sign_event_async(n.EventBuilder(n.Kind(1), "second").finalize_unsigned(n.PublicKey.parse(pubkey)))
+        encrypting = asyncio.create_task(remote.nip44_encrypt_async(peer.public_key(), "to the peer"))
+        await asyncio.to_thread(approve_next, c, token, {"remember": "hour"})
+        ciphertext = await encrypting
+        from_peer = n.nip44_encrypt(peer.secret_key(), n.PublicKey.parse(pubkey), "from the peer", n.Nip44Version.V2)
+        decrypting = asyncio.create_task(remote.nip44_decrypt_async(peer.public_key(), from_peer))
+        await asyncio.to_thread(approve_next, c, token, {"remember": "once"})
+        plaintext = await decrypting
+        # Kind 0 always waits, and is approved with the passkey.
+        profile = n.EventBuilder(n.Kind(0), json.dumps({"name": "alice"})).finalize_unsigned(n.PublicKey.parse(pubkey))
+        signing = asyncio.create_task(remote.sign_event_async(profile))
+        zero = await asyncio.to_thread(approve_next, c, token, {}, key)
+        profile_signed = await signing
+        return first, signed, again, ciphertext, plaintext, zero, profile_signed
+
+    first, signed, again, ciphertext, plaintext, zero, profile_signed = asyncio.run(session())
+    assert first["transport"] == "nip46" and first["kind"] == 1 and first["client"].startswith("nip46:")
+    for event in (signed, again, profile_signed):
+        assert event.verify() and event.author().to_hex() == pubkey
+    assert signed.content() == "hello from rust-nostr through Keyfob" and again.content() == "second"
+    assert n.nip44_decrypt(peer.secret_key(), n.PublicKey.parse(pubkey), ciphertext) == "to the peer"
+    assert plaintext == "from the peer"
+    assert zero["kind"] == 0 and profile_signed.kind().as_u16() == 0
+    history = c.call("GET", "/api/signer/history", token=token)[1]["entries"]
+    nip46 = [e for e in history if e["transport"] == "nip46" and e["outcome"] == "approved"]
+    assert len(nip46) == 5, history
+    assert "to the peer" not in server.logs() and "from the peer" not in server.logs()

@@ -34,6 +34,7 @@ struct ApprovalController: Sendable {
         router.get("/nostrsigner", use: entry)
         router.get("/nostrsigner/**", use: entry)
         router.get("/approve/:id") { _, _ in try staticPage("approve.html") }
+        router.get("/api/requests", use: list)
         router.get("/api/requests/:id", use: show)
         router.post("/api/requests/:id/approve", use: approve)
         router.post("/api/requests/:id/reject", use: reject)
@@ -148,6 +149,24 @@ struct ApprovalController: Sendable {
         configuration.confirmWithPasskey || Grants.isDangerous(record.method, kind: record.kind)
     }
 
+    /// The user's requests waiting for a decision: a NIP-46 client that does not open `auth_url`
+    /// still gets its answer once the user approves from the account page.
+    @Sendable func list(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let formatter = ISO8601DateFormatter()
+        let names = Dictionary(try await store.bunkerClients(ofUser: auth.user.id).compactMap { client in
+            client.name.map { (BunkerAddress.clientIdentifier(client.clientPubkey), $0) }
+        }, uniquingKeysWith: { first, _ in first })
+        let list: [[String: Any]] = try await store.pendingRequests(ofUser: auth.user.id, now: now(), limit: 50).map { r in
+            var item: [String: Any] = ["id": r.id, "client": r.client, "transport": r.transport, "method": r.method,
+                                       "createdAt": formatter.string(from: r.createdAt), "expiresAt": formatter.string(from: r.expiresAt)]
+            if let kind = r.kind { item["kind"] = kind; item["kindName"] = KindNames.name(kind) }
+            if let name = names[r.client] { item["clientName"] = name }
+            return item
+        }
+        return jsonObjectResponse(["requests": list])
+    }
+
     @Sendable func show(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
@@ -196,7 +215,11 @@ struct ApprovalController: Sendable {
             warnings.append("The app thinks it is talking to another account (\(current.prefix(16))…); you are signed in as \(auth.user.username).")
         }
         if let name = claimed {
-            warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
+            if case .nip46(let address) = incoming.reply {
+                warnings.append("The client calls itself \"\(name)\"; that name is not verified. It is the bunker client you connected with key \(address.client.prefix(16))….")
+            } else {
+                warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
+            }
         }
         view["warnings"] = warnings
         return jsonObjectResponse(view)
