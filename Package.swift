@@ -51,6 +51,7 @@ let package = Package(
                 "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "COpenSSL",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
             ],

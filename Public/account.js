@@ -305,6 +305,12 @@ async function loadBunkerClients() {
 }
 
 $("bunker-show").addEventListener("click", () => guarded(() => showBunker(false)));
+$("nostrconnect").addEventListener("click", () => guarded(async () => {
+  const reply = await api("/api/signer/nostrconnect", { method: "POST", body: { url: $("nostrconnect-url").value.trim() } });
+  $("nostrconnect-url").value = "";
+  showStatus("ok", `${reply.name || "The client"} is connected: go back to it.`);
+  loadBunkerClients();
+}));
 $("bunker-rotate").addEventListener("click", () => guarded(async () => {
   await showBunker(true);
   showStatus("ok", "A new bunker URL; the old one no longer works.");

@@ -17,15 +17,16 @@ if [ "${1:-}" = "--test" ]; then
   # Selenium and pytest for the browser tests: already importable, else pip; where the system
   # Python refuses pip (PEP 668, stock Debian 12), a virtual environment in .venv/ that the
   # Makefile then uses (scripts/python).
-  # nostr-sdk (rust-nostr) is the third-party NIP-46 client; cryptography the software passkey's.
+  # nostr-sdk (rust-nostr) is the third-party NIP-46 client, nostr-relay the third-party relay;
+  # cryptography the software passkey's.
   py=python3; [ -x .venv/bin/python3 ] && py=.venv/bin/python3
-  if ! $py -c "import selenium, pytest, nostr_sdk, cryptography" 2>/dev/null; then
-    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk cryptography 2>/dev/null; then :; else
+  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography" 2>/dev/null; then
+    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography 2>/dev/null; then :; else
       if [ ! -x .venv/bin/python3 ]; then
         dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
         python3 -m venv .venv
       fi
-      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk cryptography
+      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography
     fi
   fi
 fi

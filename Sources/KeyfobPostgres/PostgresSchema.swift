@@ -184,5 +184,9 @@ enum PostgresSchema {
             """,
             "CREATE INDEX bunker_replies_created ON bunker_replies(created_at)",
         ],
+        // 4: the relays a nostrconnect:// client named (SQLite's migration 10).
+        [
+            "ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT ''",
+        ],
     ]
 }

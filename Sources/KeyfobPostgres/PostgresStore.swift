@@ -87,6 +87,41 @@ public final class PostgresStore: KeyfobStore, Sendable {
         readiness.set()
     }
 
+    /// A role one instance holds at a time: a session-level advisory lock on a connection kept for
+    /// as long as `body` runs. The connection is checked every few seconds; when it is lost (and
+    /// with it the lock, so another instance may take over) `body` is cancelled.
+    public func holdingRole(_ name: String, _ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+        guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
+        let lockName = "keyfob.role.\(settings.schema ?? "default").\(name)"
+        do {
+            return try await client.withConnection { connection in
+                let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(lockName)))", logger: self.logger).collect()
+                guard try rows.first?.makeRandomAccess()[0].decode(Bool.self) == true else { return false }
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await body() }
+                    group.addTask {
+                        while true {
+                            try await Task.sleep(for: .seconds(3))
+                            _ = try await self.bounded(self.settings.timeout) {
+                                try await connection.query("SELECT 1", logger: self.logger).collect().count
+                            }
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    try await group.next()
+                }
+                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: self.logger).collect()
+                return true
+            }
+        } catch let error as StoreError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw StoreError.unavailable("\(error)")
+        }
+    }
+
     private func applyMigrations(on connection: PostgresConnection) async throws {
         if let schema = settings.schema {
             // The name was checked against [a-z0-9_] when the URL was read.
@@ -948,11 +983,12 @@ extension PostgresStore {
         }
     }
 
-    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at"
+    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at, relays"
 
     private static func clientRow(_ r: PostgresRandomAccessRow) throws -> BunkerClientRecord {
         BunkerClientRecord(userID: try r.text(0), clientPubkey: try r.text(1), name: try r.optionalText(2), url: try r.optionalText(3),
-                           perms: try r.text(4), createdAt: try r.date(5), lastUsedAt: try r.optionalDate(6))
+                           perms: try r.text(4), createdAt: try r.date(5), lastUsedAt: try r.optionalDate(6),
+                           relays: try r.text(7).split(separator: "\n").map(String.init))
     }
 
     public func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord] {
@@ -976,9 +1012,9 @@ extension PostgresStore {
             try await touched("""
                 INSERT INTO bunker_clients (\(unescaped: Self.clientColumns))
                 VALUES (\(c.userID), \(c.clientPubkey), \(c.name), \(c.url), \(c.perms), \(c.createdAt.timeIntervalSince1970),
-                        \(c.lastUsedAt?.timeIntervalSince1970))
+                        \(c.lastUsedAt?.timeIntervalSince1970), \(c.relays.joined(separator: "\n")))
                 ON CONFLICT (user_id, client_pubkey) DO UPDATE SET name = excluded.name, url = excluded.url, perms = excluded.perms,
-                    created_at = excluded.created_at, last_used_at = excluded.last_used_at
+                    created_at = excluded.created_at, last_used_at = excluded.last_used_at, relays = excluded.relays
                 RETURNING 1
                 """)
         }
@@ -996,6 +1032,23 @@ extension PostgresStore {
     public func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool {
         try await call { [self] in
             try await touched("DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1") == 1
+        }
+    }
+
+    public func activeBunkerSigners(now: Date, limit: Int) async throws -> [String] {
+        try await call { [self] in
+            try await rows("""
+                SELECT pubkey FROM bunker_signers s
+                WHERE secret_expires_at > \(now.timeIntervalSince1970) OR EXISTS (SELECT 1 FROM bunker_clients c WHERE c.user_id = s.user_id)
+                ORDER BY pubkey LIMIT \(limit)
+                """).map { try $0.text(0) }
+        }
+    }
+
+    public func nostrConnectClients() async throws -> [BunkerClientRecord] {
+        try await call { [self] in
+            try await rows("SELECT \(unescaped: Self.clientColumns) FROM bunker_clients WHERE relays <> '' ORDER BY created_at")
+                .map(Self.clientRow)
         }
     }
 

@@ -64,15 +64,18 @@ public func buildApplication(
         gate = ReadinessGate(open: true)
     }
     let hub = RelayHub()
+    // External relays: the --relay ones and those nostrconnect:// clients name (one instance holds them).
+    let external = ExternalRelays(configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock)
+    services.append(external)
+    services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
     if let relayPort = configuration.effectiveNIP46Port {
         services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger))
-        services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
                              challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate,
-                             hub: hub)
+                             hub: hub, external: external)
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = configuration.maxConnections ?? connectionCap()
@@ -145,7 +148,8 @@ public func buildRouter(
     admins: Admins? = nil,
     connections: ConnectionCounter = ConnectionCounter(),
     gate: ReadinessGate = ReadinessGate(open: true),
-    hub: RelayHub = RelayHub()
+    hub: RelayHub = RelayHub(),
+    external: ExternalRelays? = nil
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
@@ -172,7 +176,9 @@ public func buildRouter(
     let grants = Grants(store: store, now: clock)
     let pending = PendingRequests(store: store, vault: vault, now: clock)
     let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
-                        pending: pending, origin: configuration.effectiveOrigins.first ?? "", logger: logger, now: clock)
+                        pending: pending, origin: configuration.effectiveOrigins.first ?? "",
+                        switchRelays: configuration.relays.isEmpty ? nil : configuration.bunkerRelays, external: external,
+                        logger: logger, now: clock)
     bunker.attach()
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: grants, vault: vault, keys: keys, limits: limits, pending: pending, bunker: bunker,

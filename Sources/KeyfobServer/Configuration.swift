@@ -84,6 +84,8 @@ public struct ServerConfiguration: Sendable {
     /// Related origins (WebAuthn L3 §5.11): other sites whose pages may use this rpId; listed at
     /// /.well-known/webauthn and accepted in ceremonies.
     public var relatedOrigins: [String] = []
+    /// External relays (`wss://…`) the NIP-46 bunker also listens and answers on, besides its own.
+    public var relays: [String] = []
     /// Addresses (besides loopback) allowed to read /metrics.
     public var metricsFrom: [String] = []
     /// Seconds between sweeps of expired challenges and sessions.
@@ -155,6 +157,11 @@ public struct ServerConfiguration: Sendable {
         for origin in relatedOrigins {
             guard let url = URL(string: origin), url.scheme == "https", url.host != nil, url.path.isEmpty else {
                 throw Invalid(description: "--related-origin \"\(origin)\" must be an https origin such as https://example.net")
+            }
+        }
+        for relay in relays {
+            guard let url = URL(string: relay), ["wss", "ws"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
+                throw Invalid(description: "--relay \"\(relay)\" must be a relay URL such as wss://relay.example.com")
             }
         }
         if androidPackage != nil && androidCertFingerprints.isEmpty {

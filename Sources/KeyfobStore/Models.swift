@@ -348,9 +348,12 @@ public struct BunkerClientRecord: Sendable, Equatable {
     public var perms: String
     public var createdAt: Date
     public var lastUsedAt: Date?
+    /// The relays a `nostrconnect://` client named (empty for a bunker-URL client): Keyfob listens
+    /// and answers there for it.
+    public var relays: [String]
 
     public init(userID: String, clientPubkey: String, name: String?, url: String?, perms: String, createdAt: Date,
-                lastUsedAt: Date? = nil) {
+                lastUsedAt: Date? = nil, relays: [String] = []) {
         self.userID = userID
         self.clientPubkey = clientPubkey
         self.name = name
@@ -358,5 +361,6 @@ public struct BunkerClientRecord: Sendable, Equatable {
         self.perms = perms
         self.createdAt = createdAt
         self.lastUsedAt = lastUsedAt
+        self.relays = relays
     }
 }

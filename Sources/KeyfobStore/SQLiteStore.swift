@@ -253,6 +253,10 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         );
         CREATE INDEX bunker_replies_created ON bunker_replies(created_at);
         """,
+        // 10: the relays a nostrconnect:// client named, one per line.
+        """
+        ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT '';
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -898,11 +902,12 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
-    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at"
+    private static let clientColumns = "user_id, client_pubkey, name, url, perms, created_at, last_used_at, relays"
 
     private func clientRow(_ r: [SQLValue]) -> BunkerClientRecord {
         BunkerClientRecord(userID: r[0].text ?? "", clientPubkey: r[1].text ?? "", name: r[2].text, url: r[3].text,
-                           perms: r[4].text ?? "", createdAt: r[5].date ?? .distantPast, lastUsedAt: r[6].date)
+                           perms: r[4].text ?? "", createdAt: r[5].date ?? .distantPast, lastUsedAt: r[6].date,
+                           relays: (r[7].text ?? "").split(separator: "\n").map(String.init))
     }
 
     public func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord] {
@@ -922,9 +927,9 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     public func putBunkerClient(_ c: BunkerClientRecord) async throws {
         try write {
             try connection.query(
-                "INSERT OR REPLACE INTO bunker_clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO bunker_clients (\(Self.clientColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 [.text(c.userID), .text(c.clientPubkey), c.name.map(SQLValue.text) ?? .null, c.url.map(SQLValue.text) ?? .null,
-                 .text(c.perms), .date(c.createdAt), .date(c.lastUsedAt)])
+                 .text(c.perms), .date(c.createdAt), .date(c.lastUsedAt), .text(c.relays.joined(separator: "\n"))])
         }
     }
 
@@ -940,6 +945,28 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
             try connection.query("DELETE FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)])
             return connection.changes == 1
         }
+    }
+
+    public func activeBunkerSigners(now: Date, limit: Int) async throws -> [String] {
+        try read { connection in
+            try connection.query(
+                """
+                SELECT pubkey FROM bunker_signers s
+                WHERE secret_expires_at > ? OR EXISTS (SELECT 1 FROM bunker_clients c WHERE c.user_id = s.user_id)
+                ORDER BY pubkey LIMIT ?
+                """, [.date(now), .int(Int64(limit))]).compactMap { $0[0].text }
+        }
+    }
+
+    public func nostrConnectClients() async throws -> [BunkerClientRecord] {
+        try read { connection in
+            try connection.query("SELECT \(Self.clientColumns) FROM bunker_clients WHERE relays != '' ORDER BY created_at").map(clientRow)
+        }
+    }
+
+    public func holdingRole(_ name: String, _ body: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+        try await body()
+        return true
     }
 
     public func appendBunkerReply(_ event: String, at date: Date, dropBefore: Date) async throws {

@@ -156,6 +156,13 @@ public protocol BunkerStore: Sendable {
     func putBunkerClient(_ record: BunkerClientRecord) async throws
     func touchBunkerClient(userID: String, clientPubkey: String, at: Date) async throws
     func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool
+    /// Signer keys someone may talk to now: with a connected client or a live secret (at most `limit`).
+    func activeBunkerSigners(now: Date, limit: Int) async throws -> [String]
+    /// Every client that named relays of its own (`nostrconnect://`), with them.
+    func nostrConnectClients() async throws -> [BunkerClientRecord]
+    /// Runs `body` while this process holds the role `name` (one holder across instances sharing
+    /// the database); returns false at once when another holds it. SQLite: always this process.
+    func holdingRole(_ name: String, _ body: @escaping @Sendable () async throws -> Void) async throws -> Bool
     /// Queues a reply for every instance's relay; replies older than `dropBefore` are deleted.
     func appendBunkerReply(_ event: String, at: Date, dropBefore: Date) async throws
     /// The replies queued at or after `since`, oldest first (at most `limit`).

@@ -183,8 +183,15 @@ public struct NostrConnectURL: Sendable, Equatable {
         guard let secret = value("secret"), secret.utf8.count <= 128 else {
             throw .content("a nostrconnect URL needs a secret (at most 128 characters)")
         }
+        // Earlier clients (rust-nostr among them) send `metadata={"name":…,"url":…}` instead.
+        var metadata: [String: Any] = [:]
+        if let json = value("metadata"), json.utf8.count <= 4096,
+           let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] {
+            metadata = object
+        }
+        func field(_ name: String) -> String? { value(name) ?? (metadata[name] as? String).flatMap { $0.isEmpty ? nil : $0 } }
         return NostrConnectURL(client: client, relays: relays, secret: secret, perms: try NIP46Permission.parseList(value("perms") ?? ""),
-                               name: value("name"), url: value("url"), image: value("image"))
+                               name: field("name"), url: field("url"), image: field("image"))
     }
 }
 

@@ -87,6 +87,8 @@ struct Serve: AsyncParsableCommand {
     var androidCertFingerprints: [String] = []
     @Option(name: .customLong("related-origin"), help: "Another site's origin allowed to use this rpId (WebAuthn related origins), repeatable; served at /.well-known/webauthn. (env: KEYFOB_RELATED_ORIGINS)")
     var relatedOrigins: [String] = []
+    @Option(name: .customLong("relay"), help: "A public relay (wss://…) the NIP-46 bunker also listens and answers on, besides its own /nip46 endpoint; repeatable. (env: KEYFOB_RELAYS)")
+    var relays: [String] = []
     @Option(name: .customLong("metrics-from"), help: "Address (besides loopback) allowed to read /metrics, repeatable. (env: KEYFOB_METRICS_FROM)")
     var metricsFrom: [String] = []
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
@@ -249,6 +251,7 @@ struct Serve: AsyncParsableCommand {
         c.androidCertFingerprints = list(androidCertFingerprints, "KEYFOB_ANDROID_CERT_FINGERPRINTS", "android-cert-fingerprint") ?? []
         c.relatedOrigins = list(relatedOrigins, "KEYFOB_RELATED_ORIGINS", "related-origin") ?? []
         c.metricsFrom = list(metricsFrom, "KEYFOB_METRICS_FROM", "metrics-from") ?? []
+        c.relays = list(relays, "KEYFOB_RELAYS", "relay") ?? []
         c.confirmWithPasskey = confirmWithPasskey || ["1", "true"].contains(env["KEYFOB_CONFIRM_WITH_PASSKEY"] ?? "")
             || (file["confirm-with-passkey"] as? Bool ?? false)
         c.headerTimeout = try int(headerTimeout, "KEYFOB_HEADER_TIMEOUT", "header-timeout") ?? c.headerTimeout

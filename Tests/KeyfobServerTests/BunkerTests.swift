@@ -61,7 +61,7 @@ final class NIP46TestClient: @unchecked Sendable {
     private let consumed = NIOLockedValueBox<Set<Int>>([])
 
     /// The next reply to request `id` (decrypted from the signer), or nil when none comes within `wait`.
-    func reply(to id: String, wait: TimeInterval = 2) async throws -> [String: Any]? {
+    func reply(to id: String?, wait: TimeInterval = 2) async throws -> [String: Any]? {
         let deadline = Date().addingTimeInterval(wait)
         while Date() < deadline {
             for (index, frame) in frames.withLockedValue({ $0 }).enumerated() where !consumed.withLockedValue({ $0.contains(index) }) {
@@ -75,7 +75,7 @@ final class NIP46TestClient: @unchecked Sendable {
                 guard let message = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
                     throw TestFailure("unreadable reply: \(text.prefix(300))")
                 }
-                if message["id"] as? String == id {
+                if id == nil || message["id"] as? String == id {
                     consumed.withLockedValue { _ = $0.insert(index) }
                     return message
                 }
@@ -275,4 +275,40 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             }
         }
     }
+
+    @Test func aPastedNostrconnectURLConnectsTheClientWithItsOwnSecret() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("alice")
+            let signer = try await client.bunkerURL(token: token).signer
+            let nip46 = try NIP46TestClient(hub: hub, signer: signer)
+            let url = "nostrconnect://\(nip46.key.publicKey.hex)?relay=wss%3A%2F%2Frelay.example.com&secret=s3cr3t&perms=sign_event%3A1&name=Nostrudel"
+            for bad in ["bunker://x", "nostrconnect://\(nip46.key.publicKey.hex)?secret=x",
+                        "nostrconnect://\(nip46.key.publicKey.hex)?relay=https%3A%2F%2Fexample.com&secret=x"] {
+                let refused = try await client.call(.post, "/api/signer/nostrconnect", json: ["url": bad], headers: Client.bearer(token))
+                #expect(refused.status == .badRequest && refused.error == "invalid_request", "\(bad): \(refused.json)")
+            }
+            let reply = try await client.call(.post, "/api/signer/nostrconnect", json: ["url": url], headers: Client.bearer(token))
+            #expect(reply.status == .ok && reply["name"] as? String == "Nostrudel", "\(reply.json)")
+            // The client hears `connect`'s answer: its own secret, from the user's signer key.
+            #expect(try await nip46.reply(to: nil)?["result"] as? String == "s3cr3t")
+            #expect(try await nip46.call("ping", [])?["result"] as? String == "pong")
+            let listed = try await client.call(.get, "/api/signer/bunker/clients", headers: Client.bearer(token))["clients"] as! [[String: Any]]
+            #expect(listed.first?["name"] as? String == "Nostrudel" && listed.first?["perms"] as? String == "sign_event:1")
+            #expect(try await harness(client).store.nostrConnectClients().first?.relays == ["wss://relay.example.com"])
+        }
+    }
+
+    @Test func nostrJSONAdvertisesTheBunkersRelaysAndTheConnectPage() async throws {
+        try await Harness { $0.relays = ["wss://relay.example.com"] }.run { client in
+            let reply = try await client.call(.get, "/.well-known/nostr.json?name=_")
+            let nip46 = try #require(reply["nip46"] as? [String: Any])
+            #expect(nip46["relays"] as? [String] == ["ws://localhost:8090/nip46", "wss://relay.example.com"])
+            #expect(nip46["nostrconnect_url"] as? String == "http://localhost:8080/connect/<nostrconnect>")
+            #expect(reply.headers[.accessControlAllowOrigin] == "*")
+            #expect((try await client.call(.get, "/.well-known/nostr.json?name=bob")).json["nip46"] == nil)
+        }
+    }
 }
+
+func harness(_ client: Client) -> Harness { client.harness }

@@ -66,6 +66,9 @@ import Testing
         #expect(url.client == client.publicKey && url.secret == "0s8j2djs" && url.name == "My Client")
         #expect(url.relays == ["wss://relay1.example.com", "wss://relay2.example2.com"])
         #expect(url.perms.map(\.string) == ["nip44_encrypt", "nip44_decrypt", "sign_event:13", "sign_event:14", "sign_event:1059"])
+        // The earlier form with a metadata object (rust-nostr sends it).
+        let older = try NostrConnectURL.parse("nostrconnect://\(client.publicKey.hex)?relay=wss%3A%2F%2Fr.example&secret=x&metadata=%7B%22name%22%3A%22Old%22%2C%22url%22%3A%22https%3A%2F%2Fold.example%22%7D")
+        #expect(older.name == "Old" && older.url == "https://old.example")
         for bad in ["nostrconnect://\(client.publicKey.hex)?secret=x", "nostrconnect://\(client.publicKey.hex)?relay=wss://r",
                     "nostrconnect://\(client.publicKey.hex)?relay=wss://r&secret=x&perms=sign_event:99999",
                     "nostrconnect://\(client.publicKey.hex)?relay=wss://r&secret=x&perms=drop%20table"] {

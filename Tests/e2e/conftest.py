@@ -68,3 +68,53 @@ def server():
     s = Server().start()
     yield s
     s.stop()
+
+
+class NostrRelay:
+    """A real third-party relay on loopback: `nostr-relay` from PyPI (pip), its database in a temp dir."""
+
+    def __init__(self):
+        self.port = free_port()
+        self.url = f"ws://127.0.0.1:{self.port}"
+        self.dir = tempfile.mkdtemp(prefix="nostr-relay-")
+        import nostr_relay
+        with open(os.path.join(os.path.dirname(nostr_relay.__file__), "config.yaml")) as f:
+            config = f.read()
+        config = config.replace("sqlite+aiosqlite:///nostr.sqlite3", f"sqlite+aiosqlite:///{self.dir}/nostr.sqlite3")
+        config = config.replace("6969", str(self.port))
+        self.config = os.path.join(self.dir, "config.yaml")
+        with open(self.config, "w") as f:
+            f.write(config)
+
+    def start(self):
+        import sys
+        self.log = open(os.path.join(self.dir, "relay.log"), "w")
+        # Its own process group: gunicorn forks a worker that must stop with it.
+        self.process = subprocess.Popen([sys.executable, "-c", "import sys; from nostr_relay.cli import main; sys.exit(main())",
+                                         "-c", self.config, "serve"], stdout=self.log, stderr=subprocess.STDOUT,
+                                        cwd=self.dir, start_new_session=True)
+        deadline = time.time() + 30
+        while time.time() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                return self
+            except OSError:
+                assert self.process.poll() is None, open(self.log.name).read()
+                time.sleep(0.1)
+        raise RuntimeError("nostr-relay did not start: " + open(self.log.name).read())
+
+    def stop(self):
+        import signal
+        try:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=10)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.log.close()
+
+
+@pytest.fixture
+def nostr_relay():
+    relay = NostrRelay().start()
+    yield relay
+    relay.stop()

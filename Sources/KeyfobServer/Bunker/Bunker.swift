@@ -20,6 +20,10 @@ final class Bunker: Sendable {
     let pending: PendingRequests
     /// Where the approval page is (`https://<host>`), for `auth_url`.
     let origin: String
+    /// The relays `switch_relays` names (nil: only the built-in one, so stay put).
+    let switchRelays: [String]?
+    /// The links to external relays (nil in tests that run the router alone).
+    let external: ExternalRelays?
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
@@ -27,7 +31,10 @@ final class Bunker: Sendable {
     static let replyLifetime: TimeInterval = 600
 
     init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
-         grants: Grants, pending: PendingRequests, origin: String, logger: Logger, now: @escaping @Sendable () -> Date) {
+         grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
+         logger: Logger, now: @escaping @Sendable () -> Date) {
+        self.switchRelays = switchRelays
+        self.external = external
         self.store = store
         self.vault = vault
         self.custody = custody
@@ -103,7 +110,7 @@ final class Bunker: Sendable {
             do {
                 let reply = try NIP46.wrap(response.json, from: key, to: sender, createdAt: Int64(now().timeIntervalSince1970),
                                            encryption: encryption)
-                hub.publish(reply)
+                hub.publishOutgoing(reply)
             } catch {
                 logger.error("nip46.reply_failed", metadata: ["code": "\(error.code.rawValue)"])
             }
@@ -148,8 +155,10 @@ final class Bunker: Sendable {
             case "get_public_key":
                 return NIP46.Response(id: request.id, result: try await custody.publicKey(of: userID).hex)
             case "switch_relays":
-                // No relays beyond the built-in one are configured: stay where you are.
-                return NIP46.Response(id: request.id, result: nil)
+                // Without --relay there is only the built-in relay: stay where you are (null).
+                guard let relays = switchRelays else { return NIP46.Response(id: request.id, result: nil) }
+                let list = try JSONSerialization.data(withJSONObject: relays, options: [.withoutEscapingSlashes])
+                return NIP46.Response(id: request.id, result: String(decoding: list, as: UTF8.self))
             case "logout":
                 try await disconnect(userID: userID, clientPubkey: client)
                 return NIP46.Response(id: request.id, result: "ack")
@@ -238,7 +247,7 @@ final class Bunker: Sendable {
         let key = try secretKey(of: record)
         let reply = try NIP46.wrap(response.json, from: key, to: try PublicKey(hex: address.client),
                                    createdAt: Int64(now().timeIntervalSince1970), encryption: address.cipher)
-        hub.publish(reply)
+        hub.publishOutgoing(reply)
         try await store.appendBunkerReply(reply.json, at: now(), dropBefore: now().addingTimeInterval(-Self.replyLifetime))
     }
 
@@ -246,10 +255,34 @@ final class Bunker: Sendable {
     static func metadata(_ text: String) -> (name: String?, url: String?) {
         guard text.utf8.count <= 4096,
               let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else { return (nil, nil) }
-        func clean(_ value: Any?) -> String? {
-            guard let text = value as? String, !text.isEmpty else { return nil }
-            return String(text.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(100).map(Character.init))
-        }
         return (clean(object["name"]), clean(object["url"]))
+    }
+
+    /// A client's self-description as shown: no control characters, at most 100 of them.
+    static func clean(_ value: Any?) -> String? {
+        guard let text = value as? String, !text.isEmpty else { return nil }
+        return String(text.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(100).map(Character.init))
+    }
+
+    // MARK: nostrconnect://
+
+    /// The user pasted a client's `nostrconnect://` URL: the client is connected (with the relays
+    /// it named, where Keyfob now listens for it) and gets `connect`'s answer, its own secret.
+    func connect(_ url: NostrConnectURL, userID: String) async throws -> BunkerClientRecord {
+        let record = try await signer(of: userID)
+        let at = now()
+        let client = BunkerClientRecord(userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
+                                        perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
+                                        relays: url.relays)
+        try await store.putBunkerClient(client)
+        await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
+        let response = NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret)
+        let reply = try NIP46.wrap(response.json, from: try secretKey(of: record), to: url.client,
+                                   createdAt: Int64(at.timeIntervalSince1970), encryption: .nip44)
+        hub.publishOutgoing(reply)
+        // Another instance may hold the external relays: it sends this from the queue.
+        try await store.appendBunkerReply(reply.json, at: at, dropBefore: at.addingTimeInterval(-Self.replyLifetime))
+        logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
+        return client
     }
 }

@@ -16,26 +16,46 @@ struct BunkerController: Sendable {
         router.post("/api/signer/bunker/rotate") { request, _ in try await self.url(request, rotate: true) }
         router.get("/api/signer/bunker/clients", use: clients)
         router.delete("/api/signer/bunker/clients/:pubkey", use: revoke)
+        router.post("/api/signer/nostrconnect", use: nostrConnect)
+        // The page /.well-known/nostr.json's nostrconnect_url opens.
+        router.get("/connect/**") { _, _ in try htmlPage("connect.html", in: configuration.publicDirectory) }
     }
 
-    /// Where clients reach the built-in relay: `wss://<host>/nip46` behind the TLS proxy, or the
-    /// relay's own port on a local `http://localhost` setup.
-    var relayURL: String? {
-        guard let port = configuration.effectiveNIP46Port, let origin = configuration.effectiveOrigins.first,
-              let url = URLComponents(string: origin), let host = url.host else { return nil }
-        if url.scheme == "https" { return "wss://\(host)\(url.port.map { ":\($0)" } ?? "")/nip46" }
-        return "ws://\(host):\(port)/nip46"
+    /// A client's `nostrconnect://` URL, pasted by the user (DESIGN.md §4.7).
+    @Sendable func nostrConnect(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
+        guard let text = body["url"] as? String, text.utf8.count <= 8192 else {
+            throw APIError.invalid("url must be the client's nostrconnect:// URL")
+        }
+        let url: NostrConnectURL
+        do { url = try NostrConnectURL.parse(text) } catch {
+            throw APIError("invalid_request", "this is not a usable nostrconnect:// URL: \(error.message)")
+        }
+        guard url.relays.count <= 8 else { throw APIError.invalid("a nostrconnect URL may name at most 8 relays") }
+        for relay in url.relays {
+            guard let parsed = URL(string: relay), ["wss", "ws"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil,
+                  relay.utf8.count <= 256 else {
+                throw APIError.invalid("the relay \"\(relay.prefix(80))\" is not a ws:// or wss:// URL")
+            }
+        }
+        let client = try await bunker.connect(url, userID: auth.user.id)
+        var reply: [String: Any] = ["pubkey": client.clientPubkey, "relays": client.relays, "perms": url.perms.map(\.string)]
+        if let name = client.name { reply["name"] = name }
+        return jsonObjectResponse(reply)
     }
 
     func url(_ request: Request, rotate: Bool) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
-        guard let relay = relayURL else {
-            throw APIError("invalid_request", "the built-in NIP-46 relay is off on this server (--nip46-port 0)", status: .notFound)
+        let relays = configuration.bunkerRelays
+        guard !relays.isEmpty else {
+            throw APIError("invalid_request", "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
+                           status: .notFound)
         }
         let signer = try await bunker.signer(of: auth.user.id)
         let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
-        let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: [relay], secret: secret)
-        return jsonObjectResponse(["url": url.string, "pubkey": signer.pubkey, "relays": [relay],
+        let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
+        return jsonObjectResponse(["url": url.string, "pubkey": signer.pubkey, "relays": relays,
                                    "secretExpiresAt": Int(expiresAt.timeIntervalSince1970)])
     }
 
@@ -60,4 +80,18 @@ struct BunkerController: Sendable {
         }
         return jsonResponse(["revoked": true])
     }
+}
+
+extension ServerConfiguration {
+    /// Where clients reach the built-in relay: `wss://<host>/nip46` behind the TLS proxy, or the
+    /// relay's own port on a local `http://localhost` setup.
+    var builtInRelayURL: String? {
+        guard let port = effectiveNIP46Port, let origin = effectiveOrigins.first,
+              let url = URLComponents(string: origin), let host = url.host else { return nil }
+        if url.scheme == "https" { return "wss://\(host)\(url.port.map { ":\($0)" } ?? "")/nip46" }
+        return "ws://\(host):\(port)/nip46"
+    }
+
+    /// The relays a bunker URL names: the built-in one first, then the `--relay` ones.
+    var bunkerRelays: [String] { (builtInRelayURL.map { [$0] } ?? []) + relays }
 }

@@ -26,7 +26,7 @@ struct BunkerReplyQueue: Service {
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
             guard !Task.isShuttingDownGracefully && !Task.isCancelled else { return }
-            guard hub.connectionCount > 0 else { continue }
+            guard hub.connectionCount > 0 || hub.hasOutlets else { continue }
             await pollOnce(&seen)
         }
     }
@@ -36,7 +36,7 @@ struct BunkerReplyQueue: Service {
         guard let replies = try? await store.bunkerReplies(since: at.addingTimeInterval(-Self.window), limit: 1000) else { return }
         for reply in replies where seen[reply.id] == nil {
             seen[reply.id] = at
-            if let event = try? Event.parse(json: Array(reply.event.utf8)) { hub.publish(event) }
+            if let event = try? Event.parse(json: Array(reply.event.utf8)) { hub.publishOutgoing(event) }
         }
         seen = seen.filter { at.timeIntervalSince($0.value) < Self.window * 2 }
     }

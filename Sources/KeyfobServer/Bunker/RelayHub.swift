@@ -46,6 +46,19 @@ public final class RelayHub: Sendable {
 
     func listen(_ listener: @escaping @Sendable (Event) -> Void) { listeners.withLockedValue { $0.append(listener) } }
 
+    /// Where the bunker's own events (its replies) also go: the external relays.
+    private let outlets = NIOLockedValueBox<[@Sendable (Event) -> Void]>([])
+
+    func addOutlet(_ outlet: @escaping @Sendable (Event) -> Void) { outlets.withLockedValue { $0.append(outlet) } }
+
+    var hasOutlets: Bool { outlets.withLockedValue { !$0.isEmpty } }
+
+    /// An event of the bunker's own: into the hub, and out to the external relays (once).
+    func publishOutgoing(_ event: Event) {
+        guard publish(event) else { return }
+        for outlet in outlets.withLockedValue({ $0 }) { outlet(event) }
+    }
+
     public init(limits: Limits = Limits()) { self.limits = limits }
 
     struct TooManyConnections: Error {}

@@ -11,6 +11,21 @@ struct WellKnownController: Sendable {
         router.get("/.well-known/apple-app-site-association") { _, _ in try appleAppSiteAssociation() }
         router.get("/.well-known/assetlinks.json") { _, _ in try assetLinks() }
         router.get("/.well-known/webauthn") { _, _ in try relatedOrigins() }
+        router.get("/.well-known/nostr.json") { request, _ in nostrJSON(name: request.uri.queryParameters.get("name")) }
+    }
+
+    /// NIP-05 discovery with NIP-46's `nip46` block: where the bunker listens and where a client
+    /// sends its `nostrconnect://` URL (`<nostrconnect>` is replaced by the URL, percent-encoded).
+    /// `names` is empty: each account has a signer key of its own, there is no server-wide one.
+    func nostrJSON(name: String?) -> Response {
+        var body: [String: Any] = ["names": [String: String]()]
+        if name == nil || name == "_" {
+            body["nip46"] = ["relays": configuration.bunkerRelays,
+                             "nostrconnect_url": "\(configuration.effectiveOrigins.first ?? "")/connect/<nostrconnect>"]
+        }
+        var response = jsonObjectResponse(body)
+        response.headers[.accessControlAllowOrigin] = "*"  // NIP-05: clients fetch it from any page
+        return response
     }
 
     func notConfigured(_ flag: String) -> APIError {
