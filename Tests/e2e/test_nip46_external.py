@@ -101,3 +101,128 @@ def test_nostr_json_names_the_relays_and_the_connect_page(nostr_relay):
         assert body["nip46"]["nostrconnect_url"] == f"{server.url}/connect/<nostrconnect>"
     finally:
         server.stop()
+
+
+class RawRelayClient:
+    """A NIP-46 client from parts on a set of relays: one websocket per relay, the same events to each."""
+
+    def __init__(self, relays, signer_hex):
+        import websocket
+        self.keys = n.Keys.generate()
+        self.signer = n.PublicKey.parse(signer_hex)
+        self.sockets = []
+        for relay in relays:
+            ws = websocket.create_connection(relay, timeout=5)
+            ws.send(json.dumps(["REQ", "r", {"kinds": [24133], "#p": [self.keys.public_key().to_hex()]}]))
+            self.sockets.append(ws)
+
+    def send(self, method, *params, request_id="1"):
+        request = json.dumps({"id": request_id, "method": method, "params": list(params)})
+        content = n.nip44_encrypt(self.keys.secret_key(), self.signer, request, n.Nip44Version.V2)
+        event = n.EventBuilder(n.Kind(24133), content).tags([n.Tag.public_key(self.signer)]).finalize(self.keys)
+        for ws in self.sockets:
+            ws.send(json.dumps(["EVENT", json.loads(event.as_json())]))
+
+    def replies(self, wait):
+        """Every reply event seen on any relay within `wait` seconds: {event id: decrypted message}."""
+        import websocket
+        seen = {}
+        deadline = time.time() + wait
+        for ws in self.sockets:
+            while time.time() < deadline:
+                ws.settimeout(max(0.05, min(0.3, deadline - time.time())))
+                try:
+                    frame = json.loads(ws.recv())
+                except websocket.WebSocketTimeoutException:
+                    if time.time() >= deadline:
+                        break
+                    continue
+                if frame[0] == "EVENT" and frame[2]["pubkey"] == self.signer.to_hex():
+                    seen[frame[2]["id"]] = json.loads(n.nip44_decrypt(self.keys.secret_key(), self.signer, frame[2]["content"]))
+            deadline = max(deadline, time.time() + 0.3)  # the other relays' copies are in already
+        return seen
+
+
+def test_a_request_seen_on_two_relays_is_answered_once_and_links_come_back_after_a_relay_restart(nostr_relay):
+    from conftest import NostrRelay
+    second = NostrRelay().start()
+    server = Server(args=("--relay", nostr_relay.url, "--relay", second.url)).start()
+    try:
+        c, token, pubkey = account(server)
+        status, reply = c.call("GET", "/api/signer/bunker", token=token)
+        secret = urllib.parse.parse_qs(urllib.parse.urlsplit(reply["url"]).query)["secret"][0]
+        client = RawRelayClient([nostr_relay.url, second.url], reply["pubkey"])
+        time.sleep(3)  # the signer key became active with the secret: the next refresh subscribes for it
+        client.send("connect", reply["pubkey"], secret)
+        answers = client.replies(wait=3)
+        # The same request arrived through both relays; one answer (the same event, carried by both).
+        assert [m["result"] for m in answers.values()] == ["ack"], answers
+
+        # The first relay goes away and comes back on its port: the link reconnects and subscribes again.
+        nostr_relay.stop()
+        time.sleep(1)
+        nostr_relay.start()
+        deadline = time.time() + 20
+        while time.time() < deadline and sum(1 for line in server.logs().splitlines()
+                                             if "nip46.relay_connected" in line and nostr_relay.url in line) < 2:
+            time.sleep(0.2)
+        alone = RawRelayClient([nostr_relay.url], reply["pubkey"])
+        alone.keys = client.keys  # the connected client, now only on the restarted relay
+        alone.sockets[0].send(json.dumps(["REQ", "r", {"kinds": [24133], "#p": [client.keys.public_key().to_hex()]}]))
+        time.sleep(0.5)
+        alone.send("get_public_key", request_id="2")
+        answers = alone.replies(wait=5)
+        # (nostr-relay keeps kind-24133 events although they are ephemeral: the old "ack" comes again.)
+        assert [m.get("result") for m in answers.values() if m["id"] == "2"] == [pubkey], answers
+    finally:
+        server.stop()
+        second.stop()
+
+
+def test_with_postgresql_one_instance_holds_the_relays_and_another_takes_over(nostr_relay):
+    from test_postgres import MASTER_KEY, ORIGIN, instance, postgres_url
+    database = postgres_url()
+    a = instance(database, "--relay", nostr_relay.url).start()
+    b = instance(database, "--relay", nostr_relay.url).start()
+    try:
+        def holding():
+            return [s for s in (a, b) if "holding the external NIP-46 relays" in s.logs()]
+
+        deadline = time.time() + 10
+        while time.time() < deadline and not holding():
+            time.sleep(0.1)
+        time.sleep(1)
+        assert len(holding()) == 1
+        holder = holding()[0]
+        other = b if holder is a else a
+        c = Client(f"http://127.0.0.1:{other.port}", ORIGIN)
+        status, reply = c.register(SoftKey(ORIGIN), "alice")
+        assert status == 200, reply
+        token = reply["token"]
+        status, bunker = c.call("GET", "/api/signer/bunker", token=token)
+        secret = urllib.parse.parse_qs(urllib.parse.urlsplit(bunker["url"]).query)["secret"][0]
+        client = RawRelayClient([nostr_relay.url], bunker["pubkey"])
+        time.sleep(3)  # the holder's next refresh subscribes for the new signer key
+        client.send("connect", bunker["pubkey"], secret)
+        assert [m["result"] for m in client.replies(wait=3).values()] == ["ack"]  # answered once, by the holder
+
+        # A request that waits for approval, approved on the instance that does not hold the relays.
+        client.send("sign_event", json.dumps({"kind": 1, "content": "across instances", "tags": []}), request_id="2")
+        waiting = [m for m in client.replies(wait=3).values() if m["id"] == "2"]
+        assert waiting and waiting[0]["result"] == "auth_url", waiting
+        approve_next(c, token, {"remember": "once"})
+        signed = [m for m in client.replies(wait=4).values() if m["id"] == "2" and m["result"] != "auth_url"]
+        assert len(signed) == 1 and json.loads(signed[0]["result"])["content"] == "across instances", signed
+
+        # The holder stops: the other takes the relays over.
+        holder.stop()
+        deadline = time.time() + 20
+        while time.time() < deadline and "holding the external NIP-46 relays" not in other.logs():
+            time.sleep(0.2)
+        assert "holding the external NIP-46 relays" in other.logs()
+        time.sleep(3)
+        client.send("ping", request_id="3")
+        assert [m["result"] for m in client.replies(wait=4).values() if m["id"] == "3"] == ["pong"]
+    finally:
+        a.stop()
+        b.stop()
