@@ -281,9 +281,29 @@ async function loadWaiting() {
   }));
 }
 
+/** Draws `text` as a QR code on `canvas` (error correction M, black on white, a 4-module quiet zone). */
+function drawQR(canvas, text) {
+  const code = qrcode(0, "M");
+  code.addData(text, "Byte");
+  code.make();
+  const modules = code.getModuleCount();
+  const scale = Math.max(2, Math.floor(240 / (modules + 8)));
+  canvas.width = canvas.height = (modules + 8) * scale;
+  const context = canvas.getContext("2d");
+  context.fillStyle = "#fff";
+  context.fillRect(0, 0, canvas.width, canvas.height);
+  context.fillStyle = "#000";
+  for (let row = 0; row < modules; row++) {
+    for (let column = 0; column < modules; column++) {
+      if (code.isDark(row, column)) context.fillRect((column + 4) * scale, (row + 4) * scale, scale, scale);
+    }
+  }
+}
+
 async function showBunker(rotate = false) {
   const reply = await api(rotate ? "/api/signer/bunker/rotate" : "/api/signer/bunker", rotate ? { method: "POST", body: {} } : {});
   $("bunker-url").value = reply.url;
+  drawQR($("bunker-qr"), reply.url);
   $("bunker-expiry").textContent = `Works once, until ${new Date(reply.secretExpiresAt * 1000).toLocaleTimeString()}.`;
   $("bunker").hidden = false;
 }

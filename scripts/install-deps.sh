@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh --test   plus headless Chromium, chromedriver and Selenium for the browser tests
 set -euo pipefail
 packages=(libssl-dev libcbor-dev libsecp256k1-dev libsqlite3-dev zlib1g-dev pkg-config)
-[ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver openssl nginx systemd postgresql)
+[ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver openssl nginx systemd postgresql zbar-tools)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -169,6 +169,14 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         wait_for(driver, lambda d: d.find_element(By.ID, "bunker-url").get_attribute("value").startswith("bunker://"))
         url = driver.find_element(By.ID, "bunker-url").get_attribute("value")
         assert f"relay=ws%3A%2F%2Flocalhost%3A{server.nip46_port}%2Fnip46" in url
+        # The QR code, read back by an independent decoder (zbar), is exactly the URL.
+        import subprocess
+        import tempfile
+        with tempfile.NamedTemporaryFile(suffix=".png") as png:
+            png.write(driver.find_element(By.ID, "bunker-qr").screenshot_as_png)
+            png.flush()
+            decoded = subprocess.run(["zbarimg", "--raw", "-q", png.name], capture_output=True, text=True, check=True)
+        assert decoded.stdout.strip() == url
         signer = urllib.parse.urlsplit(url).netloc
         secret = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query)["secret"][0]
         client = RawClient(f"ws://127.0.0.1:{server.nip46_port}/nip46", signer)
