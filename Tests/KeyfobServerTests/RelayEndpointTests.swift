@@ -97,6 +97,35 @@ import Testing
         let late = try hub.open(address: "c", send: { received.add("late", $0) })
         #expect(hub.receive(##"["REQ","l",{"kinds":[24133]}]"##, from: late) == [RelayAnswer.endOfStoredEvents(subscription: "l")])
         #expect(received.frames.count == 1)
+        // The same event again (a client's retry, or a second relay carrying it) is not handed on twice.
+        #expect(hub.publish(toSigner) == false)
+        #expect(received.frames.count == 1)
+    }
+
+    /// An external relay's link: subscriptions in chunks a relay accepts, with `since`; only valid
+    /// kind-24133 events go into the hub.
+    @Test func anExternalRelayLinkSubscribesInChunksAndPassesOnlyValidNIP46Events() throws {
+        let keys = (0..<450).map { String(format: "%064x", $0) }
+        let frames = RelayLink.requests(keys, since: 1_700_000_000)
+        #expect(frames.count == 3 && frames[0].hasPrefix(##"["REQ","keyfob-0",{"kinds":[24133],"#p":["##))
+        #expect(frames.allSatisfy { $0.hasSuffix(#""since":1700000000}]"#) })
+        #expect(RelayLink.requests([], since: 0) == [#"["CLOSE","keyfob-0"]"#])
+
+        let hub = RelayHub()
+        let received = Received()
+        let side = try hub.open(address: "a", send: { received.add("signer", $0) })
+        _ = hub.receive(##"["REQ","s",{"kinds":[24133]}]"##, from: side)
+        let link = RelayLink(url: "wss://relay.example", hub: hub, logger: Logger(label: "test"), now: { Date() })
+        let good = try message(from: client, to: signer.publicKey)
+        var forged = try JSONSerialization.jsonObject(with: Data(good.json.utf8)) as! [String: Any]
+        forged["content"] = "changed"
+        let note = UnsignedEvent(createdAt: 1_700_000_000, kind: 1, tags: [], content: "hi").sign(with: client)
+        for text in [#"["EVENT","keyfob-0",\#(String(decoding: try JSONSerialization.data(withJSONObject: forged), as: UTF8.self))]"#,
+                     #"["EVENT","keyfob-0",\#(note.json)]"#, "not json", #"["NOTICE","hello"]"#, #"["EVENT","keyfob-0",\#(good.json)]"#,
+                     #"["EVENT","keyfob-0",\#(good.json)]"#] {
+            link.receive(text)
+        }
+        #expect(received.frames == [["signer", RelayAnswer.event(subscription: "s", event: good)]])
     }
 }
 
