@@ -97,20 +97,30 @@ public final class PostgresStore: KeyfobStore, Sendable {
             return try await client.withConnection { connection in
                 let rows = try await connection.query("SELECT pg_try_advisory_lock(hashtext(\(lockName)))", logger: self.logger).collect()
                 guard try rows.first?.makeRandomAccess()[0].decode(Bool.self) == true else { return false }
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask { try await body() }
-                    group.addTask {
-                        while true {
-                            try await Task.sleep(for: .seconds(3))
-                            _ = try await self.bounded(self.settings.timeout) {
-                                try await connection.query("SELECT 1", logger: self.logger).collect().count
+                var failure: (any Error)?
+                do {
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask { try await body() }
+                        group.addTask {
+                            while true {
+                                try await Task.sleep(for: .seconds(3))
+                                _ = try await self.bounded(self.settings.timeout) {
+                                    try await connection.query("SELECT 1", logger: self.logger).collect().count
+                                }
                             }
                         }
+                        defer { group.cancelAll() }
+                        try await group.next()
                     }
-                    defer { group.cancelAll() }
-                    try await group.next()
+                } catch {
+                    failure = error
                 }
-                _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: self.logger).collect()
+                // The lock belongs to the connection, which goes back to the pool: release it, also
+                // when cancelled (in a task of its own, which the cancellation does not reach).
+                await Task {
+                    _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: self.logger).collect()
+                }.value
+                if let failure { throw failure }
                 return true
             }
         } catch let error as StoreError {
@@ -1059,7 +1069,38 @@ extension PostgresStore {
             _ = try await connection.query(
                 "INSERT INTO bunker_replies (event, created_at) VALUES (\(event), \(date.timeIntervalSince1970))",
                 logger: self.logger).collect()
+            // Delivered to the listeners when this transaction commits.
+            _ = try await connection.query("SELECT pg_notify(\(self.replyChannel), '')", logger: self.logger).collect()
         }
+    }
+
+    /// The NOTIFY channel for queued replies, one per schema (instances of one deployment share it).
+    var replyChannel: String { "keyfob_bunker_replies_\(settings.schema ?? "default")" }
+
+    /// LISTEN on a connection of its own, kept (and re-opened after a loss, every second) for as
+    /// long as the stream is read.
+    public func bunkerReplySignals() -> AsyncStream<Void>? {
+        let (stream, signal) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let listener = Task { [self] in
+            while !Task.isCancelled {
+                do {
+                    guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
+                    try await client.withConnection { connection in
+                        try await connection.listen(on: self.replyChannel) { notifications in
+                            signal.yield()  // listening now: read once for what came before
+                            for try await _ in notifications { signal.yield() }
+                        }
+                    }
+                } catch is CancellationError {
+                    break
+                } catch {
+                    logger.debug("bunker reply listener: \(error)")
+                }
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+        signal.onTermination = { _ in listener.cancel() }
+        return stream
     }
 
     public func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord] {

@@ -978,6 +978,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
+    public func bunkerReplySignals() -> AsyncStream<Void>? { nil }
+
     public func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord] {
         try read { connection in
             try connection.query("SELECT id, event FROM bunker_replies WHERE created_at >= ? ORDER BY id LIMIT ?",

@@ -167,6 +167,9 @@ public protocol BunkerStore: Sendable {
     func appendBunkerReply(_ event: String, at: Date, dropBefore: Date) async throws
     /// The replies queued at or after `since`, oldest first (at most `limit`).
     func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord]
+    /// A signal each time any instance queues a reply, when the store can notify (PostgreSQL's
+    /// LISTEN/NOTIFY); nil when readers must poll (SQLite: one instance, which publishes its own).
+    func bunkerReplySignals() -> AsyncStream<Void>?
 }
 
 /// Everything the server needs, plus the two multi-row writes that must be atomic.

@@ -107,7 +107,8 @@ struct Serve: AsyncParsableCommand {
             throw ValidationError(error.description)
         }
         // Logs go to stdout, one line per request and per event (DESIGN.md §5).
-        LoggingSystem.bootstrap { StreamLogHandler.standardOutput(label: $0) }
+        // Buffered and written by a thread of its own: a request never waits on a write(2).
+        LoggingSystem.bootstrap { LineLogHandler(label: $0) }
         var logger = Logger(label: "keyfob")
         logger.logLevel = .info
         let app: any ApplicationProtocol
@@ -128,6 +129,8 @@ struct Serve: AsyncParsableCommand {
             "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.databaseDescription)",
             "pages": "\(settings.publicDirectory)",
         ])
+        // Whatever ends the server, the buffered lines are written before the process exits.
+        defer { LogOutput.standardOutput.flush() }
         do {
             try await serve(app, logger: logger)
         } catch where "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") {

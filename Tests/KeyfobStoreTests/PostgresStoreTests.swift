@@ -39,6 +39,32 @@ import Testing
         for store in stores { store.shutdown() }
     }
 
+    /// A reply queued by one instance wakes the others at once (LISTEN/NOTIFY), and one holder
+    /// of a role at a time.
+    @Test(.timeLimit(.minutes(1)))
+    func queuedRepliesNotifyOtherInstancesAndARoleHasOneHolder() async throws {
+        let settings = try TestPostgres.settings()
+        let (a, b) = (PostgresStore(settings: settings), PostgresStore(settings: settings))
+        defer { a.shutdown(); b.shutdown() }
+        try await a.migrate()
+        try await b.migrate()
+        let signals = try #require(b.bunkerReplySignals())
+        var iterator = signals.makeAsyncIterator()
+        _ = await iterator.next()  // listening
+        try await a.appendBunkerReply("{}", at: Date(), dropBefore: Date().addingTimeInterval(-600))
+        _ = await iterator.next()  // notified
+        #expect(try await b.bunkerReplies(since: Date().addingTimeInterval(-5), limit: 10).map(\.event) == ["{}"])
+
+        let holding = AsyncStream.makeStream(of: Void.self)
+        let holder = Task { try await a.holdingRole("test") { holding.continuation.yield(); try await Task.sleep(for: .seconds(60)) } }
+        var held = holding.stream.makeAsyncIterator()
+        _ = await held.next()
+        #expect(try await b.holdingRole("test") { Issue.record("two holders") } == false)
+        holder.cancel()
+        _ = try? await holder.value
+        #expect(try await b.holdingRole("test") {})  // released with the holder
+    }
+
     /// How fast is pinned by the end-to-end outage test (a separate process); here, with the whole
     /// suite competing for two cores, only that it ends as `unavailable` and never hangs.
     @Test(.timeLimit(.minutes(1)))

@@ -60,6 +60,8 @@ class Server:
         self.log.close()
 
     def logs(self):
+        # Keyfob writes its log from a thread of its own every 20 ms: let the last lines land.
+        time.sleep(0.1)
         return open(self.log.name).read()
 
 

@@ -6,7 +6,8 @@ import ServiceLifecycle
 
 /// Hands this instance's relay the NIP-46 replies other instances queued: a request approved on
 /// one instance is answered through the instance the client is connected to. The approving
-/// instance publishes its own replies at once; this reads the database every `interval` and
+/// instance publishes its own replies at once; this reads the database when PostgreSQL notifies
+/// (and every few `interval`s in case a notification was lost), or every `interval` on SQLite, and
 /// publishes what it has not seen (the hub drops events it handed on already).
 struct BunkerReplyQueue: Service {
     let store: any KeyfobStore
@@ -18,16 +19,35 @@ struct BunkerReplyQueue: Service {
     static let window: TimeInterval = 30
 
     func run() async throws {
-        var seen: [Int64: Date] = [:]
+        var earlier: [Int64: Date] = [:]
         // Replies queued before this instance started are not its business.
         for reply in (try? await store.bunkerReplies(since: now().addingTimeInterval(-Self.window), limit: 1000)) ?? [] {
-            seen[reply.id] = now()
+            earlier[reply.id] = now()
         }
-        while !Task.isShuttingDownGracefully && !Task.isCancelled {
-            try? await cancelWhenGracefulShutdown { try await Task.sleep(for: .seconds(interval)) }
-            guard !Task.isShuttingDownGracefully && !Task.isCancelled else { return }
-            guard hub.connectionCount > 0 || hub.hasOutlets else { continue }
-            await pollOnce(&seen)
+        let started = earlier
+        // With PostgreSQL a NOTIFY wakes the reader at once; the timer stays as a safety net.
+        let signals = store.bunkerReplySignals()
+        let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let relay = Task {
+            guard let signals else { return }
+            for await _ in signals { wake.yield() }
+        }
+        let timer = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(signals == nil ? interval : interval * 4))
+                wake.yield()
+            }
+        }
+        defer {
+            relay.cancel()
+            timer.cancel()
+        }
+        try? await cancelWhenGracefulShutdown {
+            var seen = started
+            for await _ in wakes {
+                guard hub.connectionCount > 0 || hub.hasOutlets else { continue }
+                await pollOnce(&seen)
+            }
         }
     }
 

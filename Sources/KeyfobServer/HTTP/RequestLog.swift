@@ -14,12 +14,13 @@ struct RequestLogMiddleware: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         let elapsed = ContinuousClock.now - start
-        let ms = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        // Tenths of a millisecond, formatted by hand (String(format:) showed in the profile).
+        let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         metrics.request(method: request.method.rawValue, route: context.endpointPath ?? "static",
                         status: Int(response.status.code), duration: elapsed)
         logger.info("request", metadata: [
             "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
-            "status": "\(response.status.code)", "ms": "\(String(format: "%.1f", ms))",
+            "status": "\(response.status.code)", "ms": "\(tenths / 10).\(tenths % 10)",
             "ip": "\(addresses.resolve(request, peer: context.remoteAddress))",
             "request": "\(context.logger[metadataKey: "hb.request.id"]?.description ?? "-")",
         ])

@@ -1,0 +1,150 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// Standard output for log lines, written by a thread of its own: a request appends its line to a
+/// buffer and goes on; the writer thread empties the buffer every `interval` (at once for errors
+/// and above, and on `flush()`). The profile showed two `StreamLogHandler` lines per sign-in (each a
+/// `strftime` and a `write(2)` on the request's thread) at about a tenth of a login's cost.
+public final class LogOutput: @unchecked Sendable {
+    public static let standardOutput = LogOutput(descriptor: STDOUT_FILENO)
+
+    private let descriptor: Int32
+    private let condition = NSCondition()
+    private var buffer: [UInt8] = []
+    /// Held while bytes go to the descriptor, so batches are written in order.
+    private let writing = NSLock()
+    /// The buffer's size past which the writer is woken early.
+    private static let wakeAt = 64 * 1024
+    /// Past this a burst writes on the caller's thread rather than grow without bound.
+    private static let maxBuffered = 4 * 1024 * 1024
+    private let interval: TimeInterval
+
+    init(descriptor: Int32, interval: TimeInterval = 0.02) {
+        self.descriptor = descriptor
+        self.interval = interval
+        let thread = Thread { self.writeForever() }  // lives as long as the process
+        thread.name = "keyfob-log"
+        thread.start()
+    }
+
+    /// Appends a line; an urgent one (error and above, e.g. the last words before start-up stops
+    /// the process) is written at once, after what was buffered before it.
+    func append(_ line: [UInt8], urgent: Bool) {
+        condition.lock()
+        if urgent || buffer.count + line.count > Self.maxBuffered {
+            condition.unlock()
+            writeNow(then: line)
+            return
+        }
+        buffer.append(contentsOf: line)
+        if buffer.count >= Self.wakeAt { condition.signal() }
+        condition.unlock()
+    }
+
+    /// Writes what is buffered now (at exit, and before a test reads the output).
+    public func flush() { writeNow(then: []) }
+
+    /// Takes the buffer and writes it, then `line`; `writing` keeps lines in the order they came.
+    private func writeNow(then line: [UInt8]) {
+        writing.lock()
+        defer { writing.unlock() }
+        condition.lock()
+        var pending = buffer
+        buffer = []
+        condition.unlock()
+        pending.append(contentsOf: line)
+        write(pending)
+    }
+
+    private func writeForever() {
+        while true {
+            condition.lock()
+            _ = condition.wait(until: Date().addingTimeInterval(interval))
+            let empty = buffer.isEmpty
+            condition.unlock()
+            if !empty { writeNow(then: []) }
+        }
+    }
+
+    private func write(_ bytes: [UInt8]) {
+        var offset = 0
+        bytes.withUnsafeBytes { raw in
+            while offset < raw.count {
+                let written = Foundation.write(descriptor, raw.baseAddress! + offset, raw.count - offset)
+                if written <= 0 {
+                    if written < 0 && errno == EINTR { continue }
+                    return  // stdout closed: nothing to do but drop the lines
+                }
+                offset += written
+            }
+        }
+    }
+}
+
+/// `StreamLogHandler`'s line format (`<time> <level> <label> : k=v … [source] message`) into a
+/// `LogOutput`, with the timestamp formatted once per second.
+public struct LineLogHandler: LogHandler {
+    public var metadata: Logger.Metadata = [:]
+    public var logLevel: Logger.Level = .info
+    public var metadataProvider: Logger.MetadataProvider?
+    let label: String
+    let output: LogOutput
+
+    public init(label: String, output: LogOutput = .standardOutput) {
+        self.label = label
+        self.output = output
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+                    file: String, function: String, line: UInt) {
+        var all = metadata
+        if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
+        if let explicit, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
+        var text = Timestamp.now()
+        text += " "
+        text += level.rawValue
+        text += " "
+        text += label
+        text += " :"
+        for key in all.keys.sorted() {
+            text += " "
+            text += key
+            text += "="
+            text += all[key]!.description
+        }
+        text += " ["
+        text += source
+        text += "] "
+        text += message.description
+        text += "\n"
+        output.append(Array(text.utf8), urgent: level >= .error)
+    }
+
+    /// `2026-11-23T21:00:00+0000`, recomputed when the second changes.
+    enum Timestamp {
+        private static let cache = NIOLockedValueBox<(second: Int, text: String)>((-1, ""))
+
+        static func now() -> String {
+            var time = timespec()
+            clock_gettime(CLOCK_REALTIME, &time)
+            let second = time.tv_sec
+            return cache.withLockedValue { cached in
+                if cached.second == second { return cached.text }
+                var seconds = second
+                var parts = tm()
+                localtime_r(&seconds, &parts)
+                var bytes = [Int8](repeating: 0, count: 64)
+                let count = strftime(&bytes, bytes.count, "%Y-%m-%dT%H:%M:%S%z", &parts)
+                let text = String(decoding: bytes.prefix(count).map { UInt8(bitPattern: $0) }, as: UTF8.self)
+                cached = (second, text)
+                return text
+            }
+        }
+    }
+}
