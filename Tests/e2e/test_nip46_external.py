@@ -11,7 +11,7 @@ import nostr_sdk as n
 
 from conftest import Server
 from softkey import Client, SoftKey
-from test_nip46_relay import approve_next
+from test_nip46_relay import approve_next, full_session, signed_in
 
 
 def keyfob_with(relay):
@@ -25,37 +25,6 @@ def account(server):
     assert status == 200, reply
     token = reply["token"]
     return c, token, c.call("POST", "/api/signer/get_public_key", {}, token=token)[1]["result"]
-
-
-def test_rust_nostr_signs_through_keyfob_on_a_third_party_relay(nostr_relay):
-    server = keyfob_with(nostr_relay)
-    try:
-        c, token, pubkey = account(server)
-        status, reply = c.call("GET", "/api/signer/bunker", token=token)
-        assert status == 200 and reply["relays"] == [f"ws://localhost:{server.nip46_port}/nip46", nostr_relay.url], reply
-        # Only the external relay: every message goes through nostr-relay, not Keyfob's own endpoint.
-        url = urllib.parse.urlsplit(reply["url"])
-        query = urllib.parse.parse_qs(url.query)
-        only_external = f"bunker://{url.netloc}?relay={urllib.parse.quote(nostr_relay.url, safe='')}&secret={query['secret'][0]}"
-
-        async def session():
-            remote = n.NostrConnect(n.NostrConnectUri.parse(only_external), n.Keys.generate(), timedelta(seconds=20), None)
-            got = (await remote.get_public_key_async()).to_hex()
-            note = n.EventBuilder(n.Kind(1), "signed through a public relay").finalize_unsigned(n.PublicKey.parse(pubkey))
-            signing = asyncio.create_task(remote.sign_event_async(note))
-            await asyncio.to_thread(approve_next, c, token, {"remember": "forever"})
-            signed = await signing
-            started = time.perf_counter()
-            again = await remote.sign_event_async(n.EventBuilder(n.Kind(1), "again").finalize_unsigned(n.PublicKey.parse(pubkey)))
-            return got, signed, again, time.perf_counter() - started
-
-        got, signed, again, took = asyncio.run(session())
-        assert got == pubkey
-        assert signed.verify() and signed.author().to_hex() == pubkey and signed.content() == "signed through a public relay"
-        assert again.verify() and again.content() == "again"
-        assert "nip46.relay_connected" in server.logs()
-    finally:
-        server.stop()
 
 
 def test_a_pasted_nostrconnect_url_connects_rust_nostr_through_its_relay(nostr_relay):
@@ -86,19 +55,6 @@ def test_a_pasted_nostrconnect_url_connects_rust_nostr_through_its_relay(nostr_r
         clients = c.call("GET", "/api/signer/bunker/clients", token=token)[1]["clients"]
         assert [x["name"] for x in clients] == ["Nostrudel"]
         assert "0s3cr3t" not in server.logs()
-    finally:
-        server.stop()
-
-
-def test_nostr_json_names_the_relays_and_the_connect_page(nostr_relay):
-    server = keyfob_with(nostr_relay)
-    try:
-        import urllib.request
-        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}/.well-known/nostr.json?name=_") as r:
-            body = json.load(r)
-            assert r.headers["Access-Control-Allow-Origin"] == "*"
-        assert body["nip46"]["relays"] == [f"ws://localhost:{server.nip46_port}/nip46", nostr_relay.url]
-        assert body["nip46"]["nostrconnect_url"] == f"{server.url}/connect/<nostrconnect>"
     finally:
         server.stop()
 
@@ -226,3 +182,20 @@ def test_with_postgresql_one_instance_holds_the_relays_and_another_takes_over(no
     finally:
         a.stop()
         b.stop()
+
+
+def test_rust_nostr_does_everything_through_a_third_party_relay(nostr_relay):
+    """The same session as through Keyfob's own endpoint, with a bunker URL naming only nostr-relay."""
+    server = keyfob_with(nostr_relay)
+    try:
+        c, token, pubkey, key = signed_in(server, with_key=True)
+        status, reply = c.call("GET", "/api/signer/bunker", token=token)
+        assert status == 200 and reply["relays"] == [f"ws://localhost:{server.nip46_port}/nip46", nostr_relay.url], reply
+        # Only the external relay: every message goes through nostr-relay, not Keyfob's own endpoint.
+        url = urllib.parse.urlsplit(reply["url"])
+        secret = urllib.parse.parse_qs(url.query)["secret"][0]
+        only_external = f"bunker://{url.netloc}?relay={urllib.parse.quote(nostr_relay.url, safe='')}&secret={secret}"
+        full_session(server, c, token, pubkey, key, only_external)
+        assert "nip46.relay_connected" in server.logs()
+    finally:
+        server.stop()

@@ -241,6 +241,13 @@ def approve_next(c, token, body=None, key=None, wait=10):
 def test_rust_nostr_signs_and_encrypts_through_the_bunker_with_approval(server):
     c, token, pubkey, key = signed_in(server, with_key=True)
     reply, _, _, _ = bunker_url(c, token)
+    full_session(server, c, token, pubkey, key, reply["url"])
+
+
+def full_session(server, c, token, pubkey, key, url):
+    """rust-nostr connected with `url`: get_public_key, kind 1 approved then remembered, NIP-44 both
+    ways with a third key, kind 0 confirmed with the passkey; every step checked independently."""
+    reply = {"url": url}
     peer = n.Keys.generate()
 
     async def session():
