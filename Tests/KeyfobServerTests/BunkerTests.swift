@@ -12,13 +12,13 @@ import WebAuthn
 
 extension Bunker {
     /// A bunker on its own relay hub, for tests that need its keys only.
-    static func standalone(store: any KeyfobStore, vault: KeyVault) -> Bunker {
+    static func standalone(store: any KeyfobStore, vault: KeyVault, hub: RelayHub = RelayHub(), maxInFlight: Int = 256) -> Bunker {
         let custody = KeyCustody(store: store, vault: vault, now: { Date() })
         let dispatcher = SignerDispatcher(custody: custody, store: store, limiter: RateLimiter(rate: 120, per: 60),
                                           logger: Logger(label: "test"), now: { Date() })
-        return Bunker(store: store, vault: vault, custody: custody, hub: RelayHub(), dispatcher: dispatcher,
+        return Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher,
                       grants: Grants(store: store, now: { Date() }), pending: PendingRequests(store: store, vault: vault, now: { Date() }),
-                      origin: "http://localhost:8080", logger: Logger(label: "test"), now: { Date() })
+                      origin: "http://localhost:8080", maxInFlight: maxInFlight, logger: Logger(label: "test"), now: { Date() })
     }
 }
 
@@ -307,6 +307,23 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             #expect(nip46["nostrconnect_url"] as? String == "http://localhost:8080/connect/<nostrconnect>")
             #expect(reply.headers[.accessControlAllowOrigin] == "*")
             #expect((try await client.call(.get, "/.well-known/nostr.json?name=bob")).json["nip46"] == nil)
+        }
+    }
+
+    /// Past `maxInFlight` requests being handled, new ones are dropped rather than queued without bound.
+    @Test func requestsInFlightAreBounded() async throws {
+        let harness = try Harness()
+        let hub = RelayHub()
+        try await harness.run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("alice")
+            let url = try await client.bunkerURL(token: token)
+            // A second bunker on the same store, reading another hub, that admits nothing.
+            let closed = RelayHub()
+            Bunker.standalone(store: harness.store, vault: harness.vault, hub: closed, maxInFlight: 0).attach()
+            let nip46 = try NIP46TestClient(hub: closed, signer: url.signer)
+            #expect(try await nip46.reply(to: nip46.send("connect", [url.signer.hex, url.secret!]), wait: 0.3) == nil)
+            // The real one still answers (the secret was not used by the dropped request).
+            _ = try await client.connectedClient(token: token, hub: hub)
         }
     }
 }

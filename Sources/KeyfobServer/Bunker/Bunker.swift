@@ -1,6 +1,7 @@
 import Foundation
 import KeyfobStore
 import Logging
+import NIOConcurrencyHelpers
 import Nostr
 import COpenSSL
 import WebAuthn
@@ -32,7 +33,8 @@ final class Bunker: Sendable {
 
     init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
          grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
-         logger: Logger, now: @escaping @Sendable () -> Date) {
+         maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date) {
+        self.maxInFlight = maxInFlight
         self.switchRelays = switchRelays
         self.external = external
         self.store = store
@@ -47,11 +49,28 @@ final class Bunker: Sendable {
         self.now = now
     }
 
+    /// Requests handled at once at most; past it new ones are dropped (a flood of validly signed
+    /// events from a public relay must not grow tasks without bound; clients retry).
+    let maxInFlight: Int
+    private let inFlight = NIOLockedValueBox(0)
+
     /// Starts reading the relay.
     func attach() {
         hub.listen { [self] event in
             guard event.kind == NIP46.kind else { return }
-            Task { await self.handle(event) }
+            let admitted = inFlight.withLockedValue { count in
+                guard count < maxInFlight else { return false }
+                count += 1
+                return true
+            }
+            guard admitted else {
+                logger.notice("nip46.dropped", metadata: ["reason": "too many requests in flight"])
+                return
+            }
+            Task {
+                await self.handle(event)
+                self.inFlight.withLockedValue { $0 -= 1 }
+            }
         }
     }
 
