@@ -285,3 +285,44 @@ def full_session(server, c, token, pubkey, key, url):
     nip46 = [e for e in history if e["transport"] == "nip46" and e["outcome"] == "approved"]
     assert len(nip46) == 5, history
     assert "to the peer" not in server.logs() and "from the peer" not in server.logs()
+
+
+def test_the_connect_page_connects_a_nostrconnect_client(server, driver):
+    """`/connect/<nostrconnect URL>` (nostr.json's nostrconnect_url) in Chromium: what the client
+    claims, then one button that connects it; the client hears its secret on its relay."""
+    import os
+
+    from selenium.webdriver.common.by import By
+
+    from test_accounts import sign_up
+    from test_browser import wait_for
+
+    sign_up(driver, server, "connector")
+    app = RawClient(f"ws://127.0.0.1:{server.nip46_port}/nip46", n.Keys.generate().public_key().to_hex())
+    relay = urllib.parse.quote(f"ws://localhost:{server.nip46_port}/nip46", safe="")
+    uri = (f"nostrconnect://{app.keys.public_key().to_hex()}?relay={relay}&secret=page-secret"
+           f"&perms=sign_event%3A1%2Cnip44_encrypt&name=Coracle&url=https%3A%2F%2Fcoracle.social")
+    driver.get(server.url + "/connect/" + urllib.parse.quote(uri, safe=""))
+    wait_for(driver, lambda d: d.find_element(By.ID, "client").text == "Coracle")
+    assert "sign_event:1, nip44_encrypt" in driver.find_element(By.ID, "details").text
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
+    os.makedirs(folder, exist_ok=True)
+    driver.save_screenshot(os.path.join(folder, "connect.png"))
+    driver.find_element(By.ID, "connect").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") == "ok")
+    assert "Go back to Coracle" in driver.find_element(By.ID, "status").text
+    # The answer to connect carries the client's own secret, from the account's signer key.
+    deadline = time.time() + 5
+    answer = None
+    while time.time() < deadline and answer is None:
+        app.ws.settimeout(1)
+        try:
+            frame = json.loads(app.ws.recv())
+        except Exception:
+            continue
+        if frame[0] == "EVENT":
+            signer = n.PublicKey.parse(frame[2]["pubkey"])
+            answer = json.loads(n.nip44_decrypt(app.keys.secret_key(), signer, frame[2]["content"]))
+    assert answer and answer["result"] == "page-secret"
+    driver.get(server.url + "/account.html")
+    wait_for(driver, lambda d: "Coracle (unverified)" in d.find_element(By.ID, "bunker-clients").text)
