@@ -181,7 +181,7 @@ public func buildRouter(
                         logger: logger, now: clock)
     bunker.attach()
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
-                       grants: grants, vault: vault, keys: keys, limits: limits, pending: pending, bunker: bunker,
+                       grants: grants, keys: keys, limits: limits, pending: pending, bunker: bunker,
                        now: clock).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(store: store, sessions: sessions, events: events, custody: custody,

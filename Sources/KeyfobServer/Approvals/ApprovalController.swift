@@ -20,7 +20,6 @@ struct ApprovalController: Sendable {
     let dispatcher: SignerDispatcher
     let custody: KeyCustody
     let grants: Grants
-    let vault: KeyVault
     let keys: CredentialKeyCache
     let limits: ClientLimits
     let pending: PendingRequests
@@ -111,11 +110,9 @@ struct ApprovalController: Sendable {
     func finish(_ incoming: IncomingRequest, caller: SignerCaller, approved: Bool, receipt: String? = nil) async throws -> String? {
         let call = incoming.call
         let outcome: SignerOutcome
-        var result: SignerResult?
         if approved {
             do {
                 let done = try await dispatcher.run(call, for: caller, receipt: receipt)
-                result = done
                 outcome = .success(result: done.result, event: done.event?.json)
             } catch let error as APIError {
                 outcome = .failure(code: error.code, message: error.message)
@@ -128,7 +125,7 @@ struct ApprovalController: Sendable {
         case .callback(let request):
             return SignerCodec.callback(for: request, outcome: outcome)
         case .nip46(let address):
-            try await bunker?.deliver(outcome, result: result, call: call, to: address)
+            try await bunker?.deliver(outcome, to: address)
             return nil
         }
     }

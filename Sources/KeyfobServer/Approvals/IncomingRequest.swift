@@ -23,6 +23,12 @@ struct IncomingRequest: Sendable {
         case nip46(BunkerAddress)
     }
 
+    /// A bunker client's request; its sealed form is the address's.
+    static func nip46(_ address: BunkerAddress, call: SignerCall) -> IncomingRequest {
+        IncomingRequest(target: address.sealedForm, reply: .nip46(address), call: call, client: address.clientIdentifier,
+                        transport: "nip46")
+    }
+
     /// The request's spec (`dip05`, `nip155`, `keyfobLink`, `nip46`), for the approval page.
     var specName: String {
         switch reply {
@@ -66,8 +72,7 @@ struct IncomingRequest: Sendable {
             guard let address = BunkerAddress(sealedForm: target), let call = try? address.call(now: now) else {
                 throw .badRequest(code: "invalid_request", message: "the stored NIP-46 request cannot be read", back: nil, client: nil)
             }
-            return IncomingRequest(target: target, reply: .nip46(address), call: call, client: address.clientIdentifier,
-                                   transport: "nip46")
+            return .nip46(address, call: call)
         }
         let (path, query) = split(target)
         let request: SignerRequest

@@ -25,6 +25,10 @@ final class Bunker: Sendable {
     let switchRelays: [String]?
     /// The links to external relays (nil in tests that run the router alone).
     let external: ExternalRelays?
+    /// Requests handled at once at most; past it new ones are dropped (a flood of validly signed
+    /// events from a public relay must not grow tasks without bound; clients retry).
+    let maxInFlight: Int
+    private let inFlight = NIOLockedValueBox(0)
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
@@ -34,9 +38,6 @@ final class Bunker: Sendable {
     init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
          grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
          maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date) {
-        self.maxInFlight = maxInFlight
-        self.switchRelays = switchRelays
-        self.external = external
         self.store = store
         self.vault = vault
         self.custody = custody
@@ -45,14 +46,12 @@ final class Bunker: Sendable {
         self.grants = grants
         self.pending = pending
         self.origin = origin
+        self.switchRelays = switchRelays
+        self.external = external
+        self.maxInFlight = maxInFlight
         self.logger = logger
         self.now = now
     }
-
-    /// Requests handled at once at most; past it new ones are dropped (a flood of validly signed
-    /// events from a public relay must not grow tasks without bound; clients retry).
-    let maxInFlight: Int
-    private let inFlight = NIOLockedValueBox(0)
 
     /// Starts reading the relay.
     func attach() {
@@ -127,11 +126,10 @@ final class Bunker: Sendable {
             }
             guard let response = await answer(request, from: sender, signer: record, encryption: encryption) else { return }
             do {
-                let reply = try NIP46.wrap(response.json, from: key, to: sender, createdAt: Int64(now().timeIntervalSince1970),
-                                           encryption: encryption)
-                hub.publishOutgoing(reply)
+                // The client sent this through a relay this instance reads: no other instance needs it.
+                try await send(response, with: key, to: sender, encryption: encryption, queue: false)
             } catch {
-                logger.error("nip46.reply_failed", metadata: ["code": "\(error.code.rawValue)"])
+                logger.error("nip46.reply_failed", metadata: ["code": "\((error as? NostrError)?.code.rawValue ?? "internal_error")"])
             }
             return
         }
@@ -229,15 +227,13 @@ final class Bunker: Sendable {
            try await custody.canOpen(userID, unlock: nil) {
             do {
                 let result = try await dispatcher.run(call, for: caller)
-                return NIP46.Response(id: address.requestID, result: BunkerAddress.result(result, of: call))
+                return NIP46.Response(id: address.requestID, result: address.result(result.result, event: result.event?.json))
             } catch let error as APIError {
                 return Self.errorResponse(address.requestID, error)
             }
         }
-        let incoming = IncomingRequest(target: address.sealedForm, reply: .nip46(address), call: call,
-                                       client: caller.client, transport: "nip46")
         do {
-            let id = try await pending.create(incoming, userID: userID, requester: caller.client)
+            let id = try await pending.create(.nip46(address, call: call), userID: userID, requester: caller.client)
             logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
             return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
         } catch StoreError.limitReached {
@@ -252,22 +248,29 @@ final class Bunker: Sendable {
 
     /// Answers a request the user decided on the approval page: published here at once and queued
     /// in the database for the instance that holds the client's connection, if another does.
-    func deliver(_ outcome: SignerOutcome, result: SignerResult?, call: SignerCall, to address: BunkerAddress) async throws {
+    func deliver(_ outcome: SignerOutcome, to address: BunkerAddress) async throws {
         guard let record = try await store.bunkerSigner(pubkey: address.signer),
               try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil else {
             logger.notice("nip46.reply_dropped", metadata: ["client": "\(address.client.prefix(12))"])
             return  // the client was disconnected meanwhile: it gets no answer
         }
         let response: NIP46.Response = switch outcome {
-        case .success: NIP46.Response(id: address.requestID, result: result.map { BunkerAddress.result($0, of: call) } ?? "")
+        case .success(let result, let event): NIP46.Response(id: address.requestID, result: address.result(result, event: event))
         case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
         case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
         }
-        let key = try secretKey(of: record)
-        let reply = try NIP46.wrap(response.json, from: key, to: try PublicKey(hex: address.client),
-                                   createdAt: Int64(now().timeIntervalSince1970), encryption: address.cipher)
+        try await send(response, with: try secretKey(of: record), to: try PublicKey(hex: address.client), encryption: address.cipher)
+    }
+
+    /// Seals `response` for `client` and publishes it here (and to the external relays this
+    /// instance holds); with `queue`, also in the database for the instance that holds the
+    /// client's connection when that is another one.
+    func send(_ response: NIP46.Response, with key: SecretKey, to client: PublicKey, encryption: NIP46.Encryption,
+              queue: Bool = true) async throws {
+        let at = now()
+        let reply = try NIP46.wrap(response.json, from: key, to: client, createdAt: Int64(at.timeIntervalSince1970), encryption: encryption)
         hub.publishOutgoing(reply)
-        try await store.appendBunkerReply(reply.json, at: now(), dropBefore: now().addingTimeInterval(-Self.replyLifetime))
+        if queue { try await store.appendBunkerReply(reply.json, at: at, dropBefore: at.addingTimeInterval(-Self.replyLifetime)) }
     }
 
     /// `{"name": …, "url": …}` a client may send with `connect` (its own claim, shown unverified).
@@ -295,12 +298,9 @@ final class Bunker: Sendable {
                                         relays: url.relays)
         try await store.putBunkerClient(client)
         await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
-        let response = NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret)
-        let reply = try NIP46.wrap(response.json, from: try secretKey(of: record), to: url.client,
-                                   createdAt: Int64(at.timeIntervalSince1970), encryption: .nip44)
-        hub.publishOutgoing(reply)
-        // Another instance may hold the external relays: it sends this from the queue.
-        try await store.appendBunkerReply(reply.json, at: at, dropBefore: at.addingTimeInterval(-Self.replyLifetime))
+        // Queued as well: another instance may hold the external relays and send it from the queue.
+        try await send(NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret), with: try secretKey(of: record),
+                       to: url.client, encryption: .nip44)
         logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
         return client
     }

@@ -86,8 +86,7 @@ struct BunkerAddress: Codable, Sendable, Equatable {
     }
 
     /// A signer result in NIP-46's form: the signed event's JSON for sign_event, else the text.
-    static func result(_ result: SignerResult, of call: SignerCall) -> String {
-        if case .signEvent = call, let event = result.event { return event.json }
-        return result.result
+    func result(_ result: String, event: String?) -> String {
+        method == "sign_event" ? event ?? result : result
     }
 }

@@ -26,7 +26,7 @@ public final class ExternalRelays: Service, Sendable {
         /// nostrconnect clients (hex) → their relays.
         var clientRelays: [String: [String]] = [:]
         var signers: [String] = []
-        var holding = false
+        /// Starts links; set while this instance holds the role (nil: another holds it).
         var starter: AsyncStream<RelayLink>.Continuation?
     }
     private let state = NIOLockedValueBox(State())
@@ -44,11 +44,6 @@ public final class ExternalRelays: Service, Sendable {
         self.refreshInterval = refreshInterval
     }
 
-    var isHolding: Bool { state.withLockedValue { $0.holding } }
-
-    /// The relays that currently have a live link (for tests and the operator).
-    var connectedRelays: [String] { state.withLockedValue { $0.links.values.filter(\.isConnected).map(\.url).sorted() } }
-
     public func run() async throws {
         hub.addOutlet { [self] event in self.send(event) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -61,7 +56,6 @@ public final class ExternalRelays: Service, Sendable {
                 logger.warning("external relays: \(error)")
             }
             state.withLockedValue { state in
-                state.holding = false
                 for link in state.links.values { link.stop() }
                 state.links = [:]
             }
@@ -72,10 +66,7 @@ public final class ExternalRelays: Service, Sendable {
     /// While this instance holds the role: keeps the links and their subscriptions current.
     private func hold() async throws {
         let (starts, starter) = AsyncStream.makeStream(of: RelayLink.self)
-        state.withLockedValue { state in
-            state.holding = true
-            state.starter = starter
-        }
+        state.withLockedValue { $0.starter = starter }
         defer { state.withLockedValue { $0.starter = nil } }
         logger.info("holding the external NIP-46 relays", metadata: ["relays": "\(configured.joined(separator: " "))"])
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -130,7 +121,7 @@ public final class ExternalRelays: Service, Sendable {
         let client = event.tags.first { $0.count >= 2 && $0[0] == "p" }?[1]
         let frame = "[\"EVENT\",\(event.json)]"
         let (links, known): ([RelayLink], Bool) = state.withLockedValue { state in
-            guard state.holding else { return ([], true) }
+            guard state.starter != nil else { return ([], true) }
             var urls = Set(configured)
             let relays = client.flatMap { state.clientRelays[$0] }
             urls.formUnion(relays ?? [])
@@ -152,7 +143,7 @@ public final class ExternalRelays: Service, Sendable {
     /// replies routed there; returns when each is connected or `timeout` has passed.
     func ensure(_ relays: [String], clientPubkey: String, signer: String, timeout: TimeInterval = 5) async {
         let (links, signers): ([RelayLink], [String]) = state.withLockedValue { state in
-            guard state.holding else { return ([], []) }
+            guard state.starter != nil else { return ([], []) }
             state.clientRelays[clientPubkey] = relays
             if !state.signers.contains(signer) { state.signers = (state.signers + [signer]).sorted() }
             return (relays.map { link(to: $0, in: &state) }, state.signers)
