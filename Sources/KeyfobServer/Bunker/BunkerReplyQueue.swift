@@ -19,12 +19,10 @@ struct BunkerReplyQueue: Service {
     static let window: TimeInterval = 30
 
     func run() async throws {
-        var earlier: [Int64: Date] = [:]
         // Replies queued before this instance started are not its business.
-        for reply in (try? await store.bunkerReplies(since: now().addingTimeInterval(-Self.window), limit: 1000)) ?? [] {
-            earlier[reply.id] = now()
-        }
-        let started = earlier
+        let startedAt = now()
+        let earlier = (try? await store.bunkerReplies(since: startedAt.addingTimeInterval(-Self.window), limit: 1000)) ?? []
+        let started = Dictionary(earlier.map { ($0.id, startedAt) }, uniquingKeysWith: { first, _ in first })
         // With PostgreSQL a NOTIFY wakes the reader at once; the timer stays as a safety net.
         let signals = store.bunkerReplySignals()
         let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
@@ -44,10 +42,9 @@ struct BunkerReplyQueue: Service {
         }
         try? await cancelWhenGracefulShutdown {
             var seen = started
-            for await _ in wakes {
-                guard hub.connectionCount > 0 || hub.hasOutlets else { continue }
-                await pollOnce(&seen)
-            }
+            // Always read: the external relays' outlet is installed on every instance (whether it
+            // holds them or not), so "is anyone listening here" cannot be told from the hub.
+            for await _ in wakes { await pollOnce(&seen) }
         }
     }
 

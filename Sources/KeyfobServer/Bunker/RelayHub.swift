@@ -51,8 +51,6 @@ public final class RelayHub: Sendable {
 
     func addOutlet(_ outlet: @escaping @Sendable (Event) -> Void) { outlets.withLockedValue { $0.append(outlet) } }
 
-    var hasOutlets: Bool { outlets.withLockedValue { !$0.isEmpty } }
-
     /// An event of the bunker's own: into the hub, and out to the external relays (once).
     func publishOutgoing(_ event: Event) {
         guard publish(event) else { return }
