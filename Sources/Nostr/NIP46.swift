@@ -11,6 +11,15 @@ public enum NIP46 {
     public static let maxParams = 8
     public static let maxIDLength = 64
 
+    /// A client's self-description, `{"name": …, "url": …, "image": …}` (`connect`'s fourth
+    /// parameter, a nostrconnect URL's older `metadata=`): the object, or empty when it is not one
+    /// or is over 4 KiB.
+    public static func clientMetadata(_ json: String) -> [String: Any] {
+        guard json.utf8.count <= 4096,
+              let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] else { return [:] }
+        return object
+    }
+
     /// `{"id": "…", "method": "…", "params": ["…", …]}`.
     public struct Request: Sendable, Equatable {
         public var id: String
@@ -184,11 +193,7 @@ public struct NostrConnectURL: Sendable, Equatable {
             throw .content("a nostrconnect URL needs a secret (at most 128 characters)")
         }
         // Earlier clients (rust-nostr among them) send `metadata={"name":…,"url":…}` instead.
-        var metadata: [String: Any] = [:]
-        if let json = value("metadata"), json.utf8.count <= 4096,
-           let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] {
-            metadata = object
-        }
+        let metadata = value("metadata").map(NIP46.clientMetadata) ?? [:]
         func field(_ name: String) -> String? { value(name) ?? (metadata[name] as? String).flatMap { $0.isEmpty ? nil : $0 } }
         return NostrConnectURL(client: client, relays: relays, secret: secret, perms: try NIP46Permission.parseList(value("perms") ?? ""),
                                name: field("name"), url: field("url"), image: field("image"))

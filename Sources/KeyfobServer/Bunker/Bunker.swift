@@ -275,8 +275,7 @@ final class Bunker: Sendable {
 
     /// `{"name": …, "url": …}` a client may send with `connect` (its own claim, shown unverified).
     static func metadata(_ text: String) -> (name: String?, url: String?) {
-        guard text.utf8.count <= 4096,
-              let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] else { return (nil, nil) }
+        let object = NIP46.clientMetadata(text)
         return (clean(object["name"]), clean(object["url"]))
     }
 
