@@ -4,8 +4,9 @@ import NIOConcurrencyHelpers
 
 /// Standard output for log lines, written by a thread of its own: a request appends its line to a
 /// buffer and goes on; the writer thread empties the buffer every `interval` (at once for errors
-/// and above, and on `flush()`). The profile showed two `StreamLogHandler` lines per sign-in (each a
-/// `strftime` and a `write(2)` on the request's thread) at about a tenth of a login's cost.
+/// and above, and on `flush()`). Two `StreamLogHandler` lines per sign-in each cost a `strftime` and
+/// a `write(2)` on the request's thread; under load this moved logging from ~3.6% to ~2.7% of the
+/// server's CPU (BENCHMARKS.md).
 public final class LogOutput: @unchecked Sendable {
     public static let standardOutput = LogOutput(descriptor: STDOUT_FILENO)
 
