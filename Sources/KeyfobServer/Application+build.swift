@@ -104,7 +104,7 @@ public func openStore(_ configuration: ServerConfiguration, logger: Logger) thro
         databaseLogger[metadataKey: "database"] = "\(postgres.redacted)"
         return PostgresStore(settings: postgres, logger: databaseLogger)
     }
-    return try SQLiteStore(path: configuration.sqlitePath)
+    return try SQLiteStore(path: configuration.sqlitePath, maxLiveChallenges: configuration.maxLiveChallenges)
 }
 
 /// The store for an operator command: opened and migrated once, or an error that says why.

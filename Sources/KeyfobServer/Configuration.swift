@@ -55,6 +55,8 @@ public struct ServerConfiguration: Sendable {
     public var signUpBurst = 10
     /// Unfinished ceremonies (live challenges) a client IP may hold.
     public var maxChallengesPerIP = 100
+    /// Unfinished ceremonies the whole server holds (SQLite keeps them in memory, ~0.25 KB each).
+    public var maxLiveChallenges = 250_000
     /// Folder with one subfolder of PEM root certificates per attestation format (`packed/`, `tpm/`, …).
     public var attestationRootsDirectory: String?
     /// Accept RS1 and RSA keys under 2048 bits (old TPMs).
@@ -148,8 +150,9 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
         }
         guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, maxChallengesPerIP >= 1 else {
-            throw Invalid(description: "--ip-rate, --ip-burst and --signups-per-hour must be at least 1")
+            throw Invalid(description: "--ip-rate, --ip-burst, --signups-per-hour and --max-challenges-per-ip must be at least 1")
         }
+        guard maxLiveChallenges >= 1 else { throw Invalid(description: "--max-live-challenges must be at least 1") }
         guard (1...600).contains(headerTimeout), (1...600).contains(bodyTimeout) else {
             throw Invalid(description: "--header-timeout and --body-timeout must be between 1 and 600 seconds")
         }

@@ -213,6 +213,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case notFound
     /// A per-client cap was reached (e.g. live challenges per IP).
     case limitReached
+    /// A cap on everyone together was reached (e.g. live challenges in memory).
+    case capacityReached
     /// Removing this passkey would leave a passkey-sealed key with no passkey that can open it.
     case lastSealingPasskey
     /// The database itself failed; the message is for logs, not for clients.
@@ -228,6 +230,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .conflict: "the record changed meanwhile (conflict)"
         case .notFound: "not found"
         case .limitReached: "a limit was reached"
+        case .capacityReached: "a capacity was reached"
         case .lastSealingPasskey: "the last passkey that can open a sealed key"
         case .database(let message): "database error: \(message)"
         case .unavailable(let reason): "the database is not reachable: \(reason)"

@@ -19,12 +19,14 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     private let readers: [(lock: NSLock, connection: SQLiteConnection)]
     private let checkpointer: Checkpointer?
     /// Pending ceremonies: in memory, never in the file (`ChallengeTable`).
-    private let challenges = ChallengeTable()
+    private let challenges: ChallengeTable
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// `":memory:"` gives a private in-memory database (tests; one connection, no readers).
-    public init(path: String, maxSessionsPerUser: Int = 50, readers readerCount: Int = 4) throws {
+    /// `maxLiveChallenges`: unfinished ceremonies held in memory at most (`capacityReached` past it).
+    public init(path: String, maxSessionsPerUser: Int = 50, readers readerCount: Int = 4, maxLiveChallenges: Int = 250_000) throws {
         self.maxSessionsPerUser = maxSessionsPerUser
+        challenges = ChallengeTable(capacity: maxLiveChallenges)
         let inMemory = path == ":memory:"
         if !inMemory { try Self.createPrivately(path) }
         let connection = try SQLiteConnection(path: path)

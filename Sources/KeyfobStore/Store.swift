@@ -28,7 +28,8 @@ public protocol CredentialStore: Sendable {
 
 /// Pending ceremonies.
 public protocol ChallengeStore: Sendable {
-    /// Saves a challenge; `limitReached` when its client already has `maxPerClient` live ones.
+    /// Saves a challenge; `limitReached` when its client already has `maxPerClient` live ones,
+    /// `capacityReached` when the store holds as many as it may (SQLite's table in memory).
     func insertChallenge(_ challenge: ChallengeRecord, now: Date, maxPerClient: Int) async throws
     /// Deletes up to `limit` expired challenges and up to `limit` expired sessions; returns how many.
     /// Bounded, so a timer can call it without holding the store for long.

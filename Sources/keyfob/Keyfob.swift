@@ -67,6 +67,8 @@ struct Serve: AsyncParsableCommand {
     var ipBurst: Int?
     @Option(name: .customLong("max-challenges-per-ip"), help: "Unfinished ceremonies a client IP may hold. (env: KEYFOB_MAX_CHALLENGES_PER_IP; default 100)")
     var maxChallengesPerIP: Int?
+    @Option(name: .customLong("max-live-challenges"), help: "Unfinished ceremonies the whole server may hold; past it new options get 429 until some finish or expire. About 0.25 KB each in memory with SQLite. (env: KEYFOB_MAX_LIVE_CHALLENGES; default 250000)")
+    var maxLiveChallenges: Int?
     @Option(name: .customLong("signups-per-hour"), help: "New accounts per client IP per hour. (env: KEYFOB_SIGNUPS_PER_HOUR; default 30)")
     var signUpsPerHour: Int?
     @Option(name: .customLong("attestation-roots"), help: "Folder of PEM trust anchors, one subfolder per format (packed/, tpm/, apple/, android-key/, android-safetynet/, fido-u2f/). Without it attestation is recorded as the client claimed it (attestationTrusted: false). (env: KEYFOB_ATTESTATION_ROOTS)")
@@ -159,7 +161,7 @@ struct Serve: AsyncParsableCommand {
         "database": "string", "challenge-timeout": "number", "session-ttl": "number", "signer-unlock-ttl": "number",
         "admin": "list", "trusted-proxy": "list", "public-dir": "string", "user-verification": "string",
         "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
-        "signups-per-hour": "number", "max-challenges-per-ip": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
+        "signups-per-hour": "number", "max-challenges-per-ip": "number", "max-live-challenges": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
         "header-timeout": "number", "body-timeout": "number", "max-connections": "number", "confirm-with-passkey": "bool",
         "apple-app-id": "list", "metrics-from": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list",
     ]
@@ -244,6 +246,7 @@ struct Serve: AsyncParsableCommand {
         c.ipBurst = try int(ipBurst, "KEYFOB_IP_BURST", "ip-burst") ?? c.ipBurst
         c.signUpsPerHour = try int(signUpsPerHour, "KEYFOB_SIGNUPS_PER_HOUR", "signups-per-hour") ?? c.signUpsPerHour
         c.maxChallengesPerIP = try int(maxChallengesPerIP, "KEYFOB_MAX_CHALLENGES_PER_IP", "max-challenges-per-ip") ?? c.maxChallengesPerIP
+        c.maxLiveChallenges = try int(maxLiveChallenges, "KEYFOB_MAX_LIVE_CHALLENGES", "max-live-challenges") ?? c.maxLiveChallenges
         c.attestationRootsDirectory = string(attestationRoots, "KEYFOB_ATTESTATION_ROOTS", "attestation-roots")
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")
             || (file["allow-legacy-algorithms"] as? Bool ?? false)

@@ -80,6 +80,19 @@ import WebAuthnTestSupport
         }
     }
 
+    /// A crowd of addresses, each under its own cap, still meets the server-wide one: memory
+    /// stays bounded whoever asks.
+    @Test func liveChallengesAreCappedForTheWholeServer() async throws {
+        try await limitedHarness { $0.maxLiveChallenges = 4 }.run(.live) { client async throws in
+            for i in 0..<4 {
+                #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.\(i)")).status == .ok)
+            }
+            let full = try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.9"))
+            #expect(full.status == .tooManyRequests && full.error == "rate_limited" && full.headers[.retryAfter] == "60")
+            #expect((full["message"] as? String)?.contains("on this server") == true)
+        }
+    }
+
     @Test func cookiesAreSecureBehindAnHttpsProxyAndPlainOnlyOnLocalhost() async throws {
         let proto = HTTPField.Name("X-Forwarded-Proto")!
         try await limitedHarness().run(.live) { client async throws in

@@ -41,7 +41,7 @@ struct Harness {
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Public").path
         edit(&c)
         configuration = c
-        store = try SQLiteStore(path: databasePath ?? ":memory:")
+        store = try SQLiteStore(path: databasePath ?? ":memory:", maxLiveChallenges: c.maxLiveChallenges)
         vault = try KeyVault(masterKey: c.masterKey ?? secureRandomBytes(32))
     }
 

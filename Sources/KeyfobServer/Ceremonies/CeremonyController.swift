@@ -224,7 +224,9 @@ struct CeremonyController: Sendable {
         // kind and cannot tell a known username from an unknown one.
         _ = try await requestedUsername(request)
         let challenge = challenges.generate()
-        let key = Base64URL.encode(secureRandomBytes(16))
+        // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
+        // challenge table); it only pairs a reply with its options (the signature binds the challenge).
+        let key = Base64URL.encode(secureRandomBytes(11))
         try await limits.insert(
             ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
                             expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip),

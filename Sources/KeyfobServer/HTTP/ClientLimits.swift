@@ -34,6 +34,9 @@ struct ClientLimits: Sendable {
         } catch StoreError.limitReached {
             throw APIError("rate_limited", "too many unfinished sign-ins from this address; finish one or wait a minute",
                            status: .tooManyRequests, headers: [.retryAfter: "60"])
+        } catch StoreError.capacityReached {
+            throw APIError("rate_limited", "too many sign-ins are unfinished on this server right now; try again in a minute",
+                           status: .tooManyRequests, headers: [.retryAfter: "60"])
         }
     }
 }
