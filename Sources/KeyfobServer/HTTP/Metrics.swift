@@ -7,6 +7,10 @@ import Prometheus
 /// peers and `--metrics-from` addresses only.
 final class KeyfobMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
+    /// The registry builds a name and sorts labels for every lookup; a request records three
+    /// metrics or more, so the handles are kept here by their label values.
+    private let counters = Handles<Counter>()
+    private let histograms = Handles<DurationHistogram>()
     static var requests: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "keyfob", metricName: "http_requests", unitName: "total",
             helpText: "HTTP requests by method, route pattern and status")
@@ -32,28 +36,35 @@ final class KeyfobMetrics: Sendable {
                                       .milliseconds(500), .seconds(1), .seconds(5)]
 
     func request(method: String, route: String, status: Int, duration: Duration) {
-        registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", String(status))])
-            .increment()
-        registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("route", route)], buckets: Self.buckets)
-            .record(duration)
+        let code = String(status)
+        counters.get(["r", method, route, code]) {
+            registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", code)])
+        }.increment()
+        histograms.get(["r", route]) {
+            registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("route", route)], buckets: Self.buckets)
+        }.record(duration)
     }
 
     /// A ceremony or session event (`registration.verified`, `authentication.failed`, …) and its code.
     func event(_ name: String, code: String?) {
-        registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")]).increment()
+        counters.get(["e", name, code ?? ""]) {
+            registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")])
+        }.increment()
     }
 
     func signer(method: String, outcome: String, code: String?) {
-        registry.makeCounter(descriptor: Self.signerOperations,
-                             labels: [("method", method), ("outcome", outcome), ("code", code ?? "")]).increment()
+        counters.get(["s", method, outcome, code ?? ""]) {
+            registry.makeCounter(descriptor: Self.signerOperations, labels: [("method", method), ("outcome", outcome), ("code", code ?? "")])
+        }.increment()
     }
 
     /// Times one store call (`keyfob_store_duration_seconds{operation}`).
     func store<T>(_ operation: String, _ body: () async throws -> T) async rethrows -> T {
         let start = ContinuousClock.now
         defer {
-            registry.makeDurationHistogram(descriptor: Self.storeDuration, labels: [("operation", operation)], buckets: Self.buckets)
-                .record(ContinuousClock.now - start)
+            histograms.get(["s", operation]) {
+                registry.makeDurationHistogram(descriptor: Self.storeDuration, labels: [("operation", operation)], buckets: Self.buckets)
+            }.record(ContinuousClock.now - start)
         }
         return try await body()
     }
@@ -61,5 +72,21 @@ final class KeyfobMetrics: Sendable {
     func exposition() -> Response {
         Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
                  body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+    }
+}
+
+/// Metric handles by their label values (the first element names the metric). Label values come
+/// from route patterns, codes and method names, never from raw input, so the set stays small.
+private final class Handles<Handle>: @unchecked Sendable {
+    private let lock = NSLock()
+    private var handles: [[String]: Handle] = [:]
+
+    func get(_ key: [String], make: () -> Handle) -> Handle {
+        lock.withLock {
+            if let handle = handles[key] { return handle }
+            let handle = make()
+            handles[key] = handle
+            return handle
+        }
     }
 }
