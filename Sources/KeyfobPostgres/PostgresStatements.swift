@@ -47,6 +47,18 @@ enum Statements {
             """
     }
 
+    /// A sign-in's three lookups in one: the passkey (0–14), its user (15–18), the user's key (19–25, NULL when none).
+    enum CredentialWithOwner: StatementText {
+        static let sql = """
+            SELECT c.id, c.user_id, c.public_key, c.algorithm, c.sign_count, c.transports, c.aaguid, c.attestation_format,
+                   c.backup_eligible, c.backup_state, c.created_at, c.last_used_at, c.attestation_trusted, c.name, c.created_on,
+                   u.id, u.username, u.is_anonymous, u.created_at,
+                   k.user_id, k.pubkey, k.version, k.nonce, k.sealed, k.updated_at, k.passkey_sealed
+            FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
+            WHERE c.id = $1
+            """
+    }
+
     enum UserByID: StatementText {
         static let sql = "SELECT id, username, is_anonymous, created_at FROM users WHERE id = $1"
     }

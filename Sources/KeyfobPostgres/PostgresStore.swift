@@ -250,8 +250,11 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     private static let userColumns = "id, username, is_anonymous, created_at"
 
-    private static func userRow(_ r: PostgresRandomAccessRow) throws -> UserRecord {
-        UserRecord(id: try r.text(0), username: try r.text(1), isAnonymous: try r.bool(2), createdAt: try r.date(3))
+    private static func userRow(_ r: PostgresRandomAccessRow) throws -> UserRecord { try userRow(r, from: 0) }
+
+    /// The user whose columns start at `b`.
+    private static func userRow(_ r: PostgresRandomAccessRow, from b: Int) throws -> UserRecord {
+        UserRecord(id: try r.text(b), username: try r.text(b + 1), isAnonymous: try r.bool(b + 2), createdAt: try r.date(b + 3))
     }
 
     public func user(named username: String) async throws -> UserRecord? {
@@ -310,6 +313,15 @@ public final class PostgresStore: KeyfobStore, Sendable {
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
         try await call { [self] in
             try await run(Statements.CredentialByID.self) { $0.append(ByteBuffer(bytes: id)) }.first.map(Self.credentialRow)
+        }
+    }
+
+    public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
+        try await call { [self] in
+            try await run(Statements.CredentialWithOwner.self) { $0.append(ByteBuffer(bytes: id)) }.first.map { row in
+                CredentialOwner(credential: try Self.credentialRow(row), user: try Self.userRow(row, from: 15),
+                                nostrKey: try row.optionalText(19) == nil ? nil : try Self.nostrKeyRow(row, from: 19))
+            }
         }
     }
 
@@ -542,9 +554,12 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
 
-    private static func nostrKeyRow(_ r: PostgresRandomAccessRow) throws -> NostrKeyRecord {
-        NostrKeyRecord(userID: try r.text(0), pubkey: try r.text(1), version: try r.int(2), nonce: try r.bytes(3),
-                       sealed: try r.bytes(4), updatedAt: try r.date(5), passkeySealed: try r.bool(6))
+    private static func nostrKeyRow(_ r: PostgresRandomAccessRow) throws -> NostrKeyRecord { try nostrKeyRow(r, from: 0) }
+
+    /// The key whose columns start at `b`.
+    private static func nostrKeyRow(_ r: PostgresRandomAccessRow, from b: Int) throws -> NostrKeyRecord {
+        NostrKeyRecord(userID: try r.text(b), pubkey: try r.text(b + 1), version: try r.int(b + 2), nonce: try r.bytes(b + 3),
+                       sealed: try r.bytes(b + 4), updatedAt: try r.date(b + 5), passkeySealed: try r.bool(b + 6))
     }
 
     private func insertNostrKey(_ k: NostrKeyRecord, onConflict: String, on connection: PostgresConnection) async throws {

@@ -15,6 +15,18 @@ public struct UserRecord: Sendable, Equatable {
     }
 }
 
+/// A passkey with its account and the account's nostr key (nil until it has one): what a
+/// sign-in reads, in one statement.
+public struct CredentialOwner: Sendable, Equatable {
+    public var credential: CredentialRecord
+    public var user: UserRecord
+    public var nostrKey: NostrKeyRecord?
+
+    public init(credential: CredentialRecord, user: UserRecord, nostrKey: NostrKeyRecord?) {
+        (self.credential, self.user, self.nostrKey) = (credential, user, nostrKey)
+    }
+}
+
 /// A registered passkey.
 public struct CredentialRecord: Sendable, Equatable {
     public var id: [UInt8]

@@ -342,6 +342,28 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
+    public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
+        try read { connection in
+            try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { row in
+                CredentialOwner(credential: credentialRow(row), user: userRow(Array(row[15..<19])),
+                                nostrKey: row[19] == .null ? nil : nostrKeyRow(Array(row[19...])))
+            }
+        }
+    }
+
+    /// The passkey (columns 0–14), its user (15–18), the user's key (19–25, NULL when none).
+    private static let credentialWithOwnerSQL = """
+        SELECT \(prefixed("c", credentialColumns)), \(prefixed("u", userColumns)), \(prefixed("k", nostrKeyColumns))
+        FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
+        WHERE c.id = ?
+        """
+
+    /// `t.x, t.y, …` for the columns `x, y, …`.
+    private static func prefixed(_ table: String, _ columns: String) -> String {
+        columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")
+    }
+
     public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
         try read { connection in
             try connection.query("SELECT \(Self.credentialColumns) FROM credentials WHERE user_id = ? ORDER BY created_at",

@@ -15,6 +15,8 @@ public protocol UserStore: Sendable {
 /// Passkeys.
 public protocol CredentialStore: Sendable {
     func credential(id: [UInt8]) async throws -> CredentialRecord?
+    /// The passkey, its account and the account's nostr key, in one read (a sign-in's lookups).
+    func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner?
     func credentials(ofUser userID: String) async throws -> [CredentialRecord]
     /// Removes one of the user's passkeys, never the last one, and ends the sessions its
     /// ceremonies started, in one transaction. Returns false when not found.

@@ -56,6 +56,27 @@ import Testing
         #expect(try await store.countUsersAndCredentials() == (1, 1))
     }
 
+    /// A sign-in's one read: the same records the three separate lookups give, the key absent
+    /// until the account has one.
+    @Test(arguments: Kind.allCases)
+    func aPasskeyComesWithItsAccountAndKeyInOneRead(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let (alice, bob) = (user("alice"), user("bob"))
+        var aliceKey = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 3, nonce: [1, 2], sealed: [3, 4], updatedAt: t0 + 0.25)
+        aliceKey.passkeySealed = true
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: aliceKey, credential: credential(1, of: alice),
+                                             session: session(1, of: alice))
+        try await store.completeRegistration(user: bob, createUser: true, nostrKey: nil, credential: credential(2, of: bob),
+                                             session: session(2, of: bob))
+        let bobs = try #require(try await store.credentialWithOwner(id: [2, 2]))
+        #expect(bobs.user == bob && bobs.nostrKey == nil && bobs.credential.userID == bob.id)
+        let owner = try #require(try await store.credentialWithOwner(id: [1, 1]))
+        #expect(owner.credential == (try await store.credential(id: [1, 1])))
+        #expect(owner.user == alice)
+        #expect(owner.nostrKey == aliceKey)
+        #expect(try await store.credentialWithOwner(id: [9, 9]) == nil)
+    }
+
     @Test(arguments: Kind.allCases)
     func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)

@@ -266,12 +266,13 @@ struct CeremonyController: Sendable {
         guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
             throw APIError.invalid("rawId is not valid base64url")
         }
-        guard let record = try await metrics.store("credential", { try await store.credential(id: credentialID) }),
-              pending.userID == nil || pending.userID == record.userID,
-              let user = try await store.user(id: record.userID) else {
+        // The passkey, its account and the account's key in one read.
+        guard let owner = try await metrics.store("credential", { try await store.credentialWithOwner(id: credentialID) }),
+              pending.userID == nil || pending.userID == owner.user.id else {
             events.record(.signInFailed, ip: ip, username: nil, code: "credential_not_found")
             throw APIError("credential_not_found", "this passkey is not registered here", status: .notFound)
         }
+        let (record, user) = (owner.credential, owner.user)
 
         let verified: VerifiedAuthentication
         do {
@@ -288,13 +289,17 @@ struct CeremonyController: Sendable {
         }
 
         var new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
-        // A sealed key (one read of the key row per sign-in): this passkey's PRF output opens its
-        // wrap, and the new session keeps the data key for its unlock window.
+        // A sealed key: this passkey's PRF output opens its wrap, and the new session keeps the
+        // data key for its unlock window. (An account without a key yet gets one here, as on
+        // any first use.)
         var signerSealed = false
-        if verified.userVerified, try await custody.record(for: user.id).passkeySealed {
-            signerSealed = true
-            if let prfOutput {
-                signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
+        if verified.userVerified {
+            let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
+            if key.passkeySealed {
+                signerSealed = true
+                if let prfOutput {
+                    signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
+                }
             }
         }
         let (token, session) = (new.token, new.record)
