@@ -21,6 +21,7 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         // System libraries: one module map each, wrapped once by the Swift modules below.
@@ -58,7 +59,8 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "keyfob",
-            dependencies: ["KeyfobServer", "KeyfobStore", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["KeyfobServer", "KeyfobStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strict),
 
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.

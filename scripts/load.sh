@@ -23,10 +23,10 @@ SECONDS_EACH=${SECONDS_EACH:-10}
 CONNECTIONS=${CONNECTIONS:-32}
 USERS=${USERS:-1000}
 CREDENTIALS=${CREDENTIALS:-0}
-# Enough signed logins for two runs at up to 4,500 logins/s each (the best seen is ~2,700): every
+# Enough signed logins for two runs at up to 7,000 logins/s each (the best seen is ~4,600): every
 # one left over is a live ceremony the server holds through the options run, and it shows in
 # peak RSS. A run that uses them all up says so.
-LOGINS=${LOGINS:-$((SECONDS_EACH * 4500 * 2))}
+LOGINS=${LOGINS:-$((SECONDS_EACH * 7000 * 2))}
 OUT=${OUT:-/tmp/keyfob-load}
 PORT=${PORT:-18080}
 KEYFOB=${KEYFOB:-$root/.build/release/keyfob}

@@ -4,6 +4,8 @@ import Hummingbird
 import KeyfobServer
 import KeyfobStore
 import Logging
+import NIOCore
+import NIOPosix
 import WebAuthn
 
 @main
@@ -12,6 +14,14 @@ struct Keyfob: AsyncParsableCommand {
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
         subcommands: [Serve.self, Users.self, Sessions.self, AdminTokenCommand.self, RotateMasterKey.self, MigrateStore.self])
+
+    /// Swift's tasks run on NIO's event loop threads, the ones that read and write the sockets:
+    /// a request no longer goes from an event loop to the concurrency pool and back (two thread
+    /// switches and wake-ups each). Installed first, on the main thread, as NIO requires.
+    static func main() async {
+        NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+        await main(nil)
+    }
 }
 
 /// `keyfob serve`: every setting by flag, `KEYFOB_*` variable or config file (in that order of precedence).
