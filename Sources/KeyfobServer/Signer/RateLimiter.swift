@@ -5,8 +5,13 @@ import NIOConcurrencyHelpers
 /// In memory, per instance; with several instances each holds its own buckets.
 final class RateLimiter: Sendable {
     private struct Bucket { var tokens: Double; var updated: Date }
+    private struct State {
+        var buckets: [String: Bucket] = [:]
+        /// Full passes over the buckets so far (tests count work with it, not time).
+        var scans = 0
+    }
 
-    private let buckets = NIOLockedValueBox<[String: Bucket]>([:])
+    private let state = NIOLockedValueBox(State())
     private let capacity: Double
     private let perSecond: Double
     /// Buckets kept at most; full, idle ones are dropped first, so memory stays bounded.
@@ -20,25 +25,34 @@ final class RateLimiter: Sendable {
 
     /// Takes one token for `key`. Returns nil when allowed, else the seconds until one is free.
     func take(_ key: String, now: Date) -> Int? {
-        buckets.withLockedValue { buckets in
-            var bucket = buckets[key] ?? Bucket(tokens: capacity, updated: now)
+        state.withLockedValue { state in
+            var bucket = state.buckets[key] ?? Bucket(tokens: capacity, updated: now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * perSecond)
             bucket.updated = now
             guard bucket.tokens >= 1 else {
-                buckets[key] = bucket
+                state.buckets[key] = bucket
                 return max(1, Int(((1 - bucket.tokens) / perSecond).rounded(.up)))
             }
             bucket.tokens -= 1
-            if buckets[key] == nil, buckets.count >= maxKeys { prune(&buckets, now: now) }
-            buckets[key] = bucket
+            if state.buckets[key] == nil, state.buckets.count >= maxKeys { prune(&state, now: now) }
+            state.buckets[key] = bucket
             return nil
         }
     }
 
-    /// Drops buckets that have refilled (they would start full anyway); if none, drops all.
-    private func prune(_ buckets: inout [String: Bucket], now: Date) {
+    var scans: Int { state.withLockedValue { $0.scans } }
+
+    /// Makes room for at least a quarter of `maxKeys`: buckets that have refilled go first (they
+    /// would start full anyway), then the least recently used. Freeing a quarter each time keeps
+    /// a crowd of new addresses at one pass per `maxKeys / 4` of them: freeing only the few that
+    /// had refilled made every new address pay a pass over all the others.
+    private func prune(_ state: inout State, now: Date) {
+        state.scans += 1
         let full = capacity / perSecond
-        buckets = buckets.filter { now.timeIntervalSince($0.value.updated) < full }
-        if buckets.count >= maxKeys { buckets.removeAll(keepingCapacity: true) }
+        let target = maxKeys * 3 / 4
+        state.buckets = state.buckets.filter { now.timeIntervalSince($0.value.updated) < full }
+        guard state.buckets.count > target else { return }
+        let cutoff = state.buckets.values.map(\.updated).sorted()[state.buckets.count - target]
+        state.buckets = state.buckets.filter { $0.value.updated > cutoff }
     }
 }
