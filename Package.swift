@@ -30,6 +30,7 @@ let package = Package(
         .systemLibrary(name: "CSecp256k1", pkgConfig: "libsecp256k1", providers: [.apt(["libsecp256k1-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        .systemLibrary(name: "CMalloc"),
 
         // Pure cores: no HTTP, no database.
         .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL"], swiftSettings: strict),
@@ -59,7 +60,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "keyfob",
-            dependencies: ["KeyfobServer", "KeyfobStore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: ["KeyfobServer", "KeyfobStore", "CMalloc", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strict),
 

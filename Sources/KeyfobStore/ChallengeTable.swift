@@ -94,7 +94,8 @@ final class ChallengeTable: @unchecked Sendable {
     private var entries: [ID: Entry] = [:]
     /// How many stored entries each client has (expired but unswept ones included).
     private var perClient: [String: Int32] = [:]
-    /// Every stored entry by expiry, for the sweep; consumed ones are skipped when reached.
+    /// Every stored entry by expiry, for the sweep; consumed ones are skipped when reached, or
+    /// dropped all at once when they are most of it.
     private var expiries = Heap<Expiry>()
 
     init(capacity: Int = 250_000) {
@@ -103,6 +104,10 @@ final class ChallengeTable: @unchecked Sendable {
 
     var count: Int {
         lock.withLock { entries.count }
+    }
+
+    var expiryIndexCount: Int {
+        lock.withLock { expiries.count }
     }
 
     /// Stores `c`. `limitReached` when its client holds `maxPerClient` live ones, `capacityReached`
@@ -139,6 +144,11 @@ final class ChallengeTable: @unchecked Sendable {
         defer { lock.unlock() }
         guard let entry = entries.removeValue(forKey: id) else { return nil }
         forget(entry)
+        if expiries.count > 2 * entries.count + 1024 {
+            // Mostly consumed entries, waiting for their expiry to be popped: rebuild from the live
+            // ones (linear, and at most once per as many consumptions as there are live entries).
+            expiries = Heap(entries.lazy.map { Expiry(at: $0.value.expiresAt, id: $0.key) })
+        }
         return entry.record(id)
     }
 

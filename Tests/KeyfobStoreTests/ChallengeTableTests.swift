@@ -8,7 +8,7 @@ import Testing
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     func signIn(_ n: Int, expires: TimeInterval = 60, ip: String? = nil) -> ChallengeRecord {
-        ChallengeRecord(challenge: (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ n) }, ceremony: .authentication,
+        ChallengeRecord(challenge: withUnsafeBytes(of: UInt32(n).bigEndian, Array.init) + (4..<32).map { UInt8($0) }, ceremony: .authentication,
                         key: "k\(n)", expiresAt: t0 + expires, clientIP: ip ?? "10.0.\(n >> 8).\(n & 255)")
     }
 
@@ -70,5 +70,19 @@ import Testing
     @Test func entriesStayCompact() {
         #expect(MemoryLayout<ChallengeTable.ID>.stride <= 40)
         #expect(ChallengeTable.entryStride <= 56)
+    }
+}
+
+extension ChallengeTableTests {
+    /// Consumed entries leave the expiry index in bulk once they are most of it; what is left
+    /// still expires and is swept exactly.
+    @Test func consumedEntriesDoNotPileUpInTheExpiryIndex() throws {
+        let table = ChallengeTable()
+        for n in 0..<5_000 { try table.insert(signIn(n, expires: 60 + Double(n % 5)), now: t0, maxPerClient: 10) }
+        for n in 0..<4_000 { #expect(table.consume(signIn(n).challenge) != nil) }
+        #expect(table.expiryIndexCount <= 2 * 1_000 + 1_024 + 1)
+        #expect(table.sweep(now: t0 + 30, limit: 10_000) == 0)
+        #expect(table.sweep(now: t0 + 100, limit: 10_000) == 1_000)
+        #expect(table.count == 0)
     }
 }
