@@ -30,9 +30,33 @@ struct CeremonyController: Sendable {
     let limits: ClientLimits
     let now: @Sendable () -> Date
     var metrics = KeyfobMetrics()
+    let relyingParty: RelyingParty
+    let seal: PasskeySeal
+    /// Sign-in options are the same but for two values: encoded once (nil: encode each).
+    let signInOptions: SignInOptionsTemplate?
 
-    var relyingParty: RelyingParty { configuration.relyingParty }
-    var seal: PasskeySeal { PasskeySeal(rpID: configuration.rpID) }
+    init(store: any KeyfobStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
+         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
+         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics) {
+        (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
+        (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
+        let relyingParty = configuration.relyingParty
+        let seal = PasskeySeal(rpID: configuration.rpID)
+        (self.relyingParty, self.seal) = (relyingParty, seal)
+        signInOptions = SignInOptionsTemplate { challenge, key in
+            jsonBytes(Self.signInAnswer(relyingParty, configuration, seal, challenge: challenge, key: key))
+        }
+    }
+
+    /// What `GET /generate-authentication-options` answers.
+    static func signInAnswer(_ relyingParty: RelyingParty, _ configuration: ServerConfiguration, _ seal: PasskeySeal,
+                              challenge: [UInt8], key: String) -> WithChallengeKey<RequestOptions> {
+        let options = relyingParty.requestOptions(
+            challenge: challenge, allowCredentials: [],
+            userVerification: configuration.requireUserVerification ? .required : .preferred,
+            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
+        return WithChallengeKey(options: options, challengeKey: key)
+    }
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/generate-registration-options", use: registrationOptions)
@@ -231,11 +255,8 @@ struct CeremonyController: Sendable {
             ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
                             expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip),
             into: store, now: now())
-        let options = relyingParty.requestOptions(
-            challenge: challenge, allowCredentials: [],
-            userVerification: configuration.requireUserVerification ? .required : .preferred,
-            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
-        return jsonResponse(WithChallengeKey(options: options, challengeKey: key))
+        if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
+        return jsonResponse(Self.signInAnswer(relyingParty, configuration, seal, challenge: challenge, key: key))
     }
 
     struct VerifyAuthenticationRequest: Decodable {

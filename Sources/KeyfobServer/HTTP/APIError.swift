@@ -51,14 +51,23 @@ public struct APIError: Error, HTTPResponseError, Sendable {
 
 /// A JSON response from an encodable value.
 func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    encoder.dateEncodingStrategy = .iso8601
-    let data = (try? encoder.encode(value)) ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8)
+    jsonResponse(body: ByteBuffer(bytes: jsonBytes(value)), status: status, headers: headers)
+}
+
+/// A JSON response from bytes already encoded.
+func jsonResponse(body: ByteBuffer, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
     var fields = headers
     fields[.contentType] = "application/json; charset=utf-8"
     fields[.cacheControl] = "no-store"
-    return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    return Response(status: status, headers: fields, body: .init(byteBuffer: body))
+}
+
+/// The encoding every JSON answer uses: sorted keys, slashes as they are, ISO 8601 dates.
+func jsonBytes(_ value: some Encodable) -> [UInt8] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    return Array((try? encoder.encode(value)) ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8))
 }
 
 /// Turns every error into the JSON error shape, so no handler can answer with HTML or a bare 500.
