@@ -55,7 +55,7 @@ public struct ServerConfiguration: Sendable {
     public var signUpBurst = 10
     /// Unfinished ceremonies (live challenges) a client IP may hold.
     public var maxChallengesPerIP = 100
-    /// Unfinished ceremonies the whole server holds (SQLite keeps them in memory, ~0.25 KB each).
+    /// Unfinished ceremonies the whole server holds (SQLite keeps them in memory, 0.25–0.4 KB each).
     public var maxLiveChallenges = 250_000
     /// Folder with one subfolder of PEM root certificates per attestation format (`packed/`, `tpm/`, …).
     public var attestationRootsDirectory: String?

@@ -85,7 +85,7 @@ struct Serve: AsyncParsableCommand {
     var ipBurst: Int?
     @Option(name: .customLong("max-challenges-per-ip"), help: "Unfinished ceremonies a client IP may hold. (env: KEYFOB_MAX_CHALLENGES_PER_IP; default 100)")
     var maxChallengesPerIP: Int?
-    @Option(name: .customLong("max-live-challenges"), help: "Unfinished ceremonies the whole server may hold; past it new options get 429 until some finish or expire. About 0.25 KB each in memory with SQLite. (env: KEYFOB_MAX_LIVE_CHALLENGES; default 250000)")
+    @Option(name: .customLong("max-live-challenges"), help: "Unfinished ceremonies the whole server may hold; past it new options get 429 until some finish or expire. About 0.25–0.4 KB each in memory with SQLite. (env: KEYFOB_MAX_LIVE_CHALLENGES; default 250000)")
     var maxLiveChallenges: Int?
     @Option(name: .customLong("signups-per-hour"), help: "New accounts per client IP per hour. (env: KEYFOB_SIGNUPS_PER_HOUR; default 30)")
     var signUpsPerHour: Int?
