@@ -1,16 +1,16 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test test-swift test-browser test-fuzz fuzz bench load
+.PHONY: serve test test-swift test-browser test-fuzz test-chaos fuzz bench load chaos
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
 	@scripts/install-deps.sh
 	swift run keyfob serve
 
-## Run every test: Swift unit and HTTP tests, the real binary in headless Chromium, then each
-## libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
-test: test-swift test-browser test-fuzz
+## Run every test: Swift unit and HTTP tests, the real binary in headless Chromium, a 30-second
+## version of the chaos probes, then each libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
+test: test-swift test-browser test-chaos test-fuzz
 
 ## The store contract tests and the multi-instance tests need PostgreSQL: scripts/postgres.sh
 ## starts a throwaway cluster (unless KEYFOB_TEST_POSTGRES names one) and stops it after.
@@ -32,6 +32,20 @@ fuzz:
 	swift build -c debug --scratch-path .build-fuzz --product $(TARGET) --sanitize fuzzer -Xswiftc -sanitize=fuzzer,address 2>&1 | grep -v 'Cannot export local symbol'
 	mkdir -p Fuzz/corpus-$(TARGET) Fuzz/artifacts
 	SWIFT_BACKTRACE=enable=no ./.build-fuzz/debug/$(TARGET) Fuzz/corpus-$(TARGET) Fuzz/seeds-$(TARGET) -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2048 -artifact_prefix=Fuzz/artifacts/ -print_final_stats=1
+
+## The chaos probes in 30 seconds (part of make test): kill -9 under load, SIGTERM, slowloris,
+## descriptor exhaustion, NIP-46 floods and slow readers against the debug binary.
+test-chaos:
+	@scripts/install-deps.sh --test
+	swift build --product keyfob
+	scripts/python scripts/chaos.py --quick
+
+## Every chaos probe at full size against a release build (minutes; docs/operations.md has the
+## last run's table). PostgreSQL's outage probe runs when PostgreSQL is installed.
+chaos:
+	@scripts/install-deps.sh --test
+	swift build -c release --product keyfob
+	KEYFOB_BINARY=.build/release/keyfob scripts/python scripts/chaos.py
 
 ## Both fuzz targets, briefly (part of make test).
 test-fuzz:

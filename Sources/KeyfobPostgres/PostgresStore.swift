@@ -17,23 +17,35 @@ public final class PostgresStore: KeyfobStore, Sendable {
     let settings: PostgresSettings
     let maxSessionsPerUser: Int
     let logger: Logger
-    private let runner: Task<Void, Never>
+    private let runner: Task<Void, Never>?
     private let readiness = Readiness()
 
     /// Creates the pool (no connection is made yet). Call `start()` (or `migrate()`) before use.
-    public init(settings: PostgresSettings, maxSessionsPerUser: Int = 50, logger: Logger = Logger(label: "keyfob.postgres")) {
+    ///
+    /// - Parameter runsPool: true: the pool runs in a task of its own until `shutdown()` (commands,
+    ///   tests); false: the caller runs it with `runPool()` — the server does, as a service of its
+    ///   group, so that it stops with the others, after them.
+    public init(settings: PostgresSettings, maxSessionsPerUser: Int = 50, logger: Logger = Logger(label: "keyfob.postgres"),
+                runsPool: Bool = true) {
         self.settings = settings
         self.maxSessionsPerUser = maxSessionsPerUser
         self.logger = logger
         let client = PostgresClient(configuration: settings.clientConfiguration)
         self.client = client
-        runner = Task { await client.run() }
+        runner = runsPool ? Task { await client.run() } : nil
     }
 
-    deinit { runner.cancel() }
+    deinit { runner?.cancel() }
 
-    /// Closes the pool.
-    public func shutdown() { runner.cancel() }
+    /// Whether the pool runs in a task of the store's own (`runsPool: true`).
+    public var runsOwnPool: Bool { runner != nil }
+
+    /// Closes the pool (when it runs in its own task).
+    public func shutdown() { runner?.cancel() }
+
+    /// Runs the connection pool until the calling task is cancelled (for a store made with
+    /// `runsPool: false`).
+    public func runPool() async { await client.run() }
 
     // MARK: Start-up
 

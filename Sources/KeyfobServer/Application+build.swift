@@ -28,7 +28,12 @@ public func buildApplication(
         configuration.trustAnchors = try AttestationRoots.load(from: directory)
     }
     try configuration.prepareDataDirectory()
-    let store: any KeyfobStore = try store ?? openStore(configuration, logger: logger)
+    var services: [any Service] = []
+    let store: any KeyfobStore = try store ?? openStore(configuration, logger: logger, runsPool: false)
+    if let postgres = store as? PostgresStore, !postgres.runsOwnPool {
+        // First in the list: services stop in reverse order, so the pool outlives every user of it.
+        services.append(DatabasePoolService(store: postgres))
+    }
     let (masterKey, created) = try MasterKeyFile.load(configuration)
     if created {
         logger.notice("created a new master key; back it up: without it no stored nostr key can be opened",
@@ -48,7 +53,6 @@ public func buildApplication(
                           metadata: ["file": "\(path)"])
         }
     }
-    var services: [any Service] = []
     let gate: ReadinessGate
     if let postgres = store as? PostgresStore {
         // Listen first: /healthz answers 503 (and every other route too) until the database is
@@ -68,8 +72,12 @@ public func buildApplication(
     let external = ExternalRelays(configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock)
     services.append(external)
     services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
+    // One descriptor budget for both listeners, with room kept for what Keyfob opens itself.
+    let outgoing = (try? configuration.postgresSettings())?.map(\.maxConnections).map { $0 + 2 } ?? 8
+    let budget = ConnectionBudget.make(total: configuration.maxConnections, relayEnabled: configuration.effectiveNIP46Port != nil,
+                                       outgoing: outgoing + ExternalRelays.maxLinks)
     if let relayPort = configuration.effectiveNIP46Port {
-        services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger))
+        services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger, maxConnections: budget.relay))
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
@@ -78,9 +86,11 @@ public func buildApplication(
                              hub: hub, external: external)
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
-    let maxConnections = configuration.maxConnections ?? connectionCap()
+    let maxConnections = budget.http
     logger.info("connection limits", metadata: [
-        "maxConnections": "\(maxConnections)", "headerTimeout": "\(configuration.headerTimeout)s",
+        "maxConnections": "\(maxConnections)", "nip46Connections": "\(budget.relay)",
+        "descriptorReserve": "\(budget.reserve)", "descriptorLimit": "\(budget.descriptorLimit)",
+        "headerTimeout": "\(configuration.headerTimeout)s",
         "bodyTimeout": "\(configuration.bodyTimeout)s",
     ])
     return Application(
@@ -98,11 +108,12 @@ public func buildApplication(
 
 /// The store `configuration.database` names: SQLite (a file, or memory) or PostgreSQL (not
 /// connected yet: `PostgresStore.start()` connects and migrates, retrying while it is down).
-public func openStore(_ configuration: ServerConfiguration, logger: Logger) throws -> any KeyfobStore {
+/// `runsPool: false`: PostgreSQL's pool is left for the caller to run (`DatabasePoolService`).
+public func openStore(_ configuration: ServerConfiguration, logger: Logger, runsPool: Bool = true) throws -> any KeyfobStore {
     if let postgres = try configuration.postgresSettings() {
         var databaseLogger = logger
         databaseLogger[metadataKey: "database"] = "\(postgres.redacted)"
-        return PostgresStore(settings: postgres, logger: databaseLogger)
+        return PostgresStore(settings: postgres, logger: databaseLogger, runsPool: runsPool)
     }
     return try SQLiteStore(path: configuration.sqlitePath, maxLiveChallenges: configuration.maxLiveChallenges)
 }
@@ -116,6 +127,18 @@ public func openStoreForCommand(_ configuration: ServerConfiguration) async thro
         }
     }
     return store
+}
+
+/// PostgreSQL's connection pool as a service of the server's group: it stops when the group does,
+/// after every service that uses it (it is first in the list), and never outlives the process's
+/// shutdown in a task of its own.
+struct DatabasePoolService: Service {
+    let store: PostgresStore
+
+    func run() async throws {
+        // The pool ends when its task is cancelled: at graceful shutdown, once the others are done.
+        await cancelWhenGracefulShutdown { await store.runPool() }
+    }
 }
 
 /// Runs start-up once the server listens; when it fails (a wrong master key) the server stops.
@@ -169,9 +192,10 @@ public func buildRouter(
                                       metrics: metrics, feed: feed)
     let keys = CredentialKeyCache()
     let limits = ClientLimits(configuration: configuration)
+    let device = ReturningDevice(vault: vault)
     let ceremonies = CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
                                         events: events, challenges: challenges, custody: custody,
-                                        limits: limits, now: clock, metrics: metrics)
+                                        limits: limits, now: clock, metrics: metrics, device: device)
     ceremonies.addRoutes(to: router)
     let grants = Grants(store: store, now: clock)
     let pending = PendingRequests(store: store, vault: vault, now: clock)

@@ -99,8 +99,12 @@ final class ChallengeTable: @unchecked Sendable {
     /// dropped all at once when they are most of it.
     private var expiries = Heap<Expiry>()
 
+    /// Entries only `mayUseReserve` inserts can take: a tenth of the capacity.
+    let reserve: Int
+
     init(capacity: Int = 250_000) {
         self.capacity = capacity
+        reserve = capacity / 10
     }
 
     var count: Int {
@@ -126,9 +130,12 @@ final class ChallengeTable: @unchecked Sendable {
             removeExpired(now: nowValue, limit: Self.sweepAtCap)
             guard Int(perClient[ip] ?? 0) < maxPerClient else { throw StoreError.limitReached }
         }
-        if entries.count >= capacity {
+        // Strangers fill the table up to `capacity - reserve`; the rest is kept for clients that
+        // presented a session or a returning-device cookie, so a flood cannot lock them out.
+        let cap = c.mayUseReserve ? capacity : capacity - reserve
+        if entries.count >= cap {
             removeExpired(now: nowValue, limit: Self.sweepAtCap)
-            guard entries.count < capacity else { throw StoreError.capacityReached }
+            guard entries.count < cap else { throw StoreError.capacityReached }
         }
         guard entries.updateValue(Entry(c), forKey: id) == nil else {
             // Challenges are 32 random bytes: a repeat is a bug, never a second ceremony on one value.

@@ -91,6 +91,9 @@ public struct ChallengeRecord: Sendable, Equatable {
     public var expiresAt: Date
     /// Who asked for it, so live challenges per client can be capped.
     public var clientIP: String?
+    /// The client presented a session or a returning-device cookie: it may use the reserve of
+    /// the server-wide cap on live challenges, which strangers cannot fill. Not stored.
+    public var mayUseReserve = false
 
     public init(challenge: [UInt8], ceremony: Ceremony, key: String, userID: String? = nil, username: String? = nil,
                 isAnonymous: Bool = false, existingUser: Bool = false, algorithms: [Int] = [], expiresAt: Date,

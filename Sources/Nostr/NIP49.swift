@@ -37,6 +37,8 @@ public enum NIP49 {
         }
         guard data[0] == 0x02 else { throw .content("ncryptsec version \(data[0]) is not supported") }
         let logN = data[1]
+        // scrypt's cost is 2^log_n and must be at least 2: log_n 0 is no ncryptsec any encoder writes.
+        guard logN >= 1 else { throw .content("ncryptsec log_n 0 is not valid (scrypt needs at least 1)") }
         guard logN <= min(maxLogN, 20) else {
             throw .content("ncryptsec asks for too much memory (log_n \(logN) > \(min(maxLogN, 20))); re-encrypt it with a lower log_n")
         }

@@ -19,8 +19,54 @@ def free_port():
         return s.getsockname()[1]
 
 
+def healthy(port, timeout=2.0):
+    """Whether /healthz on 127.0.0.1:`port` answers 200 within `timeout`."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=timeout) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def rss_mb(pid):
+    """A process's resident memory in MB (from /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def partial_heads(port, count, path=b"/nip46"):
+    """`count` connections that each send part of a request head and no more (slowloris); stops
+    early when the server no longer accepts (its backlog is full)."""
+    held = []
+    for _ in range(count):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=2)
+            s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nX-Slow: ")
+            held.append(s)
+        except OSError:
+            break
+    return held
+
+
+def closed_by_server(sockets, wait=2.0):
+    """How many of `sockets` the server has closed (EOF or reset within `wait` s each)."""
+    closed = 0
+    for s in sockets:
+        s.settimeout(wait)
+        try:
+            closed += s.recv(1) == b""
+        except ConnectionResetError:
+            closed += 1
+        except socket.timeout:
+            pass
+    return closed
+
+
 class Server:
-    def __init__(self, args=(), env=None):
+    def __init__(self, args=(), env=None, preexec_fn=None):
         self.port = free_port()
         self.nip46_port = free_port()  # the built-in relay's listener (default --port + 10 might be taken)
         self.data = tempfile.mkdtemp(prefix="keyfob-e2e-")
@@ -29,6 +75,7 @@ class Server:
                      "--public-dir", os.path.join(ROOT, "Public"), *args]
         self.env = {**os.environ, **(env or {})}
         self.process = None
+        self.preexec_fn = preexec_fn  # e.g. a smaller open-file limit for the server alone
 
     @property
     def url(self):
@@ -37,7 +84,8 @@ class Server:
 
     def start(self):
         self.log = open(os.path.join(self.data, "server.log"), "w")
-        self.process = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=self.env)
+        self.process = subprocess.Popen(self.args, stdout=self.log, stderr=subprocess.STDOUT, env=self.env,
+                                        preexec_fn=self.preexec_fn)
         deadline = time.time() + 30
         while time.time() < deadline:
             if self.process.poll() is not None:

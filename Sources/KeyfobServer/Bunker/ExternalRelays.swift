@@ -28,11 +28,16 @@ public final class ExternalRelays: Service, Sendable {
         var signers: [String] = []
         /// Starts links; set while this instance holds the role (nil: another holds it).
         var starter: AsyncStream<RelayLink>.Continuation?
+        /// The cap on links was logged (once a run).
+        var warnedAtCap = false
     }
     private let state = NIOLockedValueBox(State())
     /// Keys per REQ: relays cap the values of a filter.
     static let keysPerSubscription = 200
     static let maxSigners = 20_000
+    /// Links held at most (configured relays and nostrconnect clients' relays together): each is
+    /// a descriptor, kept out of the listeners' budget (`ConnectionBudget`).
+    static let maxLinks = 64
 
     init(configured: [String], store: any KeyfobStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
          refreshInterval: TimeInterval = 2) {
@@ -48,12 +53,18 @@ public final class ExternalRelays: Service, Sendable {
         hub.addOutlet { [self] event in self.send(event) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             do {
-                let held = try await store.holdingRole("nip46-relays") { [self] in try await self.hold() }
+                // Holding waits on its links for good, and taking the role may wait on the database:
+                // shutting down ends either at once.
+                let held = try await cancelWhenGracefulShutdown { [self] in
+                    try await store.holdingRole("nip46-relays") { try await self.hold() }
+                }
                 if !held { logger.debug("another instance holds the external relays") }
             } catch is CancellationError {
                 break
-            } catch {
+            } catch where !Task.isShuttingDownGracefully {
                 logger.warning("external relays: \(error)")
+            } catch {
+                break  // shutting down: what failed was cut short on purpose
             }
             state.withLockedValue { state in
                 for link in state.links.values { link.stop() }
@@ -100,14 +111,21 @@ public final class ExternalRelays: Service, Sendable {
                 link.stop()
                 state.links[url] = nil
             }
-            return wanted.map { link(to: $0, in: &state) }
+            return wanted.sorted { configured.contains($0) && !configured.contains($1) }.compactMap { link(to: $0, in: &state) }
         }
         for link in links { link.subscribe(signers) }
     }
 
-    /// The link to `url`, started when new (only while holding).
-    private func link(to url: String, in state: inout State) -> RelayLink {
+    /// The link to `url`, started when new (only while holding); nil past `maxLinks`.
+    private func link(to url: String, in state: inout State) -> RelayLink? {
         if let link = state.links[url] { return link }
+        guard state.links.count < Self.maxLinks else {
+            if !state.warnedAtCap {
+                state.warnedAtCap = true
+                logger.warning("external relays: at the cap of \(Self.maxLinks) links; relays past it are not linked")
+            }
+            return nil
+        }
         let link = RelayLink(url: url, hub: hub, logger: logger, now: now)
         link.subscribe(state.signers)
         state.links[url] = link
@@ -125,7 +143,7 @@ public final class ExternalRelays: Service, Sendable {
             var urls = Set(configured)
             let relays = client.flatMap { state.clientRelays[$0] }
             urls.formUnion(relays ?? [])
-            return (urls.map { link(to: $0, in: &state) }, relays != nil)
+            return (urls.compactMap { link(to: $0, in: &state) }, relays != nil)
         }
         for link in links { link.send(frame) }
         guard !known, let client else { return }
@@ -133,7 +151,7 @@ public final class ExternalRelays: Service, Sendable {
             guard let record = try? await store.nostrConnectClients().first(where: { $0.clientPubkey == client }) else { return }
             let links: [RelayLink] = state.withLockedValue { state in
                 state.clientRelays[client] = record.relays
-                return record.relays.filter { !configured.contains($0) }.map { link(to: $0, in: &state) }
+                return record.relays.filter { !configured.contains($0) }.compactMap { link(to: $0, in: &state) }
             }
             for link in links { link.send(frame) }
         }
@@ -146,7 +164,7 @@ public final class ExternalRelays: Service, Sendable {
             guard state.starter != nil else { return ([], []) }
             state.clientRelays[clientPubkey] = relays
             if !state.signers.contains(signer) { state.signers = (state.signers + [signer]).sorted() }
-            return (relays.map { link(to: $0, in: &state) }, state.signers)
+            return (relays.compactMap { link(to: $0, in: &state) }, state.signers)
         }
         for link in links { link.subscribe(signers) }
         let deadline = Date().addingTimeInterval(timeout)

@@ -11,8 +11,10 @@ public final class RelayHub: Sendable {
         var connectionsPerAddress = 16
         var subscriptionsPerConnection = 16
         var frame = RelayLimits(maxMessageBytes: 64 * 1024, maxFiltersPerRequest: 8, maxValuesPerField: 64)
-        /// Frames waiting for a slow reader before the oldest are dropped.
-        var outboundBuffer = 256
+        /// Bytes of frames waiting for one slow reader; past it the connection is closed.
+        var outboundBytesPerConnection = 256 * 1024
+        /// Bytes waiting for all slow readers together; past it the reader that would pass it is closed.
+        var outboundBytesTotal = 64 * 1024 * 1024
 
         public init() {}
     }
@@ -57,7 +59,13 @@ public final class RelayHub: Sendable {
         for outlet in outlets.withLockedValue({ $0 }) { outlet(event) }
     }
 
-    public init(limits: Limits = Limits()) { self.limits = limits }
+    /// What every connection's queue of frames draws from (`Limits.outboundBytesTotal`).
+    let outboundBudget: OutboundBudget
+
+    public init(limits: Limits = Limits()) {
+        self.limits = limits
+        outboundBudget = OutboundBudget(maxBytes: limits.outboundBytesTotal)
+    }
 
     struct TooManyConnections: Error {}
 

@@ -34,10 +34,13 @@ struct CeremonyController: Sendable {
     let seal: PasskeySeal
     /// Sign-in options are the same but for two values: encoded once (nil: encode each).
     let signInOptions: SignInOptionsTemplate?
+    /// Browsers that finished a ceremony here before (they may use the challenge cap's reserve).
+    let device: ReturningDevice
 
     init(store: any KeyfobStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
          events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
-         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics) {
+         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice) {
+        self.device = device
         (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         let relyingParty = configuration.relyingParty
@@ -126,6 +129,7 @@ struct CeremonyController: Sendable {
         }
         record.algorithms = configuration.algorithms.map(\.rawValue)
         record.clientIP = ip
+        record.mayUseReserve = try await mayUseReserve(request)
         try await limits.insert(record, into: store, now: now())
 
         let options = relyingParty.creationOptions(
@@ -235,7 +239,28 @@ struct CeremonyController: Sendable {
             verified: true, username: username, isAnonymous: pending.isAnonymous,
             credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt,
             attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey)
-        return jsonResponse(response, headers: keepBrowserSession ? [:] : [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
+        return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt,
+                                                               session: !keepBrowserSession))
+    }
+
+    /// A client that presented a returning-device cookie or a valid session may start a ceremony
+    /// from the reserve of the server-wide cap (a session is looked up only when one is presented).
+    func mayUseReserve(_ request: Request) async throws -> Bool {
+        if device.recognises(request) { return true }
+        guard request.headers[.authorization] != nil || request.headers[.cookie] != nil else { return false }
+        return try await sessions.authenticate(request) != nil
+    }
+
+    /// The `Set-Cookie` values of a finished ceremony: the session (unless kept) and the returning-device cookie.
+    func ceremonyCookies(_ request: Request, _ context: KeyfobRequestContext, token: String, expires: Date,
+                         session: Bool = true) -> HTTPFields {
+        let secure = sessions.secureCookie(for: request, context: context)
+        var fields = HTTPFields()
+        if session { fields.append(HTTPField(name: .setCookie, value: sessions.cookie(token: token, expires: expires, secure: secure))) }
+        if !device.recognises(request), let cookie = device.cookie(secure: secure) {
+            fields.append(HTTPField(name: .setCookie, value: cookie))
+        }
+        return fields
     }
 
     // MARK: - Authentication
@@ -251,10 +276,10 @@ struct CeremonyController: Sendable {
         // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
         // challenge table); it only pairs a reply with its options (the signature binds the challenge).
         let key = Base64URL.encode(secureRandomBytes(11))
-        try await limits.insert(
-            ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
-                            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip),
-            into: store, now: now())
+        var record = ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
+                                     expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
+        record.mayUseReserve = try await mayUseReserve(request)
+        try await limits.insert(record, into: store, now: now())
         if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
         return jsonResponse(Self.signInAnswer(relyingParty, configuration, seal, challenge: challenge, key: key))
     }
@@ -344,7 +369,7 @@ struct CeremonyController: Sendable {
                       detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
                                                     token: token, expiresAt: session.expiresAt, signerSealed: signerSealed)
-        return jsonResponse(response, headers: [.setCookie: sessions.cookie(token: token, expires: session.expiresAt, secure: sessions.secureCookie(for: request, context: context))])
+        return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
     }
 
     // MARK: - Keys sealed by passkeys

@@ -1,0 +1,46 @@
+import Foundation
+import Hummingbird
+import WebAuthn
+
+/// A browser that has signed in here before: a long-lived cookie holding a random value and the
+/// server's MAC of it, set by every successful passkey ceremony. It names no account and opens
+/// nothing; it only lets the browser start a ceremony from the reserve of the server-wide cap on
+/// unfinished ceremonies (`ChallengeRecord.mayUseReserve`), so a flood from strangers that fills
+/// the cap does not lock out the people who use this server.
+struct ReturningDevice: Sendable {
+    static let cookieName = "keyfob_device"
+    static let secureCookieName = "__Host-keyfob_device"
+    /// 400 days, the most browsers keep a cookie.
+    static let lifetime = 400 * 24 * 3600
+
+    private let key: [UInt8]
+
+    /// The MAC key comes from the master key, so every instance of a deployment knows its cookies.
+    /// (Were OpenSSL's HKDF to fail, a random key: cookies then are recognised by this process only.)
+    init(vault: KeyVault) {
+        key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? secureRandomBytes(32)
+    }
+
+    /// A new cookie's `Set-Cookie` value (nil if the MAC could not be computed: no cookie then).
+    func cookie(secure: Bool) -> String? {
+        let nonce = secureRandomBytes(16)
+        guard let tag = mac(nonce) else { return nil }
+        let value = Base64URL.encode(nonce + tag)
+        return secure ? "\(Self.secureCookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax; Secure"
+                      : "\(Self.cookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax"
+    }
+
+    /// Whether the request carries a cookie this server made.
+    func recognises(_ request: Request) -> Bool {
+        guard let value = request.cookie(Self.secureCookieName) ?? request.cookie(Self.cookieName),
+              value.count == 43, let bytes = Base64URL.decode(value), bytes.count == 32 else { return false }
+        guard let expected = mac(Array(bytes.prefix(16))) else { return false }
+        // Constant time: the comparison does not tell how much of a forged MAC was right.
+        return zip(expected, bytes.suffix(16)).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    /// HKDF-Expand keyed by the server's derived key is a PRF of the nonce: a MAC.
+    private func mac(_ nonce: [UInt8]) -> [UInt8]? {
+        try? KeyVault.hkdf(key: key, salt: [], info: nonce, length: 16)
+    }
+}

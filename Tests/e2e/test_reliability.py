@@ -1,0 +1,222 @@
+"""Nothing takes Keyfob down (issue #25), tried on the real binary: descriptors exhausted through
+both ports under a small `ulimit -n`, slow-header and slow-reader clients on the NIP-46 port,
+SIGTERM idle, loaded and with a bunker client connected, and SIGTERM after a PostgreSQL outage
+under load. Each test failed on the main branch before the fix (see the issue for what it saw)."""
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import threading
+import time
+import urllib.request
+
+import nostr_sdk as n
+import pytest
+import websocket
+
+from conftest import Server, closed_by_server, healthy, partial_heads, rss_mb
+
+
+def stopped_cleanly(server, started, limit):
+    """Waits for the process: it must exit within `limit` s, with status 0, having logged
+    "stopping" and "stopped" and no crash. Returns the seconds it took after `started`."""
+    try:
+        server.process.wait(timeout=limit + 20)
+    except Exception:
+        server.process.kill()
+        raise
+    elapsed = time.monotonic() - started
+    logs = server.logs()
+    assert elapsed < limit, f"took {elapsed:.2f} s to exit (limit {limit} s)"
+    assert server.process.returncode == 0, (server.process.returncode, logs[-2000:])
+    assert "stopping" in logs and "stopped" in logs, logs[-2000:]
+    assert "fatal error" not in logs.lower(), logs[-2000:]
+    return elapsed
+
+
+def raise_own_fd_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def test_a_descriptor_flood_on_both_ports_does_not_crash_and_http_keeps_answering():
+    """Under `ulimit -n 256`: 1,100 partial NIP-46 upgrades used to fill the descriptor table (no cap
+    on that port), every HTTP client timed out, and libdispatch aborted the process (SIGILL) when it
+    could not open /proc. Now both listeners draw on one budget with a reserve kept free."""
+    raise_own_fd_limit()
+    # The server alone gets the small limit, soft and hard (so it cannot raise it).
+    server = Server(args=("--header-timeout", "60"),
+                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))).start()
+    held = []
+    try:
+        held += partial_heads(server.nip46_port, 1100)
+        # HTTP answers while the NIP-46 port is flooded (its share is full, not the process's table).
+        for _ in range(3):
+            time.sleep(1.1)  # libdispatch's worker monitor reads /proc once a second
+            assert server.process.poll() is None, server.logs()[-2000:]
+            assert healthy(server.port), "HTTP stopped answering while the NIP-46 port was flooded"
+        held += partial_heads(server.port, 1100, path=b"/healthz")
+        time.sleep(3.3)
+        assert server.process.poll() is None, server.logs()[-2000:]
+        for s in held:
+            s.close()
+        held = []
+        deadline = time.time() + 10
+        while time.time() < deadline and not (healthy(server.port) and healthy(server.nip46_port)):
+            time.sleep(0.2)
+        assert healthy(server.port) and healthy(server.nip46_port)
+        assert "descriptorLimit=256" in server.logs()  # the budget was cut from the limit it had
+    finally:
+        for s in held:
+            s.close()
+        server.stop()
+
+
+def test_nip46_slow_header_connections_are_closed_at_the_header_timeout():
+    server = Server(args=("--header-timeout", "2")).start()
+    try:
+        held = partial_heads(server.nip46_port, 100)
+        assert len(held) == 100
+        time.sleep(3.5)
+        closed = closed_by_server(held)
+        assert closed == 100, f"{closed} of 100 slow-header connections closed"
+        # A WebSocket that finished its upgrade is not cut off by that deadline.
+        ws = websocket.create_connection(f"ws://127.0.0.1:{server.nip46_port}/nip46", timeout=5)
+        time.sleep(3)
+        ws.send('["REQ","s",{"kinds":[24133]}]')
+        assert json.loads(ws.recv())[0] == "EOSE"
+        ws.close()
+        for s in held:
+            s.close()
+    finally:
+        server.stop()
+
+
+def test_nip46_readers_that_stop_reading_are_disconnected_and_memory_stays_bounded():
+    """15 subscribers that never read, 240 events of 60 kB for them: each used to keep ~15 MB."""
+    server = Server().start()
+    try:
+        target = n.Keys.generate()
+        sender = n.Keys.generate()
+        url = f"ws://127.0.0.1:{server.nip46_port}/nip46"
+        slow = []
+        for i in range(15):
+            ws = websocket.create_connection(url, timeout=5, sockopt=((socket.SOL_SOCKET, socket.SO_RCVBUF, 4096),))
+            ws.send(json.dumps(["REQ", f"s{i}", {"kinds": [24133], "#p": [target.public_key().to_hex()]}]))
+            assert json.loads(ws.recv())[0] == "EOSE"
+            slow.append(ws)
+        before = rss_mb(server.process.pid)
+        publisher = websocket.create_connection(url, timeout=10)
+        for i in range(240):
+            event = n.EventBuilder(n.Kind(24133), f"{i:04d}" + "x" * 60_000).tags([n.Tag.public_key(target.public_key())]).finalize(sender)
+            publisher.send(json.dumps(["EVENT", json.loads(event.as_json())]))
+            assert json.loads(publisher.recv())[0] == "OK"
+        time.sleep(0.5)
+        grown = rss_mb(server.process.pid) - before
+        assert grown < 60, f"RSS grew {grown:.0f} MB for 15 readers that do not read"
+        # Each slow reader was cut off: what it can still read ends, far short of 14 MB.
+        for ws in slow:
+            ws.sock.settimeout(5)
+            total = 0
+            while True:
+                try:
+                    chunk = ws.sock.recv(1 << 16)
+                except (ConnectionResetError, socket.timeout):
+                    break
+                if not chunk:
+                    break
+                total += len(chunk)
+            assert total < 3_000_000, f"a slow reader still received {total} bytes"
+            ws.close()
+        # The relay still serves a reader that keeps up.
+        fresh = websocket.create_connection(url, timeout=5)
+        fresh.send(json.dumps(["REQ", "f", {"kinds": [24133], "#p": [target.public_key().to_hex()]}]))
+        assert json.loads(fresh.recv())[0] == "EOSE"
+        event = n.EventBuilder(n.Kind(24133), "after").tags([n.Tag.public_key(target.public_key())]).finalize(sender)
+        publisher.send(json.dumps(["EVENT", json.loads(event.as_json())]))
+        assert json.loads(fresh.recv())[0] == "EVENT"
+        fresh.close()
+        publisher.close()
+    finally:
+        server.stop()
+
+
+def test_sigterm_when_idle_stops_within_a_second_and_says_so():
+    """It took 10.0 s (a service ignored graceful shutdown until the group's timeout)."""
+    server = Server().start()
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    stopped_cleanly(server, started, 1)
+    server.log.close()
+
+
+def test_sigterm_with_a_bunker_client_connected_and_requests_in_flight_stops_within_a_second():
+    server = Server().start()
+    ws = websocket.create_connection(f"ws://127.0.0.1:{server.nip46_port}/nip46", timeout=5)
+    ws.send('["REQ","s",{"kinds":[24133]}]')
+    assert json.loads(ws.recv())[0] == "EOSE"
+    stop = threading.Event()
+    answers = []
+
+    def load():
+        while not stop.is_set():
+            try:
+                req = urllib.request.Request(f"http://127.0.0.1:{server.port}/generate-authentication-options", method="GET")
+                with urllib.request.urlopen(req, timeout=5) as r:
+                    answers.append(r.status)
+            except OSError:
+                answers.append(None)
+                time.sleep(0.01)
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    time.sleep(1)
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        stopped_cleanly(server, started, 1)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        server.log.close()
+        ws.close()
+    assert 200 in answers
+
+
+@pytest.mark.skipif(not os.environ.get("KEYFOB_TEST_POSTGRES"), reason="needs scripts/postgres.sh (make test sets it)")
+def test_sigterm_after_a_postgres_outage_under_load_exits_cleanly():
+    """It crashed (fatal error, then SIGILL, after 21-23 s). In-flight requests wait at most the
+    store's 5 s timeout; nothing else holds the shutdown."""
+    from softkey import Client
+    from test_postgres import ORIGIN, Cluster, instance
+
+    cluster = Cluster()
+    cluster.start()
+    server = instance(cluster.url).start()
+    stop = threading.Event()
+    try:
+        def load():
+            mine = Client(f"http://127.0.0.1:{server.port}", ORIGIN, timeout=15)
+            while not stop.is_set():
+                try:
+                    mine.call("POST", "/generate-authentication-options", {})
+                except OSError:
+                    time.sleep(0.01)
+
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        cluster.stop()
+        time.sleep(6)
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        stopped_cleanly(server, started, 7)
+    finally:
+        stop.set()
+        server.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)
