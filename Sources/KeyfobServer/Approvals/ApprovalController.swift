@@ -33,6 +33,7 @@ struct ApprovalController: Sendable {
         router.get("/nostrsigner", use: entry)
         router.get("/nostrsigner/**", use: entry)
         router.get("/approve/:id") { _, _ in try staticPage("approve.html") }
+        router.get("/callback.html") { request, _ in HTMLPage.nip07Callback(query: request.uri.query ?? "") }
         router.get("/api/requests", use: list)
         router.get("/api/requests/:id", use: show)
         router.post("/api/requests/:id/approve", use: approve)

@@ -49,4 +49,26 @@ enum HTMLPage {
         return Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
                         body: .init(byteBuffer: ByteBuffer(string: body)))
     }
+
+    /// `/callback.html`, the NIP-07 callback page, rendered with the one origin the server read
+    /// from its query (`OwnCallback.pageOrigin`): `callback.js` posts the result to that origin and
+    /// to no other, and never reads an origin from the URL itself. A query with no origin, two, or
+    /// one that is not canonical gets the page without one: nothing is posted anywhere.
+    static func nip07Callback(query: String) -> Response {
+        let origin = OwnCallback.pageOrigin(ofQuery: query)
+        let body = """
+            <!doctype html>
+            <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Keyfob — returning to the app</title><link rel="icon" href="/favicon.svg" type="image/svg+xml">
+            <link rel="stylesheet" href="/style.css"></head>
+            <body\(origin.map { #" data-origin="\#(escape($0))""# } ?? "")><main><h1>Returning to the app…</h1>
+            <p class="lead" id="status">\(origin == nil
+                ? "This window was not opened the way Keyfob opens it, so its result was not sent anywhere. You can close it."
+                : "You can close this window.")</p>
+            </main><script src="/callback.js"></script></body></html>
+            """
+        return Response(status: origin == nil ? .badRequest : .ok,
+                        headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+                        body: .init(byteBuffer: ByteBuffer(string: body)))
+    }
 }

@@ -92,22 +92,29 @@ struct IncomingRequest: Sendable {
 
         // NIP-07: the result goes to Keyfob's own callback page, which posts it to the page whose
         // origin the callback names; that origin is the client, and the request must say the same.
+        // Every callback into one of Keyfob's own hosts must be that page's one canonical form.
         var client = request.client
         var transport = "redirect"
-        let success = request.callbacks.success
-        if let origin = success.origin, ownOrigins.contains(origin) {
-            guard success.string.split(separator: "?")[0].hasSuffix("/callback.html") else {
-                throw .badCallback("a callback to Keyfob itself must be /callback.html")
+        let keyfob = OwnCallback.Own(ownOrigins)
+        let callbacks = [request.callbacks.success, request.callbacks.error, request.callbacks.cancel].compactMap { $0 }
+        let own = callbacks.map(keyfob.contains)
+        if own.contains(true) {
+            guard own.allSatisfy({ $0 }) else {
+                throw .badCallback("a request whose result goes to Keyfob's own page must send its errors and cancellations there too")
             }
-            let items = (try? queryItems(URLComponents(string: success.string)?.percentEncodedQuery ?? "")) ?? []
-            guard let pageOrigin = items.first(where: { $0.0 == "origin" })?.1,
-                  let name = try? CallbackURL.clientIdentifier(ofOrigin: pageOrigin) else {
-                throw .badCallback("a NIP-07 request must name the requesting page's origin in its callback (/callback.html?origin=https://…)")
+            let parsed = callbacks.map { OwnCallback.parse($0, ownOrigins: ownOrigins) }
+            guard let success = parsed[0], success.flag == nil,
+                  parsed.dropFirst().allSatisfy({ $0 != nil && $0!.pageOrigin == success.pageOrigin && $0!.rid == success.rid }) else {
+                throw .badCallback("a callback to Keyfob itself must be exactly \(ownOrigins.first ?? "")/callback.html?origin=<your page's origin>&rid=<id>")
             }
-            let requestItems = (try? queryItems(query)) ?? []
-            if let claimed = requestItems.first(where: { $0.0 == "origin" || $0.0 == "client_url" })?.1,
-               claimed.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "/")) != pageOrigin.lowercased() {
-                throw .badCallback("the request's origin and its callback's origin differ")
+            let requestItems = OwnCallback.formItems(query) ?? []
+            for claimed in requestItems where claimed.name == "origin" || claimed.name == "client_url" {
+                guard claimed.value.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "/")) == success.pageOrigin else {
+                    throw .badCallback("the request's origin and its callback's origin differ")
+                }
+            }
+            guard let name = try? CallbackURL.clientIdentifier(ofOrigin: success.pageOrigin) else {
+                throw .badCallback("the requesting page's origin is not a web origin")
             }
             client = name
             transport = "nip07"

@@ -85,8 +85,11 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
     /// Web callbacks: the explicit port, when not the scheme's default.
     public let port: Int?
 
-    /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations).
-    public static let refusedSchemes: Set<String> = ["javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner"]
+    /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations):
+    /// script and local schemes, signers' own (`nostrsigner:`, `keyfob:`: a callback must not open
+    /// a signer), and Android's `intent:` / `android-app:`, which can start any app's component.
+    public static let refusedSchemes: Set<String> = ["javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner",
+                                                     "keyfob", "intent", "android-app"]
 
     public init(_ raw: String) throws(NostrError) {
         guard !raw.isEmpty, raw.utf8.count <= 2048 else { throw .init(.invalidCallback, "callback URL is missing or too long") }
