@@ -164,7 +164,7 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
                 ("/nostrsigner?type=sign_event&event=%7B%7D&x-success=myapp%3A%2F%2Fok&x-error=myapp%3A%2F%2Ferr&id=9",
                  "myapp://err?code=invalid_request"),
                 ("/app/sign?payload=\(Base64URL.encode(Array(#"{"kind":14,"content":"rumor"}"#.utf8)))&cb=https%3A%2F%2Fclient.example%2Fcb",
-                 "https://client.example/cb?ok=0&amp;code=permission_denied"),
+                 "https://client.example/cb?ok=0&amp;code=invalid_content"),
             ]
             for (target, back) in cases {
                 let (reply, location, body) = try await client.open(target, token: token)

@@ -329,3 +329,28 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
 }
 
 func harness(_ client: Client) -> Harness { client.harness }
+
+/// "New URL" after a leak must void the leaked secret, also when pressed twice in one second
+/// (the secret is derived from its expiry, which is whole seconds).
+@Suite struct BunkerRotationTests {
+    @Test func rotatingTwiceInOneSecondVoidsEachEarlierSecret() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("alice")
+            let shown = try await client.bunkerURL(token: token)
+            var secrets = [shown.secret!]
+            for _ in 0..<2 {  // the harness's clock does not move: all three in the same second
+                let reply = try await client.call(.post, "/api/signer/bunker/rotate", headers: Client.bearer(token))
+                secrets.append(try BunkerURL.parse(try #require(reply["url"] as? String)).secret!)
+            }
+            #expect(Set(secrets).count == 3, "\(secrets)")
+            for old in secrets.dropLast() {
+                let leaked = try NIP46TestClient(hub: hub, signer: shown.signer)
+                let reply = try await leaked.call("connect", [shown.signer.hex, old])
+                #expect((reply?["error"] as? String)?.hasPrefix("unauthorized") == true, "\(reply ?? [:])")
+            }
+            let fresh = try NIP46TestClient(hub: hub, signer: shown.signer)
+            #expect(try await fresh.call("connect", [shown.signer.hex, secrets.last!])?["result"] as? String == "ack")
+        }
+    }
+}

@@ -53,7 +53,7 @@ struct AccountController: Sendable {
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         if let auth = try await sessions.authenticate(request) {
-            if let everywhere = request.uri.queryParameters.get("everywhere"), ["1", "true"].contains(everywhere) {
+            if let everywhere = request.queryValue("everywhere"), ["1", "true"].contains(everywhere) {
                 try await store.deleteSessions(ofUser: auth.user.id)
                 events.record(.signedOut, username: auth.user.username, detail: "everywhere")
             } else {

@@ -107,7 +107,7 @@ struct IncomingRequest: Sendable {
                   parsed.dropFirst().allSatisfy({ $0 != nil && $0!.pageOrigin == success.pageOrigin && $0!.rid == success.rid }) else {
                 throw .badCallback("a callback to Keyfob itself must be exactly \(ownOrigins.first ?? "")/callback.html?origin=<your page's origin>&rid=<id>")
             }
-            let requestItems = OwnCallback.formItems(query) ?? []
+            let requestItems = FormURLEncoded.items(query) ?? []
             for claimed in requestItems where claimed.name == "origin" || claimed.name == "client_url" {
                 guard claimed.value.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "/")) == success.pageOrigin else {
                     throw .badCallback("the request's origin and its callback's origin differ")
@@ -139,8 +139,10 @@ struct IncomingRequest: Sendable {
             let event = try APIError.from { () throws(NostrError) in
                 try UnsignedEvent.parse(json: Array(r.content.utf8), now: Int64(now.timeIntervalSince1970))
             }
+            // Refused before the page, as content no signer signs (DIP-05's invalid_content): the
+            // user is never asked, so nothing comes back as "rejected".
             guard !SignerCall.neverSignedKinds.contains(event.kind) else {
-                throw APIError("permission_denied", "kind \(event.kind) is a direct-message rumor and must stay unsigned", status: .forbidden)
+                throw APIError("invalid_content", "kind \(event.kind) is a direct-message rumor and must stay unsigned")
             }
             return .signEvent(event)
         case .nip04Encrypt, .nip44Encrypt, .nip04Decrypt, .nip44Decrypt:
@@ -194,12 +196,9 @@ struct IncomingRequest: Sendable {
         return (String(target[..<q]), String(target[target.index(after: q)...]))
     }
 
+    /// The pairs that decode (form rules), skipping the others: only for finding where to send a
+    /// failure, whose callback is then checked like any other.
     static func queryItems(_ query: String) throws -> [(String, String)] {
-        query.split(separator: "&").compactMap { part in
-            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = String(pair[0]).removingPercentEncoding,
-                  let value = (pair.count > 1 ? String(pair[1]) : "").removingPercentEncoding else { return nil }
-            return (name, value)
-        }
+        query.split(separator: "&").compactMap { part in FormURLEncoded.items(part)?.first.map { ($0.name, $0.value) } }
     }
 }

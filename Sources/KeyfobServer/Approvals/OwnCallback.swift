@@ -67,7 +67,7 @@ struct OwnCallback: Equatable {
         guard let origin = url.origin, ownOrigins.contains(origin),
               let components = URLComponents(string: url.string), components.percentEncodedPath == "/callback.html",
               components.percentEncodedFragment == nil, let query = components.percentEncodedQuery,
-              let items = formItems(query), items.count == 2 || items.count == 3,
+              let items = FormURLEncoded.items(query), items.count == 2 || items.count == 3,
               items[0].name == "origin", let pageOrigin = canonicalOrigin(items[0].value),
               items[1].name == "rid", isRequestID(items[1].value) else { return nil }
         var flag: String?
@@ -81,7 +81,7 @@ struct OwnCallback: Equatable {
     /// The origin `/callback.html` may post to, read from its whole query (the callback's own
     /// parameters and the result Keyfob appended): exactly one `origin`, canonical; nil otherwise.
     static func pageOrigin(ofQuery query: String) -> String? {
-        guard let items = formItems(query) else { return nil }
+        guard let items = FormURLEncoded.items(query) else { return nil }
         let origins = items.filter { $0.name == "origin" }
         guard origins.count == 1, items.filter({ $0.name == "rid" }).count == 1 else { return nil }
         return canonicalOrigin(origins[0].value)
@@ -96,22 +96,5 @@ struct OwnCallback: Equatable {
     static func isRequestID(_ value: String) -> Bool {
         (1...64).contains(value.utf8.count)
             && value.unicodeScalars.allSatisfy { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || $0 == "-" || $0 == "_") }
-    }
-
-    /// A query as `application/x-www-form-urlencoded` (WHATWG URL, what `URLSearchParams` reads):
-    /// `+` is a space, then percent-decoding — but strictly: a pair that does not decode makes the
-    /// whole query unreadable (nil) instead of being skipped or decoded leniently.
-    static func formItems(_ query: String) -> [(name: String, value: String)]? {
-        var items: [(name: String, value: String)] = []
-        for part in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = formDecode(pair[0]), let value = formDecode(pair.count > 1 ? pair[1] : "") else { return nil }
-            items.append((name, value))
-        }
-        return items
-    }
-
-    static func formDecode(_ text: Substring) -> String? {
-        String(text).replacingOccurrences(of: "+", with: " ").removingPercentEncoding
     }
 }

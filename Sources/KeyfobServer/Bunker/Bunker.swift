@@ -107,7 +107,10 @@ final class Bunker: Sendable {
             let value = try secret(userID: record.userID, expiry: expiry)
             if sha256(Array(value.utf8)) == hash { return (value, expiry) }
         }
-        let expiry = Date(timeIntervalSince1970: (now().timeIntervalSince1970 + Self.secretLifetime).rounded())
+        var expiry = Date(timeIntervalSince1970: (now().timeIntervalSince1970 + Self.secretLifetime).rounded())
+        // The secret is derived from its expiry: a rotation within the same second as the last
+        // one would give the same secret back. A later expiry always gives a new one.
+        if let previous = record.secretExpiresAt, expiry <= previous { expiry = previous.addingTimeInterval(1) }
         let value = try secret(userID: record.userID, expiry: expiry)
         _ = try await store.setBunkerSecret(userID: record.userID, secretHash: sha256(Array(value.utf8)), expiresAt: expiry)
         return (value, expiry)

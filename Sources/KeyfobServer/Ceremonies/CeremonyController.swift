@@ -76,7 +76,7 @@ struct CeremonyController: Sendable {
 
     /// The username from `?username=` or a JSON body `{"username": ...}`.
     func requestedUsername(_ request: Request) async throws -> String? {
-        var name = request.uri.queryParameters.get("username")
+        var name = request.queryValue("username")
         if request.method == .post {
             let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
             try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)

@@ -58,8 +58,8 @@ struct AdminController: Sendable {
 
     @Sendable func users(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         try await authorize(request)
-        let query = request.uri.queryParameters.get("query").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
-        let cursor = request.uri.queryParameters.get("cursor").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let query = request.queryValue("query").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
+        let cursor = request.queryValue("cursor").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
         let page = try await store.users(matching: query, after: cursor, limit: 50)
         let formatter = ISO8601DateFormatter()
         var list: [[String: Any]] = []
@@ -89,8 +89,8 @@ struct AdminController: Sendable {
 
     @Sendable func events(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         try await authorize(request)
-        let outcome = request.uri.queryParameters.get("outcome").map { String($0) }
-        let code = request.uri.queryParameters.get("code").map { String($0) }
+        let outcome = request.queryValue("outcome")
+        let code = request.queryValue("code")
         return jsonResponse(["events": feed.recent(outcome: outcome, code: code, limit: 500)])
     }
 

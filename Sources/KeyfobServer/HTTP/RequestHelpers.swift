@@ -1,4 +1,5 @@
 import Foundation
+import Nostr
 import HTTPTypes
 import Hummingbird
 
@@ -64,6 +65,13 @@ extension Request {
     /// A browser asking for a page (not the JSON API): GET, `Accept` with text/html.
     var wantsHTML: Bool {
         method == .get && !uri.path.hasPrefix("/api/") && (headers[.accept] ?? "").contains("text/html")
+    }
+
+    /// The first value of query parameter `name`, read as browsers write forms (`FormURLEncoded`:
+    /// `+` is a space); nil when absent or when the query does not decode.
+    func queryValue(_ name: String) -> String? {
+        guard let query = uri.query else { return nil }
+        return FormURLEncoded.items(query)?.first { $0.name == name }?.value
     }
 
     /// A cookie's value from the Cookie header.

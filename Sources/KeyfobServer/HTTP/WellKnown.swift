@@ -11,7 +11,7 @@ struct WellKnownController: Sendable {
         router.get("/.well-known/apple-app-site-association") { _, _ in try appleAppSiteAssociation() }
         router.get("/.well-known/assetlinks.json") { _, _ in try assetLinks() }
         router.get("/.well-known/webauthn") { _, _ in try relatedOrigins() }
-        router.get("/.well-known/nostr.json") { request, _ in nostrJSON(name: request.uri.queryParameters.get("name")) }
+        router.get("/.well-known/nostr.json") { request, _ in nostrJSON(name: request.queryValue("name")) }
     }
 
     /// NIP-05 discovery with NIP-46's `nip46` block: where the bunker listens and where a client

@@ -148,14 +148,13 @@ struct SignerController: Sendable {
 
     @Sendable func history(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let query = request.uri.queryParameters
         var before: Int64?
-        if let text = query.get("before"), !text.isEmpty {
+        if let text = request.queryValue("before"), !text.isEmpty {
             guard let value = Int64(text), value > 0 else { throw APIError.invalid("before must be a cursor from a previous page") }
             before = value
         }
         var limit = 50
-        if let text = query.get("limit") {
+        if let text = request.queryValue("limit") {
             guard let value = Int(text), (1...200).contains(value) else { throw APIError.invalid("limit must be 1 to 200") }
             limit = value
         }

@@ -37,6 +37,9 @@ public enum SignerCodec {
             }
             if payload == nil, !rawContent.isEmpty, !rawContent.hasPrefix("//") { payload = rawContent.removingPercentEncoding }
             guard var content = payload else { throw .content("the request carries no \(method.rawValue) payload") }
+            if method == .nip04Decrypt || method == .nip44Decrypt, content.isEmpty {
+                throw .content("the request carries no ciphertext to decrypt (encryptedText is empty)")
+            }
             if compression == .gzip && method != .getPublicKey { content = try gunzipBase64(content, prefix: nil) }
             return SignerRequest(
                 transport: .nip155, method: method, content: content, peer: try peer(method, value("pubkey")),
@@ -212,19 +215,14 @@ public enum SignerCodec {
         return (String(s[..<q]), String(s[s.index(after: q)...]))
     }
 
-    /// `name=value&…` with percent-decoding; `+` stays `+` (these are URLs, not forms).
+    /// `name=value&…` as `FormURLEncoded` reads it (`+` is a space: NIP-155 and DIP-05 clients
+    /// build their queries with `URLSearchParams` and its kin).
     static func queryItems(_ query: String) throws(NostrError) -> [(String, String)] {
         guard query.utf8.count <= 512 * 1024 else { throw .init(.payloadTooLarge, "request URL is too long") }
-        var out: [(String, String)] = []
-        for part in query.split(separator: "&", omittingEmptySubsequences: true) {
-            let pair = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard let name = String(pair[0]).removingPercentEncoding,
-                  let value = (pair.count > 1 ? String(pair[1]) : "").removingPercentEncoding else {
-                throw .init(.invalidRequest, "the query is not valid percent-encoding")
-            }
-            out.append((name, value))
+        guard let items = FormURLEncoded.items(query) else {
+            throw .init(.invalidRequest, "the query is not valid percent-encoding")
         }
-        return out
+        return items.map { ($0.name, $0.value) }
     }
 
     /// base64(gzip(text)).
