@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HTTPTypes
 import NIOCore
 import KeyfobPostgres
 import KeyfobStore
@@ -220,10 +221,14 @@ public func buildRouter(
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
                      configuration: configuration, now: clock).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
-    // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only.
+    // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,
+    // and never through a proxy (behind one every request comes from 127.0.0.1): a request with
+    // forwarding headers is refused whatever its peer.
     let scrapers = Set(["127.0.0.1", "::1"] + configuration.metricsFrom)
-    router.get("/metrics") { _, context -> Response in
-        guard let peer = context.remoteAddress?.ipAddress, scrapers.contains(peer) else {
+    let forwarding = ["X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-IP", "Forwarded"].compactMap { HTTPField.Name($0) }
+    router.get("/metrics") { request, context -> Response in
+        guard let peer = context.remoteAddress?.ipAddress, scrapers.contains(peer),
+              !forwarding.contains(where: { request.headers[$0] != nil }) else {
             throw APIError("unauthorized", "metrics are served to the operator's scraper only (--metrics-from)", status: .forbidden)
         }
         return metrics.exposition()

@@ -46,15 +46,19 @@ public struct ServerConfiguration: Sendable {
     /// Signer operations a session may run per minute.
     public var signRate = 120
     /// Options and verify requests per minute per client IP (each kind its own bucket)...
-    public var ipRate = 60
+    /// (Defaults sized for a few hundred people behind one NAT signing in at once:
+    /// docs/configuration.md, "Per-address limits".)
+    public var ipRate = 600
     /// ...in bursts of up to this many.
-    public var ipBurst = 30
+    public var ipBurst = 300
     /// New accounts (registration options for a new user) per client IP per hour.
-    public var signUpsPerHour = 30
+    public var signUpsPerHour = 300
     /// ...of which this many at once.
-    public var signUpBurst = 10
+    public var signUpBurst = 100
     /// Unfinished ceremonies (live challenges) a client IP may hold.
-    public var maxChallengesPerIP = 100
+    public var maxChallengesPerIP = 600
+    /// IPv6 clients are counted by this prefix for every per-address limit and cap.
+    public var ipv6Prefix = 64
     /// Unfinished ceremonies the whole server holds (SQLite keeps them in memory, 0.25–0.4 KB each).
     public var maxLiveChallenges = 250_000
     /// Folder with one subfolder of PEM root certificates per attestation format (`packed/`, `tpm/`, …).
@@ -149,9 +153,10 @@ public struct ServerConfiguration: Sendable {
         guard signerUnlockTTL >= 0, signerUnlockTTL <= sessionTTL else {
             throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
         }
-        guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, maxChallengesPerIP >= 1 else {
-            throw Invalid(description: "--ip-rate, --ip-burst, --signups-per-hour and --max-challenges-per-ip must be at least 1")
+        guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, signUpBurst >= 1, maxChallengesPerIP >= 1 else {
+            throw Invalid(description: "--ip-rate, --ip-burst, --signups-per-hour, --signup-burst and --max-challenges-per-ip must be at least 1")
         }
+        guard (16...128).contains(ipv6Prefix) else { throw Invalid(description: "--ipv6-prefix must be between 16 and 128") }
         guard maxLiveChallenges >= 1 else { throw Invalid(description: "--max-live-challenges must be at least 1") }
         guard (1...600).contains(headerTimeout), (1...600).contains(bodyTimeout) else {
             throw Invalid(description: "--header-timeout and --body-timeout must be between 1 and 600 seconds")

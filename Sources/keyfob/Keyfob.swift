@@ -79,15 +79,19 @@ struct Serve: AsyncParsableCommand {
     var masterKeyFile: String?
     @Option(name: .customLong("sign-rate"), help: "Signer operations a session may run per minute. (env: KEYFOB_SIGN_RATE; default 120)")
     var signRate: Int?
-    @Option(name: .customLong("ip-rate"), help: "Ceremony requests (options, verify; each its own budget) per client IP per minute, in bursts of --ip-burst. (env: KEYFOB_IP_RATE; default 60)")
+    @Option(name: .customLong("ip-rate"), help: "Ceremony requests (options, verify; each its own budget) per client IP per minute, in bursts of --ip-burst. (env: KEYFOB_IP_RATE; default 600)")
     var ipRate: Int?
-    @Option(name: .customLong("ip-burst"), help: "Burst size of --ip-rate. (env: KEYFOB_IP_BURST; default 30)")
+    @Option(name: .customLong("ip-burst"), help: "Burst size of --ip-rate. (env: KEYFOB_IP_BURST; default 300)")
     var ipBurst: Int?
-    @Option(name: .customLong("max-challenges-per-ip"), help: "Unfinished ceremonies a client IP may hold. (env: KEYFOB_MAX_CHALLENGES_PER_IP; default 100)")
+    @Option(name: .customLong("signup-burst"), help: "Burst size of --signups-per-hour. (env: KEYFOB_SIGNUP_BURST; default 100)")
+    var signUpBurst: Int?
+    @Option(name: .customLong("ipv6-prefix"), help: "IPv6 clients are counted by this prefix for every per-address limit and cap. (env: KEYFOB_IPV6_PREFIX; default 64)")
+    var ipv6Prefix: Int?
+    @Option(name: .customLong("max-challenges-per-ip"), help: "Unfinished ceremonies a client IP may hold. (env: KEYFOB_MAX_CHALLENGES_PER_IP; default 600)")
     var maxChallengesPerIP: Int?
     @Option(name: .customLong("max-live-challenges"), help: "Unfinished ceremonies the whole server may hold; past it new options get 429 until some finish or expire. About 0.25–0.4 KB each in memory with SQLite. (env: KEYFOB_MAX_LIVE_CHALLENGES; default 250000)")
     var maxLiveChallenges: Int?
-    @Option(name: .customLong("signups-per-hour"), help: "New accounts per client IP per hour. (env: KEYFOB_SIGNUPS_PER_HOUR; default 30)")
+    @Option(name: .customLong("signups-per-hour"), help: "New accounts per client IP per hour. (env: KEYFOB_SIGNUPS_PER_HOUR; default 300)")
     var signUpsPerHour: Int?
     @Option(name: .customLong("attestation-roots"), help: "Folder of PEM trust anchors, one subfolder per format (packed/, tpm/, apple/, android-key/, android-safetynet/, fido-u2f/). Without it attestation is recorded as the client claimed it (attestationTrusted: false). (env: KEYFOB_ATTESTATION_ROOTS)")
     var attestationRoots: String?
@@ -179,9 +183,9 @@ struct Serve: AsyncParsableCommand {
         "database": "string", "challenge-timeout": "number", "session-ttl": "number", "signer-unlock-ttl": "number",
         "admin": "list", "trusted-proxy": "list", "public-dir": "string", "user-verification": "string",
         "master-key-file": "string", "sign-rate": "number", "ip-rate": "number", "ip-burst": "number",
-        "signups-per-hour": "number", "max-challenges-per-ip": "number", "max-live-challenges": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
+        "signups-per-hour": "number", "signup-burst": "number", "ipv6-prefix": "number", "max-challenges-per-ip": "number", "max-live-challenges": "number", "attestation-roots": "string", "allow-legacy-algorithms": "bool",
         "header-timeout": "number", "body-timeout": "number", "max-connections": "number", "confirm-with-passkey": "bool",
-        "apple-app-id": "list", "metrics-from": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list",
+        "apple-app-id": "list", "metrics-from": "list", "android-package": "string", "android-cert-fingerprint": "list", "related-origin": "list", "relay": "list",
     ]
 
     static func checkFile(_ object: [String: Any], path: String) throws {
@@ -264,6 +268,8 @@ struct Serve: AsyncParsableCommand {
         c.ipBurst = try int(ipBurst, "KEYFOB_IP_BURST", "ip-burst") ?? c.ipBurst
         c.signUpsPerHour = try int(signUpsPerHour, "KEYFOB_SIGNUPS_PER_HOUR", "signups-per-hour") ?? c.signUpsPerHour
         c.maxChallengesPerIP = try int(maxChallengesPerIP, "KEYFOB_MAX_CHALLENGES_PER_IP", "max-challenges-per-ip") ?? c.maxChallengesPerIP
+        c.signUpBurst = try int(signUpBurst, "KEYFOB_SIGNUP_BURST", "signup-burst") ?? c.signUpBurst
+        c.ipv6Prefix = try int(ipv6Prefix, "KEYFOB_IPV6_PREFIX", "ipv6-prefix") ?? c.ipv6Prefix
         c.maxLiveChallenges = try int(maxLiveChallenges, "KEYFOB_MAX_LIVE_CHALLENGES", "max-live-challenges") ?? c.maxLiveChallenges
         c.attestationRootsDirectory = string(attestationRoots, "KEYFOB_ATTESTATION_ROOTS", "attestation-roots")
         c.allowLegacyAlgorithms = allowLegacyAlgorithms || ["1", "true"].contains(env["KEYFOB_ALLOW_LEGACY_ALGORITHMS"] ?? "")

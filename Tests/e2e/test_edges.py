@@ -6,7 +6,9 @@ import json
 import os
 import tempfile
 import time
+import urllib.error
 import urllib.parse
+import urllib.request
 
 from selenium.webdriver.common.by import By
 
@@ -81,3 +83,23 @@ function attack(url) { window.open(url, "attack", "popup,width=400,height=600");
     finally:
         trusted.shutdown()
         evil.shutdown()
+
+
+def test_the_plain_session_cookie_counts_only_on_localhost(server):
+    """A sibling subdomain can set a plain `keyfob_session` cookie for the parent domain (login
+    CSRF into the attacker's account): on a public host only the `__Host-` cookie counts."""
+    from softkey import Client, SoftKey
+    c = Client(f"http://127.0.0.1:{server.port}", server.url)
+    status, reply = c.register(SoftKey(server.url), "carol")
+    assert status == 200
+    token = reply["token"]
+    for host, name, ok in [(f"localhost:{server.port}", "keyfob_session", True), ("keyfob.example", "keyfob_session", False),
+                           ("keyfob.example", "__Host-keyfob_session", True), ("127.0.0.1", "keyfob_session", True)]:
+        request = urllib.request.Request(f"http://127.0.0.1:{server.port}/session",
+                                         headers={"Host": host, "Cookie": f"{name}={token}"})
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                status = r.status
+        except urllib.error.HTTPError as error:
+            status = error.code
+        assert (status == 200) == ok, (host, name, status)

@@ -32,7 +32,7 @@ struct ReturningDevice: Sendable {
 
     /// Whether the request carries a cookie this server made.
     func recognises(_ request: Request) -> Bool {
-        guard let value = request.cookie(Self.secureCookieName) ?? request.cookie(Self.cookieName),
+        guard let value = request.cookie(Self.secureCookieName) ?? (Sessions.isLocalHost(request) ? request.cookie(Self.cookieName) : nil),
               value.count == 43, let bytes = Base64URL.decode(value), bytes.count == 32 else { return false }
         guard let expected = mac(Array(bytes.prefix(16))) else { return false }
         // Constant time: the comparison does not tell how much of a forged MAC was right.

@@ -53,7 +53,7 @@ struct Sessions: Sendable {
         var viaCookie = false
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
             token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        } else if let cookie = request.cookie(Self.secureCookieName) ?? request.cookie(Self.cookieName) {
+        } else if let cookie = request.cookie(Self.secureCookieName) ?? (Self.isLocalHost(request) ? request.cookie(Self.cookieName) : nil) {
             token = cookie
             viaCookie = true
         }
@@ -84,6 +84,17 @@ struct Sessions: Sendable {
         guard let origin = request.headers[.origin], configuration.effectiveOrigins.contains(origin) else {
             throw APIError("unauthorized", "this request needs an Origin header of an allowed origin", status: .forbidden)
         }
+    }
+
+    /// Whether the request is for `localhost` (or a loopback address) over plain http: the only place
+    /// the plain cookie names are read. Elsewhere only `__Host-` cookies count, which a sibling
+    /// subdomain cannot plant (it could set a plain one: login CSRF into the attacker's account).
+    static func isLocalHost(_ request: Request) -> Bool {
+        guard request.uri.scheme != .https else { return false }
+        let authority = request.head.authority ?? ""
+        let host = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst())
+                                            : String(authority.split(separator: ":").first ?? "")
+        return host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
     }
 
     /// Whether this request's cookie must be `Secure`: always, except for a browser on

@@ -32,10 +32,10 @@ struct RelayRequestContext: RequestContext, WebSocketRequestContext, RemoteAddre
 func buildRelayApplication(configuration: ServerConfiguration, hub: RelayHub, logger: Logger,
                            maxConnections: Int = 1024) -> some ApplicationProtocol {
     let router = Router(context: RelayRequestContext.self)
-    let addresses = ClientAddress(trustedProxies: Set(configuration.trustedProxies))
+    let addresses = ClientAddress(trustedProxies: Set(configuration.trustedProxies), ipv6Prefix: configuration.ipv6Prefix)
     router.get("/healthz") { _, _ in jsonResponse(["status": "ok"]) }
     router.ws("/nip46") { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
-        let address = addresses.resolve(context.request, peer: context.requestContext.remoteAddress)
+        let address = addresses.limitKey(context.request, peer: context.requestContext.remoteAddress)
         let queue = OutboundQueue(maxBytes: hub.limits.outboundBytesPerConnection, budget: hub.outboundBudget)
         let id: UInt64
         do {

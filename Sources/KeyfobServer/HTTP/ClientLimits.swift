@@ -17,11 +17,12 @@ struct ClientLimits: Sendable {
         verify = RateLimiter(rate: configuration.ipRate, per: 60, burst: configuration.ipBurst)
         signUps = RateLimiter(rate: configuration.signUpsPerHour, per: 3600, burst: configuration.signUpBurst)
         maxChallengesPerClient = configuration.maxChallengesPerIP
-        addresses = ClientAddress(trustedProxies: Set(configuration.trustedProxies))
+        addresses = ClientAddress(trustedProxies: Set(configuration.trustedProxies), ipv6Prefix: configuration.ipv6Prefix)
     }
 
+    /// The client as the limits count it: its address, or its IPv6 prefix (`ClientAddress.limitKey`).
     func clientIP(_ request: Request, _ context: KeyfobRequestContext) -> String {
-        addresses.resolve(request, peer: context.remoteAddress)
+        addresses.limitKey(request, peer: context.remoteAddress)
     }
 
     func check(_ limiter: RateLimiter, _ ip: String, now: Date) throws {

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import NIOCore
 
@@ -17,6 +18,38 @@ public struct KeyfobRequestContext: RequestContext, RemoteAddressRequestContext 
 /// proxy added (the right-most address that is not itself a trusted proxy).
 struct ClientAddress: Sendable {
     let trustedProxies: Set<String>
+    /// IPv6 clients are limited by this prefix (`--ipv6-prefix`, 64): one subscriber or one
+    /// attacker gets a whole /64, so counting each of its 2^64 addresses apart means no limit.
+    var ipv6Prefix = 64
+
+    init(trustedProxies: Set<String>, ipv6Prefix: Int = 64) {
+        self.trustedProxies = trustedProxies
+        self.ipv6Prefix = ipv6Prefix
+    }
+
+    /// What per-address limits and caps count by: the address, or for IPv6 its prefix
+    /// (`2001:db8:1:2::/64`).
+    func limitKey(_ request: Request, peer: SocketAddress?) -> String {
+        Self.limitKey(resolve(request, peer: peer), ipv6Prefix: ipv6Prefix)
+    }
+
+    static func limitKey(_ address: String, ipv6Prefix: Int) -> String {
+        guard address.contains(":") else { return address }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        guard inet_pton(AF_INET6, address, &bytes) == 1 else { return address }
+        // An IPv4 address written as IPv6 (::ffff:a.b.c.d) is that IPv4 address.
+        if bytes[0..<10].allSatisfy({ $0 == 0 }), bytes[10] == 0xff, bytes[11] == 0xff {
+            return bytes[12..<16].map(String.init).joined(separator: ".")
+        }
+        let prefix = max(0, min(128, ipv6Prefix))
+        for i in 0..<16 {
+            let keep = max(0, min(8, prefix - i * 8))
+            bytes[i] &= keep == 8 ? 0xff : UInt8(truncatingIfNeeded: 0xff << (8 - keep))
+        }
+        var text = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
+        guard inet_ntop(AF_INET6, bytes, &text, socklen_t(text.count)) != nil else { return address }
+        return String(cString: text) + "/\(prefix)"
+    }
 
     func resolve(_ request: Request, peer: SocketAddress?) -> String {
         let socket = peer?.ipAddress ?? "unknown"

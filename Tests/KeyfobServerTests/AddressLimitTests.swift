@@ -1,0 +1,67 @@
+import Foundation
+import HTTPTypes
+@testable import KeyfobServer
+import KeyfobStore
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+/// Per-address limits as an attacker meets them (issue #23): IPv6 counted by prefix, every burst
+/// configurable, `/metrics` never through a proxy. (The plain cookie name only on localhost:
+/// `test_edges.py`, which can send its own Host header.)
+@Suite struct AddressLimitTests {
+    static let forwarded = HTTPField.Name("X-Forwarded-For")!
+    func from(_ ip: String) -> HTTPFields { [Self.forwarded: ip] }
+
+    func harness(_ edit: (inout ServerConfiguration) -> Void = { _ in }) throws -> Harness {
+        try Harness { c in
+            c.trustedProxies = ["127.0.0.1"]
+            c.ipRate = 60
+            c.ipBurst = 5
+            c.signUpsPerHour = 30
+            c.signUpBurst = 3
+            c.maxChallengesPerIP = 4
+            edit(&c)
+        }
+    }
+
+    @Test func ipv6AddressesAreCountedByTheirSlash64() {
+        #expect(ClientAddress.limitKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd", ipv6Prefix: 64) == "2001:db8:1:2::/64")
+        #expect(ClientAddress.limitKey("2001:db8:1:2::1", ipv6Prefix: 64) == "2001:db8:1:2::/64")
+        #expect(ClientAddress.limitKey("2001:db8:1:3::1", ipv6Prefix: 64) == "2001:db8:1:3::/64")
+        #expect(ClientAddress.limitKey("2001:db8:1:3::1", ipv6Prefix: 48) == "2001:db8:1::/48")
+        #expect(ClientAddress.limitKey("::ffff:192.0.2.7", ipv6Prefix: 64) == "192.0.2.7")
+        #expect(ClientAddress.limitKey("192.0.2.7", ipv6Prefix: 64) == "192.0.2.7")
+        #expect(ClientAddress.limitKey("not an address", ipv6Prefix: 64) == "not an address")
+    }
+
+    /// One /64 used to be 2^64 clients: it filled the server-wide challenge cap and made the
+    /// sign-up limit unbounded. Through a trusted proxy and X-Forwarded-For, as behind nginx.
+    @Test func addressesFromOneSlash64ShareOneBudget() async throws {
+        try await harness().run(.live) { client async throws in
+            var statuses: [HTTPResponse.Status] = []
+            for i in 1...8 {
+                statuses.append(try await client.call(.get, "/generate-authentication-options", headers: from("2001:db8:7:7::\(i)")).status)
+            }
+            #expect(statuses.prefix(4).allSatisfy { $0 == .ok } && statuses.dropFirst(4).allSatisfy { $0 == .tooManyRequests }, "\(statuses)")
+            // Another /64 has its own budget.
+            #expect(try await client.call(.get, "/generate-authentication-options", headers: from("2001:db8:7:8::1")).status == .ok)
+            // Sign-ups too: a burst of 3 for the whole /64.
+            var signUps: [HTTPResponse.Status] = []
+            for i in 1...5 {
+                signUps.append(try await client.call(.get, "/generate-registration-options?username=u\(i)", headers: from("2001:db8:9:9::\(i)")).status)
+            }
+            #expect(signUps == [.ok, .ok, .ok, .tooManyRequests, .tooManyRequests], "\(signUps)")
+        }
+    }
+
+    @Test func metricsAreRefusedThroughAProxy() async throws {
+        try await harness().run(.live) { client async throws in
+            #expect(try await client.call(.get, "/metrics").status == .ok)  // loopback, directly
+            for header in ["X-Forwarded-For", "X-Forwarded-Proto", "X-Real-IP", "Forwarded"] {
+                let reply = try await client.call(.get, "/metrics", headers: [HTTPField.Name(header)!: "203.0.113.9"])
+                #expect(reply.status == .forbidden, "\(header)")
+            }
+        }
+    }
+}
