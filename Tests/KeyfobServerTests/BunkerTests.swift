@@ -330,6 +330,34 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
 
 func harness(_ client: Client) -> Harness { client.harness }
 
+/// Guessing the connect secret (#23): each wrong guess cost a database write, a signed reply and
+/// a log line. Now a guess touches no table, five a minute per signer are answered, and the log
+/// says how many in one line; the real secret still connects at once.
+@Suite struct ConnectGuessTests {
+    @Test func wrongSecretsAreCheapQuietAndDoNotLockOutTheRealOne() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("alice")
+            let url = try await client.bunkerURL(token: token)
+            var answered = 0
+            for n in 0..<12 {
+                let guesser = try NIP46TestClient(hub: hub, signer: url.signer)
+                let reply = try await guesser.reply(to: guesser.send("connect", [url.signer.hex, "guess-\(n)"]), wait: n < 5 ? 2 : 0.2)
+                if let error = reply?["error"] as? String {
+                    #expect(error.hasPrefix("unauthorized"))
+                    answered += 1
+                }
+            }
+            #expect(answered == 5)
+            let refusals = client.harness.logs.lines.filter { $0.contains("nip46.connect_refused") }
+            #expect(refusals.count <= 1, "\(refusals)")
+            #expect(!client.harness.logs.lines.contains { $0.contains("guess-") })
+            let real = try NIP46TestClient(hub: hub, signer: url.signer)
+            #expect(try await real.call("connect", [url.signer.hex, url.secret!])?["result"] as? String == "ack")
+        }
+    }
+}
+
 /// "New URL" after a leak must void the leaked secret, also when pressed twice in one second
 /// (the secret is derived from its expiry, which is whole seconds).
 @Suite struct BunkerRotationTests {

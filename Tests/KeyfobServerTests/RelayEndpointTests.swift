@@ -13,8 +13,8 @@ import Testing
     let signer = try! SecretKey(hex: String(repeating: "01", count: 32))
     let client = try! SecretKey(hex: String(repeating: "02", count: 32))
 
-    func message(from key: SecretKey, to peer: PublicKey) throws -> Event {
-        try NIP46.wrap(#"{"id":"1","method":"ping","params":[]}"#, from: key, to: peer, createdAt: 1_700_000_000)
+    func message(from key: SecretKey, to peer: PublicKey, at date: Date = Date(), id: String = "1") throws -> Event {
+        try NIP46.wrap(#"{"id":"\#(id)","method":"ping","params":[]}"#, from: key, to: peer, createdAt: Int64(date.timeIntervalSince1970))
     }
 
     @Test func aNIP46MessageReachesTheSubscriberWhoseFilterMatches() async throws {
@@ -126,6 +126,99 @@ import Testing
             link.receive(text)
         }
         #expect(received.frames == [["signer", RelayAnswer.event(subscription: "s", event: good)]])
+    }
+}
+
+/// NIP-46 input is unauthenticated (#23): replays, floods and old captures are refused by the
+/// hub, whichever way they come in, and a flood does not crowd out anyone else.
+@Suite struct RelayAbuseTests {
+    let signer = try! SecretKey(hex: String(repeating: "01", count: 32))
+    let client = try! SecretKey(hex: String(repeating: "02", count: 32))
+    let attacker = try! SecretKey(hex: String(repeating: "03", count: 32))
+
+    func request(from key: SecretKey, at date: Date, id: String) throws -> Event {
+        try NIP46.wrap(#"{"id":"\#(id)","method":"logout","params":[]}"#, from: key, to: signer.publicKey,
+                       createdAt: Int64(date.timeIntervalSince1970))
+    }
+
+    @Test func aCapturedRequestResentIsNotHandedOnAgainNowOrLater() throws {
+        let clock = ManualClock(Date())
+        let hub = RelayHub(now: { clock.now })
+        let handed = Received()
+        hub.listen { handed.add("bunker", Hex.encode($0.id)) }
+        let sender = try hub.open(address: "client", send: { _ in })
+        let thief = try hub.open(address: "thief", send: { _ in })
+        let captured = try request(from: client, at: clock.now, id: "a")
+        #expect(hub.receive(#"["EVENT",\#(captured.json)]"#, from: sender).first?.contains("true,\"\"") == true)
+        // Re-published at once, on another connection or through an external relay: handed on once.
+        #expect(hub.receive(#"["EVENT",\#(captured.json)]"#, from: thief).first?.contains("duplicate") == true)
+        #expect(hub.publish(captured) == false)
+        // Two minutes later its id may be forgotten, but its date no longer admits it anywhere.
+        clock.now += 125
+        #expect(hub.receive(#"["EVENT",\#(captured.json)]"#, from: thief).first?.contains("created_at") == true)
+        #expect(hub.publish(captured) == false)
+        // Dated ahead so as to outlive the memory of ids: refused too.
+        let ahead = try request(from: attacker, at: clock.now + 3600, id: "b")
+        #expect(hub.receive(#"["EVENT",\#(ahead.json)]"#, from: thief).first?.contains("created_at") == true)
+        #expect(handed.frames.count == 1)
+    }
+
+    @Test func aFloodOfEventsIsCutAndOthersAreStillHeard() throws {
+        let clock = ManualClock(Date())
+        let hub = RelayHub(now: { clock.now })
+        let handed = Received()
+        hub.listen { handed.add("bunker", Hex.encode($0.id)) }
+        let flooder = try hub.open(address: "flooder", send: { _ in })
+        var accepted = 0
+        for n in 0..<500 {
+            let junk = try request(from: SecretKey.generate(), at: clock.now, id: "j\(n)")
+            if hub.receive(#"["EVENT",\#(junk.json)]"#, from: flooder).first?.contains("true") == true { accepted += 1 }
+        }
+        #expect(accepted == hub.limits.eventBurst)  // the burst, then "rate-limited"
+        // Many connections from one key: the sender's own budget stops them too.
+        var bySender = 0
+        for n in 0..<100 {
+            let connection = try hub.open(address: "f\(n % 10)", send: { _ in })
+            let junk = try request(from: attacker, at: clock.now, id: "k\(n)")
+            if hub.receive(#"["EVENT",\#(junk.json)]"#, from: connection).first?.contains("true") == true { bySender += 1 }
+            hub.close(connection)
+        }
+        #expect(bySender == hub.limits.eventBurst)
+        // The real client, on its own connection, is still handed on.
+        let own = try hub.open(address: "client", send: { _ in })
+        let real = try request(from: client, at: clock.now, id: "real")
+        #expect(hub.receive(#"["EVENT",\#(real.json)]"#, from: own).first?.contains("true,\"\"") == true)
+        #expect(handed.frames.last?[1] == Hex.encode(real.id))
+        // A second later the flooder has a little budget again, no more.
+        clock.now += 1
+        let next = try request(from: SecretKey.generate(), at: clock.now, id: "later")
+        #expect(hub.receive(#"["EVENT",\#(next.json)]"#, from: flooder).first?.contains("true") == true)
+    }
+
+    @Test func theMemoryOfIdsIsBoundedAndRefusesRatherThanForgets() throws {
+        let clock = ManualClock(Date())
+        var limits = RelayHub.Limits()
+        limits.rememberedIDs = 3
+        let hub = RelayHub(limits: limits, now: { clock.now })
+        let events = try (0..<4).map { try request(from: client, at: clock.now, id: "\($0)") }
+        #expect(events.prefix(3).allSatisfy { hub.publish($0) })
+        let connection = try hub.open(address: "a", send: { _ in })
+        #expect(hub.receive(#"["EVENT",\#(events[3].json)]"#, from: connection).first?.contains("busy") == true)
+        // The first three can still not be replayed; once they are past the window, room again.
+        #expect(hub.publish(events[0]) == false)
+        clock.now += 121
+        let fresh = try request(from: client, at: clock.now, id: "fresh")
+        #expect(hub.publish(fresh))
+    }
+}
+
+private final class ManualClock: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value: Date
+    init(_ start: Date) { value = start }
+    var now: Date {
+        get { lock.withLock { value } }
+        set { lock.withLock { value = newValue } }
     }
 }
 

@@ -29,6 +29,12 @@ final class Bunker: Sendable {
     /// events from a public relay must not grow tasks without bound; clients retry).
     let maxInFlight: Int
     private let inFlight = NIOLockedValueBox(0)
+    /// Wrong `connect` secrets answered per signer: 5 a minute. Past it a wrong guess costs no
+    /// signed reply (silence), and none costs a database write (the hash is compared first).
+    private let refusedConnects = RateLimiter(rate: 5, per: 60)
+    /// Refused connects since the last summary line: logged once a minute in aggregate, so a flood
+    /// of guesses is one line, not one per guess.
+    private let refusedCount = NIOLockedValueBox((count: 0, since: Date.distantPast))
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
@@ -153,9 +159,12 @@ final class Bunker: Sendable {
                     try await store.touchBunkerClient(userID: userID, clientPubkey: client, at: at)
                     return NIP46.Response(id: request.id, result: "ack")
                 }
-                guard request.params.count >= 2, !request.params[1].isEmpty,
-                      try await store.consumeBunkerSecret(userID: userID, secretHash: sha256(Array(request.params[1].utf8)), now: at) else {
-                    logger.notice("nip46.connect_refused", metadata: ["client": "\(client.prefix(12))"])
+                let offered = request.params.count >= 2 && !request.params[1].isEmpty ? sha256(Array(request.params[1].utf8)) : []
+                // Compared with the record in hand first: a wrong guess touches no table.
+                guard !offered.isEmpty, record.secretHash == offered, (record.secretExpiresAt ?? .distantPast) > at,
+                      try await store.consumeBunkerSecret(userID: userID, secretHash: offered, now: at) else {
+                    noteRefusedConnect(at: at)
+                    guard refusedConnects.take(record.pubkey, now: at) == nil else { return nil }
                     return NIP46.Response(id: request.id, result: nil, error: "unauthorized: the secret is wrong, used or expired")
                 }
                 let perms = request.params.count >= 3 ? (try? NIP46Permission.parseList(request.params[2]))?.map(\.string) ?? [] : []
@@ -193,6 +202,17 @@ final class Bunker: Sendable {
             logger.warning("nip46.failed", metadata: ["method": "\(request.method.prefix(32))"])
             return NIP46.Response(id: request.id, result: nil, error: "the signer failed; try again")
         }
+    }
+
+    /// Counts a refused `connect`; one `nip46.connect_refused` line a minute says how many.
+    private func noteRefusedConnect(at: Date) {
+        let summary: Int? = refusedCount.withLockedValue { state in
+            state.count += 1
+            guard at.timeIntervalSince(state.since) >= 60 else { return nil }
+            defer { state = (0, at) }
+            return state.count
+        }
+        if let summary { logger.notice("nip46.connect_refused", metadata: ["count": "\(summary)", "per": "minute"]) }
     }
 
     /// Ends a client's connection and forgets what the user allowed it.

@@ -1,4 +1,5 @@
 import Foundation
+import DequeModule
 import NIOConcurrencyHelpers
 import Nostr
 
@@ -11,6 +12,15 @@ public final class RelayHub: Sendable {
         var connectionsPerAddress = 16
         var subscriptionsPerConnection = 16
         var frame = RelayLimits(maxMessageBytes: 64 * 1024, maxFiltersPerRequest: 8, maxValuesPerField: 64)
+        /// Events whose `created_at` is further than this from now are refused (replays of old
+        /// captures, and events dated ahead to outlive the memory of ids).
+        var eventWindow: TimeInterval = 60
+        /// Events a connection may send per second, in bursts of `eventBurst`; the same for one sender key.
+        var eventsPerSecond = 20
+        var eventBurst = 60
+        /// Event ids remembered at most (for `2 × eventWindow`); past it new events are refused
+        /// until some are old enough to forget, rather than forgetting ids that could be replayed.
+        var rememberedIDs = 200_000
         /// Bytes of frames waiting for one slow reader; past it the connection is closed.
         var outboundBytesPerConnection = 256 * 1024
         /// Bytes waiting for all slow readers together; past it the reader that would pass it is closed.
@@ -31,15 +41,11 @@ public final class RelayHub: Sendable {
         var connections: [UInt64: Connection] = [:]
         var perAddress: [String: Int] = [:]
         var nextID: UInt64 = 0
-        /// Events handed on lately, oldest first: the same event arriving again (from another
-        /// relay, a client's retry, or the reply queue) is not delivered twice.
+        /// Events handed on within the last `2 × eventWindow`, oldest first: the same event arriving
+        /// again (a replay, another relay, a client's retry, the reply queue) is not delivered twice.
         var recent: Set<[UInt8]> = []
-        var recentOrder: [[UInt8]] = []
-        var recentStart = 0
+        var recentOrder = Deque<(id: [UInt8], at: Date)>()
     }
-
-    /// How many recent event ids are remembered for deduplication.
-    static let recentCapacity = 4096
 
     let limits: Limits
     private let state = NIOLockedValueBox(State())
@@ -55,16 +61,24 @@ public final class RelayHub: Sendable {
 
     /// An event of the bunker's own: into the hub, and out to the external relays (once).
     func publishOutgoing(_ event: Event) {
-        guard publish(event) else { return }
+        // Dated by this server's own clock: not checked against the window.
+        guard deliver(event, at: now(), fromOutside: false) == .delivered else { return }
         for outlet in outlets.withLockedValue({ $0 }) { outlet(event) }
     }
 
     /// What every connection's queue of frames draws from (`Limits.outboundBytesTotal`).
     let outboundBudget: OutboundBudget
 
-    public init(limits: Limits = Limits()) {
+    let now: @Sendable () -> Date
+    private let perConnection: RateLimiter
+    private let perSender: RateLimiter
+
+    public init(limits: Limits = Limits(), now: @escaping @Sendable () -> Date = { Date() }) {
         self.limits = limits
+        self.now = now
         outboundBudget = OutboundBudget(maxBytes: limits.outboundBytesTotal)
+        perConnection = RateLimiter(rate: limits.eventsPerSecond, per: 1, burst: limits.eventBurst)
+        perSender = RateLimiter(rate: limits.eventsPerSecond, per: 1, burst: limits.eventBurst)
     }
 
     struct TooManyConnections: Error {}
@@ -101,8 +115,20 @@ public final class RelayHub: Sendable {
                 return [RelayAnswer.ok(eventID: eventID, accepted: false,
                                        message: "blocked: this relay carries NIP-46 messages (kind 24133) only")]
             }
-            publish(event)
-            return [RelayAnswer.ok(eventID: eventID, accepted: true, message: "")]
+            let at = now()
+            guard isCurrent(event, at: at) else {
+                return [RelayAnswer.ok(eventID: eventID, accepted: false,
+                                       message: "invalid: created_at must be within \(Int(limits.eventWindow)) s of now")]
+            }
+            guard perConnection.take("c\(id)", now: at) == nil, perSender.take(event.pubkey.hex, now: at) == nil else {
+                return [RelayAnswer.ok(eventID: eventID, accepted: false, message: "rate-limited: slow down")]
+            }
+            switch deliver(event, at: at, fromOutside: true) {
+            case .delivered: return [RelayAnswer.ok(eventID: eventID, accepted: true, message: "")]
+            case .duplicate: return [RelayAnswer.ok(eventID: eventID, accepted: true, message: "duplicate: already have this event")]
+            case .busy: return [RelayAnswer.ok(eventID: eventID, accepted: false, message: "rate-limited: the relay is busy")]
+            case .stale: return [RelayAnswer.ok(eventID: eventID, accepted: false, message: "invalid: created_at is out of range")]
+            }
         case .request(let subscription, let filters):
             let accepted: Bool = state.withLockedValue { state in
                 guard var connection = state.connections[id] else { return false }
@@ -128,15 +154,37 @@ public final class RelayHub: Sendable {
     /// it was handed on lately. Returns whether it was new.
     @discardableResult
     func publish(_ event: Event) -> Bool {
+        deliver(event, at: now(), fromOutside: true) == .delivered
+    }
+
+    enum Delivery { case delivered, duplicate, busy, stale }
+
+    /// Whether `event` is dated within `Limits.eventWindow` of `at`. Checked on every path in
+    /// (a connection here, an external relay, the reply queue), so a captured request re-sent
+    /// later, through any relay, is refused by its date once its id is forgotten.
+    func isCurrent(_ event: Event, at: Date) -> Bool {
+        abs(Double(event.createdAt) - at.timeIntervalSince1970) <= limits.eventWindow
+    }
+
+    private func deliver(_ event: Event, at: Date, fromOutside: Bool) -> Delivery {
+        guard !fromOutside || isCurrent(event, at: at) else { return .stale }
+        var outcome = Delivery.delivered
         let deliveries: [(Send, String)]? = state.withLockedValue { state in
-            guard state.recent.insert(event.id).inserted else { return nil }
-            if state.recentOrder.count < Self.recentCapacity {
-                state.recentOrder.append(event.id)
-            } else {
-                state.recent.remove(state.recentOrder[state.recentStart])
-                state.recentOrder[state.recentStart] = event.id
-                state.recentStart = (state.recentStart + 1) % Self.recentCapacity
+            // Forget ids older than any event the window still admits (their replays are refused by date).
+            let horizon = at.addingTimeInterval(-2 * limits.eventWindow)
+            while let first = state.recentOrder.first, first.at < horizon {
+                state.recent.remove(first.id)
+                state.recentOrder.removeFirst()
             }
+            guard state.recentOrder.count < limits.rememberedIDs else {
+                outcome = .busy
+                return nil
+            }
+            guard state.recent.insert(event.id).inserted else {
+                outcome = .duplicate
+                return nil
+            }
+            state.recentOrder.append((event.id, at))
             var out: [(Send, String)] = []
             for connection in state.connections.values {
                 for (subscription, filters) in connection.subscriptions where filters.contains(where: { $0.matches(event) }) {
@@ -145,10 +193,10 @@ public final class RelayHub: Sendable {
             }
             return out
         }
-        guard let deliveries else { return false }
+        guard let deliveries else { return outcome }
         // Outside the lock: sending queues a frame per reader.
         for (send, subscription) in deliveries { send(RelayAnswer.event(subscription: subscription, event: event)) }
         for listener in listeners.withLockedValue({ $0 }) { listener(event) }
-        return true
+        return .delivered
     }
 }
