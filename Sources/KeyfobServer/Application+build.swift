@@ -70,7 +70,8 @@ public func buildApplication(
     }
     let hub = RelayHub()
     // External relays: the --relay ones and those nostrconnect:// clients name (one instance holds them).
-    let external = ExternalRelays(configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock)
+    let external = ExternalRelays(configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock,
+                                  policy: configuration.relayAddressPolicy)
     services.append(external)
     services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
     // One descriptor budget for both listeners, with room kept for what Keyfob opens itself.
@@ -203,6 +204,7 @@ public func buildRouter(
     let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
                         pending: pending, origin: configuration.effectiveOrigins.first ?? "",
                         switchRelays: configuration.relays.isEmpty ? nil : configuration.bunkerRelays, external: external,
+                        relayPolicy: configuration.relayAddressPolicy, configuredRelays: configuration.relays,
                         logger: logger, now: clock)
     bunker.attach()
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,

@@ -25,6 +25,15 @@ final class Bunker: Sendable {
     let switchRelays: [String]?
     /// The links to external relays (nil in tests that run the router alone).
     let external: ExternalRelays?
+    /// Which relays a pasted `nostrconnect://` URL may name.
+    let relayPolicy: RelayAddressPolicy
+    /// The `--relay` ones: linked anyway, so they count against no user's caps.
+    let configuredRelays: [String]
+    /// Clients connected through relays of their own, per user; and distinct such relays per user.
+    static let maxNostrConnectClients = 16
+    static let maxRelaysPerUser = 8
+    /// Pasted nostrconnect URLs per user: 10 in a burst, then 30 an hour (each may open links).
+    let nostrConnectLimiter = RateLimiter(rate: 30, per: 3600, burst: 10)
     /// Requests handled at once at most; past it new ones are dropped (a flood of validly signed
     /// events from a public relay must not grow tasks without bound; clients retry).
     let maxInFlight: Int
@@ -43,6 +52,7 @@ final class Bunker: Sendable {
 
     init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
          grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
+         relayPolicy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), configuredRelays: [String] = [],
          maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date) {
         self.store = store
         self.vault = vault
@@ -54,6 +64,8 @@ final class Bunker: Sendable {
         self.origin = origin
         self.switchRelays = switchRelays
         self.external = external
+        self.relayPolicy = relayPolicy
+        self.configuredRelays = configuredRelays
         self.maxInFlight = maxInFlight
         self.logger = logger
         self.now = now
@@ -302,6 +314,31 @@ final class Bunker: Sendable {
         return (clean(object["name"]), clean(object["url"]))
     }
 
+    /// The relays a pasted URL names: each a public `wss://` relay (`RelayAddressPolicy`), and the
+    /// user within their caps; all of them within the links this server holds.
+    func checkRelays(_ url: NostrConnectURL, userID: String) async throws {
+        for relay in url.relays {
+            do { try await relayPolicy.check(relay) } catch {
+                throw APIError.invalid("the relay \"\(LogText.escaped(String(relay.prefix(80))))\" \(error.reason)")
+            }
+        }
+        let others = try await store.nostrConnectClients().filter { !($0.userID == userID && $0.clientPubkey == url.client.hex) }
+        let mine = others.filter { $0.userID == userID }
+        guard mine.count < Self.maxNostrConnectClients else {
+            throw APIError("invalid_request", "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
+                           + "disconnect one on the account page first", status: .conflict)
+        }
+        let configured = Set(configuredRelays)
+        guard Set(mine.flatMap(\.relays) + url.relays).subtracting(configured).count <= Self.maxRelaysPerUser else {
+            throw APIError("invalid_request", "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
+                           + "disconnect one on the account page first", status: .conflict)
+        }
+        guard Set(others.flatMap(\.relays) + url.relays).union(configured).count <= ExternalRelays.maxLinks else {
+            throw APIError("rate_limited", "this server holds as many relay links as it can; use a client on the server's own relay "
+                           + "(a bunker:// URL) instead", status: .serviceUnavailable)
+        }
+    }
+
     /// A client's self-description as shown: no control characters, at most 100 of them.
     static func clean(_ value: Any?) -> String? {
         guard let text = value as? String, !text.isEmpty else { return nil }
@@ -313,8 +350,13 @@ final class Bunker: Sendable {
     /// The user pasted a client's `nostrconnect://` URL: the client is connected (with the relays
     /// it named, where Keyfob now listens for it) and gets `connect`'s answer, its own secret.
     func connect(_ url: NostrConnectURL, userID: String) async throws -> BunkerClientRecord {
-        let record = try await signer(of: userID)
         let at = now()
+        if let wait = nostrConnectLimiter.take(userID, now: at) {
+            throw APIError("rate_limited", "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
+                           headers: [.retryAfter: "\(wait)"])
+        }
+        try await checkRelays(url, userID: userID)
+        let record = try await signer(of: userID)
         let client = BunkerClientRecord(userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
                                         perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
                                         relays: url.relays)

@@ -33,12 +33,6 @@ struct BunkerController: Sendable {
             throw APIError("invalid_request", "this is not a usable nostrconnect:// URL: \(error.message)")
         }
         guard url.relays.count <= 8 else { throw APIError.invalid("a nostrconnect URL may name at most 8 relays") }
-        for relay in url.relays {
-            guard let parsed = URL(string: relay), ["wss", "ws"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil,
-                  relay.utf8.count <= 256 else {
-                throw APIError.invalid("the relay \"\(relay.prefix(80))\" is not a ws:// or wss:// URL")
-            }
-        }
         let client = try await bunker.connect(url, userID: auth.user.id)
         var reply: [String: Any] = ["pubkey": client.clientPubkey, "relays": client.relays, "perms": url.perms.map(\.string)]
         if let name = client.name { reply["name"] = name }
@@ -91,6 +85,9 @@ extension ServerConfiguration {
         if url.scheme == "https" { return "wss://\(host)\(url.port.map { ":\($0)" } ?? "")/nip46" }
         return "ws://\(host):\(port)/nip46"
     }
+
+    /// Relays users name: local ones (`ws://`, loopback) only while Keyfob itself runs on localhost.
+    var relayAddressPolicy: RelayAddressPolicy { RelayAddressPolicy(allowsLocal: rpID == "localhost") }
 
     /// The relays a bunker URL names: the built-in one first, then the `--relay` ones.
     var bunkerRelays: [String] { (builtInRelayURL.map { [$0] } ?? []) + relays }

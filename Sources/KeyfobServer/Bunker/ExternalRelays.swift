@@ -23,13 +23,25 @@ public final class ExternalRelays: Service, Sendable {
 
     private struct State {
         var links: [String: RelayLink] = [:]
-        /// nostrconnect clients (hex) → their relays.
+        /// (signer key, client key) → the relays that client named: a reply goes where the client
+        /// that user connected listens. Keyed by both, as two accounts may connect the same client key.
         var clientRelays: [String: [String]] = [:]
+        /// Every active signer key: what the configured relays are asked for.
         var signers: [String] = []
+        /// A client-named relay → the signer keys of the users whose clients named it: all it is asked for.
+        var namedBy: [String: Set<String>] = [:]
+        /// User id → signer key (a user's signer key does not change).
+        var signerOfUser: [String: String] = [:]
         /// Starts links; set while this instance holds the role (nil: another holds it).
         var starter: AsyncStream<RelayLink>.Continuation?
         /// The cap on links was logged (once a run).
         var warnedAtCap = false
+
+        /// What the relay at `url` is asked for: every signer on a configured relay, else only
+        /// the signers of the users whose clients named it.
+        func keys(for url: String, configured: [String]) -> [String] {
+            configured.contains(url) ? signers : (namedBy[url] ?? []).sorted()
+        }
     }
     private let state = NIOLockedValueBox(State())
     /// Keys per REQ: relays cap the values of a filter.
@@ -38,16 +50,21 @@ public final class ExternalRelays: Service, Sendable {
     /// Links held at most (configured relays and nostrconnect clients' relays together): each is
     /// a descriptor, kept out of the listeners' budget (`ConnectionBudget`).
     static let maxLinks = 64
+    /// Which client-named relays may be dialled; checked again before every connection.
+    let policy: RelayAddressPolicy
 
     init(configured: [String], store: any KeyfobStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
-         refreshInterval: TimeInterval = 2) {
+         policy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), refreshInterval: TimeInterval = 2) {
         self.configured = configured
         self.store = store
         self.hub = hub
         self.logger = logger
         self.now = now
+        self.policy = policy
         self.refreshInterval = refreshInterval
     }
+
+    static func clientKey(signer: String, client: String) -> String { signer + ":" + client }
 
     public func run() async throws {
         hub.addOutlet { [self] event in self.send(event) }
@@ -94,26 +111,40 @@ public final class ExternalRelays: Service, Sendable {
         }
     }
 
+    /// The signer key of `userID`, read once.
+    private func signer(ofUser userID: String) async throws -> String? {
+        if let known = state.withLockedValue({ $0.signerOfUser[userID] }) { return known }
+        guard let record = try await store.bunkerSigner(ofUser: userID) else { return nil }
+        state.withLockedValue { $0.signerOfUser[userID] = record.pubkey }
+        return record.pubkey
+    }
+
     /// Reads the signer keys and the nostrconnect clients' relays again; links follow.
     func refresh() async throws {
         let signers = try await store.activeBunkerSigners(now: now(), limit: Self.maxSigners)
         let clients = try await store.nostrConnectClients()
         var wanted = Set(configured)
         var clientRelays: [String: [String]] = [:]
+        var namedBy: [String: Set<String>] = [:]
         for client in clients {
-            clientRelays[client.clientPubkey] = client.relays
+            guard let signer = try await signer(ofUser: client.userID) else { continue }
+            clientRelays[Self.clientKey(signer: signer, client: client.clientPubkey)] = client.relays
+            for relay in client.relays { namedBy[relay, default: []].insert(signer) }
             wanted.formUnion(client.relays)
         }
-        let links: [RelayLink] = state.withLockedValue { state in
+        let links: [(RelayLink, [String])] = state.withLockedValue { state in
             state.clientRelays = clientRelays
             state.signers = signers
+            state.namedBy = namedBy
             for (url, link) in state.links where !wanted.contains(url) {
                 link.stop()
                 state.links[url] = nil
             }
-            return wanted.sorted { configured.contains($0) && !configured.contains($1) }.compactMap { link(to: $0, in: &state) }
+            return wanted.sorted { configured.contains($0) && !configured.contains($1) }.compactMap { url in
+                link(to: url, in: &state).map { ($0, state.keys(for: url, configured: configured)) }
+            }
         }
-        for link in links { link.subscribe(signers) }
+        for (link, keys) in links { link.subscribe(keys) }
     }
 
     /// The link to `url`, started when new (only while holding); nil past `maxLinks`.
@@ -126,8 +157,8 @@ public final class ExternalRelays: Service, Sendable {
             }
             return nil
         }
-        let link = RelayLink(url: url, hub: hub, logger: logger, now: now)
-        link.subscribe(state.signers)
+        let link = RelayLink(url: url, hub: hub, logger: logger, now: now, policy: configured.contains(url) ? nil : policy)
+        link.subscribe(state.keys(for: url, configured: configured))
         state.links[url] = link
         state.starter?.yield(link)
         return link
@@ -136,21 +167,23 @@ public final class ExternalRelays: Service, Sendable {
     /// A reply of the bunker: to the configured relays, and to the relays of the client it answers
     /// (read from the database when the client is new to this instance).
     func send(_ event: Event) {
+        let signer = event.pubkey.hex
         let client = event.tags.first { $0.count >= 2 && $0[0] == "p" }?[1]
         let frame = "[\"EVENT\",\(event.json)]"
         let (links, known): ([RelayLink], Bool) = state.withLockedValue { state in
             guard state.starter != nil else { return ([], true) }
             var urls = Set(configured)
-            let relays = client.flatMap { state.clientRelays[$0] }
+            let relays = client.flatMap { state.clientRelays[Self.clientKey(signer: signer, client: $0)] }
             urls.formUnion(relays ?? [])
             return (urls.compactMap { link(to: $0, in: &state) }, relays != nil)
         }
         for link in links { link.send(frame) }
         guard !known, let client else { return }
         Task {
-            guard let record = try? await store.nostrConnectClients().first(where: { $0.clientPubkey == client }) else { return }
+            guard let owner = try? await store.bunkerSigner(pubkey: signer),
+                  let record = try? await store.bunkerClient(userID: owner.userID, clientPubkey: client), !record.relays.isEmpty else { return }
             let links: [RelayLink] = state.withLockedValue { state in
-                state.clientRelays[client] = record.relays
+                state.clientRelays[Self.clientKey(signer: signer, client: client)] = record.relays
                 return record.relays.filter { !configured.contains($0) }.compactMap { link(to: $0, in: &state) }
             }
             for link in links { link.send(frame) }
@@ -160,15 +193,15 @@ public final class ExternalRelays: Service, Sendable {
     /// Links to a client's relays at once (it just connected through them) and the client's
     /// replies routed there; returns when each is connected or `timeout` has passed.
     func ensure(_ relays: [String], clientPubkey: String, signer: String, timeout: TimeInterval = 5) async {
-        let (links, signers): ([RelayLink], [String]) = state.withLockedValue { state in
-            guard state.starter != nil else { return ([], []) }
-            state.clientRelays[clientPubkey] = relays
-            if !state.signers.contains(signer) { state.signers = (state.signers + [signer]).sorted() }
-            return (relays.compactMap { link(to: $0, in: &state) }, state.signers)
+        let links: [(RelayLink, [String])] = state.withLockedValue { state in
+            guard state.starter != nil else { return [] }
+            state.clientRelays[Self.clientKey(signer: signer, client: clientPubkey)] = relays
+            for relay in relays { state.namedBy[relay, default: []].insert(signer) }
+            return relays.compactMap { url in link(to: url, in: &state).map { ($0, state.keys(for: url, configured: configured)) } }
         }
-        for link in links { link.subscribe(signers) }
+        for (link, keys) in links { link.subscribe(keys) }
         let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline, !links.allSatisfy(\.isConnected) {
+        while Date() < deadline, !links.allSatisfy(\.0.isConnected) {
             try? await Task.sleep(for: .milliseconds(20))
         }
     }
@@ -195,11 +228,15 @@ final class RelayLink: Sendable {
     static let maxPending = 256
     static let maxMessageBytes = 256 * 1024
 
-    init(url: String, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date) {
+    /// Checked before every connection (nil: a relay the operator configured).
+    let policy: RelayAddressPolicy?
+
+    init(url: String, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date, policy: RelayAddressPolicy? = nil) {
         self.url = url
         self.hub = hub
         self.logger = logger
         self.now = now
+        self.policy = policy
     }
 
     var isConnected: Bool { state.withLockedValue { $0.connected } }
@@ -251,6 +288,9 @@ final class RelayLink: Sendable {
         while !Task.isCancelled && !state.withLockedValue({ $0.stopped }) {
             let started = now()
             do {
+                // Resolved again now: a name that pointed outside when pasted may point inside today.
+                // (The connection resolves it once more; an egress firewall closes that last gap.)
+                if let policy { try await policy.check(url, mustResolve: true) }
                 try await WebSocketClient.connect(
                     url: url, configuration: .init(maxFrameSize: Self.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(30))),
                     logger: logger) { inbound, outbound, _ in
@@ -281,6 +321,9 @@ final class RelayLink: Sendable {
                         group.cancelAll()
                     }
                 }
+            } catch let refusal as RelayAddressPolicy.Refusal {
+                logger.warning("nip46.relay_address_refused", metadata: ["relay": "\(url)", "reason": "\(refusal.reason)"])
+                delay = 60  // checked again a minute later: names change
             } catch {
                 logger.notice("nip46.relay_unreachable", metadata: ["relay": "\(url)", "error": "\(String(describing: error).prefix(200))"])
             }

@@ -117,12 +117,12 @@ public struct LineLogHandler: LogHandler {
             text += " "
             text += key
             text += "="
-            text += all[key]!.description
+            text += LogText.escaped(all[key]!.description)
         }
         text += " ["
         text += source
         text += "] "
-        text += message.description
+        text += LogText.escaped(message.description)
         text += "\n"
         output.append(Array(text.utf8), urgent: level >= .error)
     }
@@ -147,5 +147,28 @@ public struct LineLogHandler: LogHandler {
                 return text
             }
         }
+    }
+}
+
+/// A log value made safe for a one-line-per-entry log: control characters (a newline that would
+/// start a forged line, an escape sequence for a terminal, C1 and the Unicode line separators)
+/// are written as `\n`, `\r`, `\t` or `\u{…}`. Values come from relays, clients and errors.
+public enum LogText {
+    public static func escaped(_ text: String) -> String {
+        // Nearly every value is plain: one pass over the bytes decides.
+        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f || $0 == 0xc2 || $0 == 0xe2 }) else { return text }
+        var out = ""
+        out.reserveCapacity(text.utf8.count + 8)
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20 || (0x7f...0x9f).contains(scalar.value) || scalar.value == 0x2028 || scalar.value == 0x2029:
+                out += "\\u{\(String(scalar.value, radix: 16))}"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
     }
 }
