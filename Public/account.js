@@ -151,7 +151,8 @@ async function loadPasskeys() {
     remove.disabled = credentials.length < 2;
     remove.addEventListener("click", () => guarded(async () => {
       if (!confirm(`Remove the passkey "${label}"? You can no longer sign in with it, and its sessions end.`)) return;
-      await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE" });
+      const confirmation = await confirmAction("passkey.remove", c.id);
+      await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE", body: { confirmation } });
       showStatus("ok", "Passkey removed.");
       if (await refreshSession()) await loadPasskeys();
     }));
@@ -175,7 +176,8 @@ async function loadPasskeys() {
 async function addPasskey(hints) {
   showStatus("", "Creating a passkey…");
   try {
-    const added = await registerPasskey(account.username, hints);
+    showStatus("", "First confirm with a passkey you already have…");
+    const added = await registerPasskey(account.username, hints, true);
     $("add-elsewhere").hidden = true;
     $("nudge").hidden = true;
     showStatus("ok", added.sealsKey === false
@@ -210,6 +212,7 @@ async function loadHistory(more = false) {
     return item;
   });
   if (more) $("history").append(...items); else $("history").replaceChildren(...items);
+  if (!more) showRecentChanges(page.entries);
   if (!items.length && !more) {
     const empty = document.createElement("li");
     empty.className = "hint";
@@ -217,6 +220,25 @@ async function loadHistory(more = false) {
     $("history").append(empty);
   }
   $("more").hidden = !historyCursor;
+}
+
+/** Account changes of the last two weeks, in words, at the top of the page: a change the user did
+ *  not make is what they must notice first. */
+const changeWords = {
+  add_passkey: "A passkey was added", remove_passkey: "A passkey was removed",
+  export_key: "Your key was exported (a backup was made)", import_key: "Your key was replaced (imported)",
+  seal_key: "Your key's seal changed", unseal_key: "Your key was unsealed", revoke_sessions: "Every device was signed out",
+};
+function showRecentChanges(entries) {
+  const since = Date.now() - 14 * 24 * 3600 * 1000;
+  const items = entries.filter((e) => changeWords[e.method] && e.outcome === "approved" && new Date(e.at).getTime() > since)
+    .map((e) => {
+      const item = document.createElement("li");
+      item.textContent = `${changeWords[e.method]} · ${new Date(e.at).toLocaleString()}`;
+      return item;
+    });
+  $("changes").replaceChildren(...items);
+  $("changes-card").hidden = items.length === 0;
 }
 
 /** Fills `list` with one line per entry and a button that ends it, or `emptyText`. */
@@ -369,8 +391,8 @@ $("unlock").addEventListener("click", () => guarded(async () => {
 /** Seals the key (or lets one more passkey open it) with a fresh passkey assertion. */
 async function sealWith(credentialIds, done) {
   showStatus("", "Waiting for your passkey…");
-  const body = await freshAssertion(credentialIds);
-  await api("/api/signer/seal", { method: "POST", body });
+  const cred = await confirmAction("key.seal", "", credentialIds);
+  await api("/api/signer/seal", { method: "POST", body: { cred } });
   await refreshSession();
   await loadPasskeys();
   showStatus("ok", done);
@@ -387,8 +409,8 @@ $("seal").addEventListener("click", () => guarded(async () => {
 $("unseal").addEventListener("click", () => guarded(async () => {
   if (!confirm("Unseal your key? Keyfob's master key alone will protect it again.")) return;
   showStatus("", "Waiting for your passkey…");
-  const body = await freshAssertion();
-  await api("/api/signer/unseal", { method: "POST", body });
+  const cred = await confirmAction("key.unseal");
+  await api("/api/signer/unseal", { method: "POST", body: { cred } });
   await refreshSession();
   await loadPasskeys();
   showStatus("ok", "Your key is server-protected again.");
@@ -415,7 +437,14 @@ $("nudge-later").addEventListener("click", () => {
 });
 
 $("export").addEventListener("click", () => guarded(async () => {
-  const reply = await api("/api/signer/key/export", { method: "POST", body: { password: $("export-password").value } });
+  const password = $("export-password").value;
+  if (password.length < 8) {
+    showStatus("error", "Choose a password of at least 8 characters to encrypt the backup with.");
+    return;
+  }
+  showStatus("", "Confirm with your passkey…");
+  const confirmation = await confirmAction("key.export");
+  const reply = await api("/api/signer/key/export", { method: "POST", body: { password, confirmation } });
   $("ncryptsec").textContent = reply.ncryptsec;
   $("ncryptsec").hidden = false;
   $("export-password").value = "";
@@ -430,6 +459,7 @@ $("import").addEventListener("click", () => guarded(async () => {
   else if (value.startsWith("nsec1")) body = { nsec: value };
   else body = { secret: value };
   if (!confirm("Replace the nostr key Keyfob holds for you with this one?")) return;
+  body.confirmation = await confirmAction("key.import");
   const reply = await api("/api/signer/key", { method: "POST", body });
   $("import-key").value = "";
   $("import-password").value = "";
@@ -447,7 +477,9 @@ $("signout").addEventListener("click", async () => {
 
 $("signout-all").addEventListener("click", async () => {
   if (!confirm("Sign out on every device and app?")) return;
-  try { await api("/logout?everywhere=1", { method: "POST" }); } finally { location.assign("/?signedout"); }
+  let confirmation;
+  try { confirmation = await confirmAction("sessions.revoke"); } catch (error) { showStatus("error", describeError(error)); return; }
+  try { await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } finally { location.assign("/?signedout"); }
 });
 
 (async () => {

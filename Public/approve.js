@@ -104,6 +104,11 @@ async function approve() {
     await signInWithPasskey();
     current.signerLocked = false;
   }
+  if (body.preset === "trusted") {
+    // "Trusted" lets this app sign most things unattended from now on: your passkey confirms it.
+    showStatus("", "Confirm “trusted” with your passkey…");
+    body.confirmation = await confirmAction("grant.trusted", current.client);
+  }
   if (current.needsPasskey) {
     showStatus("", "Confirm with your passkey…");
     const options = await api(`/api/requests/${encodeURIComponent(requestID)}/challenge`, { method: "POST", body: {} });

@@ -115,10 +115,13 @@ function assertionToJSON(credential) {
   };
 }
 
-/** Creates a passkey: for a new account (username optional) or, when signed in, for this account.
+/** Creates a passkey: for a new account (username optional) or, with `adding`, for the signed-in
+ *  account (a passkey it already has confirms that first).
  *  `hints` (WebAuthn L3: "client-device", "hybrid", "security-key") tell the browser which route to offer. */
-async function registerPasskey(username, hints) {
-  const options = await api("/generate-registration-options", { method: "POST", body: username ? { username } : {} });
+async function registerPasskey(username, hints, adding = false) {
+  const body = username ? { username } : {};
+  if (adding) body.confirmation = await confirmAction("passkey.add");
+  const options = await api("/generate-registration-options", { method: "POST", body });
   const publicKey = creationOptionsFromJSON(options);
   if (hints) {
     publicKey.hints = hints;
@@ -152,14 +155,19 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
   }
 }
 
-/** A fresh assertion for an endpoint that wants one (sealing): `credentialIds` narrows which
- *  passkeys the browser offers. Returns the body `{cred}` to send. */
-async function freshAssertion(credentialIds) {
-  const options = await api("/generate-authentication-options", { method: "POST", body: {} });
-  const publicKey = requestOptionsFromJSON(options);
-  if (credentialIds) publicKey.allowCredentials = credentialIds.map((id) => ({ type: "public-key", id: b64url.decode(id) }));
+/** Your passkey, asked for one account change (`action` on `target`): the server binds the
+ *  challenge to exactly that, for two minutes, once. Only passkeys the account had before this
+ *  sign-in are offered; `credentialIds` narrows them further. Returns the assertion to send as
+ *  `confirmation` (or `cred` for sealing). */
+async function confirmAction(action, target = "", credentialIds) {
+  const reply = await api("/api/confirmations", { method: "POST", body: { action, target } });
+  const publicKey = requestOptionsFromJSON(reply.options);
+  if (credentialIds) {
+    const allowed = new Set(credentialIds);
+    publicKey.allowCredentials = publicKey.allowCredentials.filter((c) => allowed.has(b64url.encode(c.id)));
+  }
   const credential = await navigator.credentials.get({ publicKey });
-  return { cred: assertionToJSON(credential) };
+  return assertionToJSON(credential);
 }
 
 /** Messages a person can act on, by error code; the code stays visible for support. */

@@ -199,6 +199,8 @@ public func buildRouter(
                                         events: events, challenges: challenges, custody: custody,
                                         limits: limits, now: clock, metrics: metrics, device: device)
     ceremonies.addRoutes(to: router)
+    let confirmations = ceremonies.confirmations
+    ConfirmationController(confirmations: confirmations, sessions: sessions, limits: limits).addRoutes(to: router)
     let grants = Grants(store: store, now: clock)
     let pending = PendingRequests(store: store, vault: vault, now: clock)
     let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
@@ -212,16 +214,16 @@ public func buildRouter(
                        now: clock).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(store: store, sessions: sessions, events: events, custody: custody,
-                      names: names, now: clock).addRoutes(to: router)
+                      names: names, confirmations: confirmations, now: clock).addRoutes(to: router)
     AdminController(store: store, configuration: configuration, sessions: sessions,
                     admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
-                    names: names, now: clock).addRoutes(to: router)
+                    names: names, confirmations: confirmations, logger: logger, now: clock).addRoutes(to: router)
     BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
     SealController(sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
                    configuration: configuration, now: clock).addRoutes(to: router)
     SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
-                     configuration: configuration, now: clock).addRoutes(to: router)
+                     configuration: configuration, confirmations: confirmations, now: clock).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
     // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,
     // and never through a proxy (behind one every request comes from 127.0.0.1): a request with
@@ -236,6 +238,9 @@ public func buildRouter(
         return metrics.exposition()
     }
     router.get("/healthz") { _, _ -> Response in
+        // Not ready until start-up (migrations, the master-key check) has run: a load balancer
+        // must not send sign-ins to an instance that would answer them 503.
+        guard gate.open else { return jsonResponse(["status": "starting"], status: .serviceUnavailable) }
         do {
             try await store.healthCheck()
             return jsonResponse(["status": "ok"])

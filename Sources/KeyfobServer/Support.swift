@@ -45,6 +45,15 @@ extension KeyfobStore {
     }
 }
 
+extension KeyfobStore {
+    /// An account change in the user's history (the account page shows recent ones at the top:
+    /// "a passkey was added … not you?"). `method`: `add_passkey`, `remove_passkey`, `revoke_sessions`.
+    func auditAccountChange(userID: String, method: String, at date: Date) async {
+        try? await appendAudit(AuditRecord(userID: userID, at: date, client: "account", transport: "rest", method: method,
+                                           outcome: "approved"))
+    }
+}
+
 /// Ceremony outcomes as structured log lines (and, later, the dashboard's stream).
 /// Never records secrets: usernames, codes and counts only.
 struct EventLog: Sendable {

@@ -8,48 +8,151 @@ import Testing
 import WebAuthn
 import WebAuthnTestSupport
 
-/// DESIGN.md §3: a stolen session token alone must not be able to hand the account to someone else.
+/// DESIGN.md §3: a stolen session token alone must not be able to hand the account to someone else
+/// (#24): every account change needs a passkey assertion made for it, by a passkey the account
+/// had before the session signed in.
 @Suite struct AccountTakeoverTests {
-    @Test func aLockedSessionCannotAddOrRemoveAPasskey() async throws {
-        let harness = try Harness { $0.signerUnlockTTL = 30 }
+    /// The review's attack, step by step, with nothing but a session token taken inside the
+    /// unlock window: each step is refused and nothing changes.
+    @Test func aStolenUnlockedTokenCannotTakeTheAccount() async throws {
+        let harness = try Harness()
         try await harness.run { client in
-            var (token, _) = try await client.newAccount("alice")
-            var second = SoftwareAuthenticator()
-            #expect(try await client.signUp(&second, username: "alice", headers: Client.bearer(token)).status == .ok)
-            harness.clock.advance(31)  // the thief's copy of the token is locked now
+            let (token, _) = try await client.newAccount("alice")
+            let userID = try #require(try await harness.store.user(named: "alice")).id
+            let before = try await client.signer("get_public_key", token: token)["result"] as? String
+            let bearer = Client.bearer(token)
+            // 1. Register the thief's authenticator.
             var thief = SoftwareAuthenticator()
-            let add = try await client.signUp(&thief, username: "alice", headers: Client.bearer(token))
-            #expect(add.status == .forbidden && add.error == "signer_locked")
-            let remove = try await client.call(.delete, "/account/credentials/\(Base64URL.encode(second.credentialID))",
-                                               headers: Client.bearer(token))
-            #expect(remove.status == .forbidden && remove.error == "signer_locked")
-            #expect(try await harness.store.credentials(ofUser: harness.store.user(named: "alice")!.id).count == 2)
-            // Options fetched while unlocked do not help once the lock falls before verification.
-            var again = SoftwareAuthenticator()
-            token = try await client.signIn(&second)["token"] as! String
-            let options = try await client.registrationOptions(username: "alice", headers: Client.bearer(token))
-            #expect(options.status == .ok)
-            harness.clock.advance(31)
-            again.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
-            let fields = again.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
+            let add = try await client.signUp(&thief, username: "alice", headers: bearer)
+            #expect(add.status == .forbidden && add.error == "confirmation_required", "\(add)")
+            // 2. Make a passkey join the seal with an ordinary sign-in assertion (the old "fresh assertion").
+            let options = try await client.authenticationOptions()
+            var fields = thief.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
+                                                    rpID: "localhost", origin: Harness.origin)
+            fields.userHandle = userID
+            let seal = try await client.call(.post, "/api/signer/seal", json: ["cred": try jsonObject(thief.authenticate(fields))],
+                                             headers: bearer)
+            #expect(seal.error == "challenge_not_found", "\(seal)")
+            // 3. Export the key under the thief's password.
+            let export = try await client.call(.post, "/api/signer/key/export", json: ["password": "thief-password"], headers: bearer)
+            #expect(export.status == .forbidden && export.error == "confirmation_required")
+            // 4. Replace the key with one the thief knows.
+            let imported = try await client.signer("key", ["nsec": NIP19.nsec(SecretKey.generate())], token: token)
+            #expect(imported.error == "confirmation_required")
+            // 5. Delete the owner's passkey, and sign every device out.
+            let owners = try await harness.store.credentials(ofUser: userID)
+            let remove = try await client.call(.delete, "/account/credentials/\(Base64URL.encode(owners[0].id))", headers: bearer)
+            #expect(remove.error == "confirmation_required")
+            let everywhere = try await client.call(.post, "/logout?everywhere=1", headers: bearer)
+            #expect(everywhere.error == "confirmation_required")
+            // Nothing changed: one passkey, the same key, server-protected, the session still there.
+            #expect(try await harness.store.credentials(ofUser: userID).map(\.id) == owners.map(\.id))
+            #expect(try await client.signer("get_public_key", token: token)["result"] as? String == before)
+            #expect(try await harness.store.nostrKey(ofUser: userID)?.passkeySealed == false)
+            #expect(try await client.call(.get, "/session", headers: bearer).status == .ok)
+        }
+    }
+
+    /// What a confirmation is good for: one action, one target, one session, once, 2 minutes,
+    /// and only from a passkey older than the session.
+    @Test func aConfirmationConfirmsOneActionOnOneTargetForOneSessionOnce() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var (token, owner) = try await client.newAccount("alice")
+            let bearer = Client.bearer(token)
+            // The owner adds a second passkey (confirmed), still in this session.
+            var second = SoftwareAuthenticator()
+            let confirmed = try await client.confirmation("passkey.add", by: &owner, token: token)
+            #expect(try await client.signUp(&second, username: "alice", headers: bearer, confirmation: confirmed).status == .ok)
+            let secondID = Base64URL.encode(second.credentialID)
+            func remove(_ confirmation: Any) async throws -> Reply {
+                try await client.call(.delete, "/account/credentials/\(secondID)", json: ["confirmation": confirmation], headers: bearer)
+            }
+            // A confirmation of another action, or of the same action on another target.
+            #expect(try await remove(client.confirmation("key.export", by: &owner, token: token)).error == "challenge_not_found")
+            #expect(try await remove(client.confirmation("passkey.remove", target: "AAAA", by: &owner, token: token)).error
+                    == "challenge_not_found")
+            // Made in another session of the same account.
+            let other = try await client.signIn(&owner)["token"] as! String
+            #expect(try await remove(client.confirmation("passkey.remove", target: secondID, by: &owner, token: other)).error
+                    == "challenge_not_found")
+            // Expired after 2 minutes.
+            let stale = try await client.confirmation("passkey.remove", target: secondID, by: &owner, token: token)
+            harness.clock.advance(121)
+            #expect(try await remove(stale).error == "challenge_expired")
+            // The passkey added in this session cannot confirm for it (nor is it offered).
+            let offered = try await client.call(.post, "/api/confirmations", json: ["action": "passkey.remove", "target": secondID],
+                                                headers: bearer)
+            let allowed = (offered["options"] as? [String: Any])?["allowCredentials"] as? [[String: Any]]
+            #expect(allowed?.compactMap { $0["id"] as? String } == [Base64URL.encode(owner.credentialID)])
+            #expect(try await remove(client.confirmation("passkey.remove", target: secondID, by: &second, token: token)).error
+                    == "permission_denied")
+            // A confirmation's challenge does not sign anyone in.
+            let reply = try await client.call(.post, "/api/confirmations", json: ["action": "key.export"], headers: bearer)
+            let options = try #require(reply["options"] as? [String: Any])
+            let fields = owner.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
+                                                    rpID: "localhost", origin: Harness.origin)
+            #expect(try await client.verifyAuthentication(owner.authenticate(fields)).error == "challenge_not_found")
+            // The right one works once.
+            let good = try await client.confirmation("passkey.remove", target: secondID, by: &owner, token: token)
+            #expect(try await remove(good).status == .ok)
+            #expect(try await remove(good).status != .ok)
+            #expect(try await client.call(.post, "/api/confirmations", json: ["action": "nothing"], headers: bearer).error
+                    == "invalid_request")
+        }
+    }
+
+    @Test func theTokenIsInTheJSONOnlyForAClientThatAsksAndIsNotABrowser() async throws {
+        try await Harness().run { client in
+            var owner = SoftwareAuthenticator()
+            let options = try await client.registrationOptions(username: "alice")
+            owner.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
+            let fields = owner.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
                                                   rpID: "localhost", origin: Harness.origin)
-            let late = try await client.verifyRegistration(again.register(fields), username: "alice",
-                                                           challengeKey: "alice", headers: Client.bearer(token))
-            #expect(late.error == "signer_locked")
+            let body: [String: Any] = ["cred": try jsonObject(owner.register(fields)), "challengeKey": options["challengeKey"]!]
+            let reply = try await client.call(.post, "/verify-registration", json: body)
+            #expect(reply.status == .ok && reply["token"] == nil)
+            #expect(reply.headers[.setCookie]?.contains("keyfob_session=") == true)
+            var browser = Client.wantsToken
+            browser[HTTPField.Name("Sec-Fetch-Site")!] = "same-origin"
+            for (headers, expected) in [(Client.wantsToken, true), (browser, false)] {
+                let options = try await client.authenticationOptions()
+                let fields = owner.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
+                                                        rpID: "localhost", origin: Harness.origin)
+                owner.signCount += 1
+                let signIn = try await client.call(.post, "/verify-authentication", json: ["cred": try jsonObject(owner.authenticate(fields))],
+                                                   headers: headers)
+                #expect(signIn.status == .ok && (signIn["token"] is String) == expected, "\(signIn)")
+            }
+        }
+    }
+
+    @Test func anAnonymousAccountAddsASecondPasskey() async throws {
+        try await Harness().run { client in
+            var owner = SoftwareAuthenticator()
+            let created = try await client.signUp(&owner)
+            let token = try #require(created["token"] as? String)
+            let name = try #require(created["username"] as? String)
+            #expect(name.hasPrefix("anon-"))
+            var second = SoftwareAuthenticator()
+            let confirmation = try await client.confirmation("passkey.add", by: &owner, token: token)
+            let added = try await client.signUp(&second, username: name, headers: Client.bearer(token), confirmation: confirmation)
+            #expect(added.status == .ok, "\(added)")
+            // Another account's anon- name is still reserved (and not the caller's).
+            #expect(try await client.registrationOptions(username: "anon-000000000000").error == "invalid_request")
         }
     }
 
     @Test func aSessionBornFromAddingAPasskeyStartsLocked() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("alice")
+            var (token, owner) = try await client.newAccount("alice")
             var second = SoftwareAuthenticator()
-            let added = try await client.signUp(&second, username: "alice", headers: Client.bearer(token))
+            let added = try await client.signUp(&second, username: "alice", headers: Client.bearer(token),
+                                                confirmation: try await client.confirmation("passkey.add", by: &owner, token: token))
             let newToken = try #require(added["token"] as? String)
             let session = try await client.call(.get, "/session", headers: Client.bearer(newToken))
             #expect(session.status == .ok && session["signerLocked"] as? Bool == true)
             #expect(try await client.signer("sign_event", ["event": ["kind": 1, "content": "x"]], token: newToken).error == "signer_locked")
-            var third = SoftwareAuthenticator()
-            #expect(try await client.signUp(&third, username: "alice", headers: Client.bearer(newToken)).error == "signer_locked")
             // Signing in with the new passkey is what unlocks.
             let signIn = try await client.signIn(&second)
             #expect(try await client.signer("get_public_key", token: signIn["token"] as? String).status == .ok)
@@ -58,17 +161,23 @@ import WebAuthnTestSupport
 
     @Test func removingAPasskeyEndsTheSessionsItStarted() async throws {
         try await Harness().run { client in
-            let (first, _) = try await client.newAccount("alice")
+            var (first, owner) = try await client.newAccount("alice")
             var second = SoftwareAuthenticator()
-            let bornLocked = try await client.signUp(&second, username: "alice", headers: Client.bearer(first))["token"] as! String
+            let bornLocked = try await client.signUp(&second, username: "alice", headers: Client.bearer(first),
+                                                     confirmation: try await client.confirmation("passkey.add", by: &owner, token: first))["token"] as! String
             let viaSecond = try await client.signIn(&second)["token"] as! String
-            let removed = try await client.call(.delete, "/account/credentials/\(Base64URL.encode(second.credentialID))",
+            let id = Base64URL.encode(second.credentialID)
+            let removed = try await client.call(.delete, "/account/credentials/\(id)",
+                                                json: ["confirmation": try await client.confirmation("passkey.remove", target: id, by: &owner, token: first)],
                                                 headers: Client.bearer(first))
             #expect(removed.status == .ok)
             for token in [bornLocked, viaSecond] {
                 #expect(try await client.call(.get, "/session", headers: Client.bearer(token)).status == .unauthorized)
             }
             #expect(try await client.call(.get, "/session", headers: Client.bearer(first)).status == .ok)
+            // Both changes are in the history the account page shows at the top.
+            let history = try await client.call(.get, "/api/signer/history", headers: Client.bearer(first))["entries"] as? [[String: Any]]
+            #expect(history?.prefix(2).compactMap { $0["method"] as? String } == ["remove_passkey", "add_passkey"])
         }
     }
 
@@ -77,7 +186,8 @@ import WebAuthnTestSupport
             var (first, authenticator) = try await client.newAccount("alice")
             let second = try await client.signIn(&authenticator)["token"] as! String
             let (bob, _) = try await client.newAccount("bob")
-            _ = try await client.call(.post, "/logout?everywhere=1", headers: Client.bearer(first))
+            let confirmation = try await client.confirmation("sessions.revoke", by: &authenticator, token: first)
+            _ = try await client.call(.post, "/logout?everywhere=1", json: ["confirmation": confirmation], headers: Client.bearer(first))
             for token in [first, second] {
                 #expect(try await client.call(.get, "/session", headers: Client.bearer(token)).status == .unauthorized)
             }
@@ -137,14 +247,20 @@ import WebAuthnTestSupport
             let nsec = NIP19.nsec(key)
             let hex = key.withUnsafeSecretBytes { Hex.encode($0) }
             note(nsec, hex, hex.uppercased())
-            _ = try await client.signer("key", ["nsec": nsec], token: token)
-            _ = try await client.signer("key", ["secret": hex], token: token)
+            func confirmed(_ action: String) async throws -> Any {
+                try await client.confirmation(action, by: &authenticator, token: token)
+            }
+            _ = try await client.signer("key", ["nsec": nsec, "confirmation": confirmed("key.import")], token: token)
+            _ = try await client.signer("key", ["secret": hex, "confirmation": confirmed("key.import")], token: token)
             let ncryptsec = try NIP49.encrypt(key, password: "import-password-1", logN: 1)
             note(ncryptsec, "import-password-1")
-            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "import-password-1"], token: token)
-            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "wrong-password-2"], token: token)
+            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "import-password-1",
+                                                "confirmation": confirmed("key.import")], token: token)
+            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "wrong-password-2",
+                                                "confirmation": confirmed("key.import")], token: token)
             note("wrong-password-2")
-            let export = try await client.call(.post, "/api/signer/key/export", json: ["password": "export-password-3"],
+            let export = try await client.call(.post, "/api/signer/key/export",
+                                               json: ["password": "export-password-3", "confirmation": confirmed("key.export")],
                                                headers: Client.bearer(token))
             note("export-password-3", export["ncryptsec"] as! String)
             let peer = SecretKey.generate()

@@ -26,8 +26,9 @@ extension Client {
     }
 
     /// Entry → approval page API → approve; returns the callback URL Keyfob redirects to.
+    /// `trustedBy`: the passkey that confirms the "trusted" preset for this client (`grant.trusted`).
     func approveFlow(_ url: String, token: String, remember: String = "once", preset: String? = nil,
-                     assertion: [String: Any]? = nil) async throws -> String {
+                     assertion: [String: Any]? = nil, trustedBy: SoftwareAuthenticator? = nil) async throws -> String {
         let (reply, location, body) = try await open(serverTarget(url), token: token)
         guard reply.status == .seeOther, let location, location.hasPrefix("/approve/") else {
             throw TestFailure("expected a redirect to the approval page, got \(reply.status) \(location ?? "") \(body.prefix(300))")
@@ -36,6 +37,10 @@ extension Client {
         var body2: [String: Any] = ["remember": remember]
         if let preset { body2["preset"] = preset }
         if let assertion { body2["assertion"] = assertion }
+        if var passkey = trustedBy {
+            let client = try await call(.get, "/api/requests/\(id)", headers: Client.bearer(token))["client"] as? String ?? ""
+            body2["confirmation"] = try await confirmation("grant.trusted", target: client, by: &passkey, token: token)
+        }
         let approved = try await call(.post, "/api/requests/\(id)/approve", json: body2, headers: Client.bearer(token))
         guard let redirect = approved["redirect"] as? String else { throw TestFailure("approve: \(approved.status) \(approved.json)") }
         return redirect
@@ -281,7 +286,7 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
 
     @Test func dangerousKindsAlwaysShowThePageAndCannotBeAllowedInAdvance() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("alice")
+            let (token, owner) = try await client.newAccount("alice")
             for kind in [0, 3, 5, 10002, 22242, 27235, 24133, 30078] {
                 let request = try keyfobRequest(.signEvent, content: #"{"kind":\#(kind),"content":"x"}"#, transport: .keyfobLink)
                 let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
@@ -296,7 +301,7 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             }
             // The "trusted" preset does not cover them either.
             let note = try keyfobRequest(.signEvent, content: Self.note, transport: .keyfobLink)
-            _ = try await client.approveFlow(SignerCodec.buildURL(note), token: token, preset: "trusted")
+            _ = try await client.approveFlow(SignerCodec.buildURL(note), token: token, preset: "trusted", trustedBy: owner)
             let profile = try keyfobRequest(.signEvent, content: #"{"kind":0,"content":"{}"}"#, transport: .keyfobLink)
             #expect(try await client.open(serverTarget(SignerCodec.buildURL(profile)), token: token).1?.hasPrefix("/approve/") == true)
             let repost = try keyfobRequest(.signEvent, content: #"{"kind":6,"content":""}"#, transport: .keyfobLink)

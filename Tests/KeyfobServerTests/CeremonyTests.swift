@@ -86,11 +86,15 @@ import WebAuthnTestSupport
             #expect(try await harness.counts() == [1, 1])
 
             // With carol's session: excludeCredentials names the first passkey.
-            let options = try await client.registrationOptions(username: "carol", headers: Client.bearer(token))
+            // …and a passkey assertion made for adding one.
+            let unconfirmed = try await client.registrationOptions(username: "carol", headers: Client.bearer(token))
+            #expect(unconfirmed.error == "confirmation_required")
+            let options = try await client.registrationOptions(username: "carol", headers: Client.bearer(token),
+                                                               confirmation: client.confirmation("passkey.add", by: &first, token: token))
             let excluded = options["excludeCredentials"] as? [[String: Any]]
             #expect(excluded?.map { $0["id"] as? String } == [Base64URL.encode(first.credentialID)])
             var second = SoftwareAuthenticator(.eddsa)
-            let added = try await client.signUp(&second, username: "carol", headers: Client.bearer(token))
+            let added = try await client.addPasskey(&second, username: "carol", token: token, by: &first)
             #expect(added.status == .ok, "\(added.json)")
             #expect(try await harness.counts() == [1, 2])
             #expect(try await client.signIn(&second).status == .ok)
@@ -147,10 +151,14 @@ import WebAuthnTestSupport
             #expect((list["credentials"] as? [[String: Any]])?.count == 1)
             // The only passkey cannot be removed.
             let id = Base64URL.encode(first.credentialID)
-            #expect(try await client.call(.delete, "/account/credentials/\(id)", headers: auth).status == .conflict)
+            func remove() async throws -> Reply {
+                try await client.call(.delete, "/account/credentials/\(id)",
+                                      json: client.confirmed([:], "passkey.remove", target: id, by: &first, token: token), headers: auth)
+            }
+            #expect(try await remove().status == .conflict)
             var second = SoftwareAuthenticator()
-            _ = try await client.signUp(&second, username: "fay", headers: auth)
-            #expect(try await client.call(.delete, "/account/credentials/\(id)", headers: auth).status == .ok)
+            _ = try await client.addPasskey(&second, username: "fay", token: token, by: &first)
+            #expect(try await remove().status == .ok)
             #expect(try await harness.counts() == [1, 1])
         }
     }

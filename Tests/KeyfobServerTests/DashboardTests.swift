@@ -71,6 +71,47 @@ import WebAuthnTestSupport
         }
     }
 
+    /// A stolen operator session deletes no one (#24): removing a user or revoking their sessions
+    /// needs the operator's passkey, confirmed for that user; the admin token (automation) does
+    /// not, and each is logged with who did it.
+    @Test func destructiveOperatorActionsNeedTheOperatorsPasskey() async throws {
+        let harness = try Harness()
+        let rootKey = NIOLockedValueBox<SoftwareAuthenticator?>(nil)
+        let rootToken = NIOLockedValueBox("")
+        try await harness.run { client in
+            let (token, passkey) = try await client.newAccount("root")
+            rootToken.withLockedValue { $0 = token }
+            rootKey.withLockedValue { $0 = passkey }
+        }
+        let admins = try await Admins.bind(["root"], store: harness.store, now: harness.clock.now + 1)
+        let (adminToken, hash) = AdminToken.generate()
+        try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
+        try await harness.run(admins: admins) { client in
+            var root = rootKey.withLockedValue { $0! }
+            let session = rootToken.withLockedValue { $0 }
+            _ = try await client.newAccount("ann")
+            _ = try await client.newAccount("ben")
+            let bare = try await client.call(.delete, "/api/admin/users/ann", headers: Client.bearer(session))
+            #expect(bare.status == .forbidden && bare.error == "confirmation_required")
+            // Confirmed for another user: refused.
+            let wrong = try await client.call(.delete, "/api/admin/users/ann",
+                                              json: client.confirmed([:], "admin.remove_user", target: "ben", by: &root, token: session),
+                                              headers: Client.bearer(session))
+            #expect(wrong.error == "challenge_not_found")
+            #expect(try await harness.store.user(named: "ann") != nil)
+            let removed = try await client.call(.delete, "/api/admin/users/ann",
+                                                json: client.confirmed([:], "admin.remove_user", target: "ann", by: &root, token: session),
+                                                headers: Client.bearer(session))
+            #expect(removed.status == .ok)
+            #expect(try await harness.store.user(named: "ann") == nil)
+            let revoke = try await client.call(.post, "/api/admin/users/ben/revoke-sessions", json: [:], headers: Client.bearer(session))
+            #expect(revoke.error == "confirmation_required")
+            #expect(try await client.call(.delete, "/api/admin/users/ben", headers: Client.bearer(adminToken)).status == .ok)
+            let lines = harness.logs.lines.filter { $0.contains("admin.user_removed") }
+            #expect(lines.count == 2 && lines.contains { $0.contains("root") } && lines.contains { $0.contains("token") }, "\(lines)")
+        }
+    }
+
     @Test func theKillSwitchLocksEverySigner() async throws {
         let harness = try Harness()
         let (token, hash) = AdminToken.generate()

@@ -17,15 +17,16 @@ import WebAuthnTestSupport
     /// parameter is the import's ordinary 400.
     @Test func badNcryptsecParametersAreInvalidContentNot500() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("alice")
+            let (token, owner0) = try await client.newAccount("alice")
+            var owner = owner0
             let good = try NIP49.encrypt(SecretKey.generate(), password: "pw", logN: 1)
             let (_, data) = try #require(Bech32.decode(good))
             for (index, value, words) in [(1, UInt8(0), "log_n"), (1, UInt8(21), "log_n"), (1, UInt8(255), "log_n"),
                                           (0, UInt8(1), "version"), (0, UInt8(3), "version")] {
                 var edited = data
                 edited[index] = value
-                let reply = try await client.signer("key", ["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: edited), "password": "pw"],
-                                                    token: token)
+                let reply = try await client.importKey(["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: edited), "password": "pw"],
+                                                       token: token, by: &owner)
                 #expect(reply.status == .badRequest && reply.error == "invalid_content", "byte \(index) = \(value): \(reply.json)")
                 #expect((reply["message"] as? String)?.contains(words) == true, "\(reply.json)")
             }

@@ -28,8 +28,10 @@ extension Client {
         return ["cred": try jsonObject(authenticator.authenticate(fields))]
     }
 
+    /// Seals (or unseals, by `path`) with an assertion made for it by `authenticator`.
     func seal(_ authenticator: inout SoftwareAuthenticator, token: String, path: String = "/api/signer/seal") async throws -> Reply {
-        try await call(.post, path, json: try await freshAssertion(&authenticator), headers: Client.bearer(token))
+        let cred = try await confirmation(path.hasSuffix("unseal") ? "key.unseal" : "key.seal", by: &authenticator, token: token)
+        return try await call(.post, path, json: ["cred": cred], headers: Client.bearer(token))
     }
 
     func session(_ token: String) async throws -> Reply {
@@ -98,7 +100,7 @@ extension Client {
         try await harness.run { client in
             var passkey = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
-            #expect(try await client.signer("key", ["nsec": NIP19.nsec(key)], token: token).status == .ok)
+            #expect(try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(key)], "key.import", by: &passkey, token: token), token: token).status == .ok)
             #expect(try await client.seal(&passkey, token: token).status == .ok)
             // Still signed in (its session holds a copy of the data key) while the database is read.
             #expect(try await client.signNote(token).status == .ok)
@@ -175,11 +177,11 @@ extension Client {
 
             // A second PRF passkey added during the unlocked, unsealed session joins the seal at once.
             var second = SoftwareAuthenticator.withPRF()
-            let added = try await client.signUp(&second, username: "alice", headers: Client.bearer(token))
+            let added = try await client.addPasskey(&second, username: "alice", token: token, by: &first)
             #expect(added.status == .ok && added["sealsKey"] as? Bool == true, "\(added.json)")
             // A third without PRF is added but cannot open the key.
             var third = SoftwareAuthenticator()
-            let plain = try await client.signUp(&third, username: "alice", headers: Client.bearer(token))
+            let plain = try await client.addPasskey(&third, username: "alice", token: token, by: &first)
             #expect(plain.status == .ok && plain["sealsKey"] as? Bool == false)
             #expect(Set(try await harness.store.keyWraps(ofUser: userID).map(\.credentialID)) == [first.credentialID, second.credentialID])
             let listed = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
@@ -190,10 +192,13 @@ extension Client {
             #expect(try await client.signNote(viaSecond).status == .ok)
             // Removing the first removes its wrap; the second cannot be removed then (last sealing passkey).
             let fresh = try #require(try await client.signIn(&second)["token"] as? String)
-            #expect(try await client.call(.delete, "/account/credentials/\(Base64URL.encode(first.credentialID))",
+            let firstID = Base64URL.encode(first.credentialID), secondID = Base64URL.encode(second.credentialID)
+            #expect(try await client.call(.delete, "/account/credentials/\(firstID)",
+                                          json: client.confirmed([:], "passkey.remove", target: firstID, by: &second, token: fresh),
                                           headers: Client.bearer(fresh)).status == .ok)
             #expect(try await harness.store.keyWraps(ofUser: userID).map(\.credentialID) == [second.credentialID])
-            let refused = try await client.call(.delete, "/account/credentials/\(Base64URL.encode(second.credentialID))",
+            let refused = try await client.call(.delete, "/account/credentials/\(secondID)",
+                                                json: client.confirmed([:], "passkey.remove", target: secondID, by: &second, token: fresh),
                                                 headers: Client.bearer(fresh))
             #expect(refused.status == .conflict && (refused["message"] as? String)?.contains("only passkey that can open") == true)
             #expect(try await client.session(fresh)["protection"].flatMap { ($0 as? [String: Any])?["sealedBy"] as? Int } == 1)
@@ -205,7 +210,7 @@ extension Client {
             var sealing = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
             var plain = SoftwareAuthenticator()
-            #expect(try await client.signUp(&plain, username: "alice", headers: Client.bearer(token)).status == .ok)
+            #expect(try await client.addPasskey(&plain, username: "alice", token: token, by: &sealing).status == .ok)
             #expect(try await client.seal(&sealing, token: token).status == .ok)
 
             let signIn = try await client.signIn(&plain)
@@ -223,7 +228,8 @@ extension Client {
             let noPRF = try await client.seal(&plain, token: viaPlain)
             #expect(noPRF.status == .badRequest && (noPRF["message"] as? String)?.contains("no PRF output") == true)
             // Export needs the key: refused too.
-            #expect(try await client.signer("key/export", ["password": "correct horse"], token: viaPlain).error == "signer_locked")
+            #expect(try await client.signer("key/export", client.confirmed(["password": "correct horse"], "key.export", by: &plain, token: viaPlain),
+                                            token: viaPlain).error == "signer_locked")
         }
     }
 
@@ -255,7 +261,8 @@ extension Client {
             let output = sealing.prf(prfSalt(appOptions)!)!
             fields.prfSalt = nil
             let viaApp = try await client.call(.post, "/verify-authentication",
-                                               json: ["cred": try jsonObject(sealing.authenticate(fields)), "prfOutput": Base64URL.encode(output)])
+                                               json: ["cred": try jsonObject(sealing.authenticate(fields)), "prfOutput": Base64URL.encode(output)],
+                                               headers: Client.wantsToken)
             #expect(viaApp.status == .ok && viaApp["signerSealed"] as? Bool == false)
             #expect(try await client.signNote(viaApp["token"] as! String).status == .ok)
         }
@@ -299,8 +306,9 @@ extension Client {
             passkey.prfSecret = prfSecret
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
             #expect(try await client.seal(&passkey, token: token).status == .ok)
-            #expect(try await client.signer("key", ["nsec": NIP19.nsec(imported)], token: token).status == .ok)
-            let export = try await client.signer("key/export", ["password": "correct horse"], token: token)
+            #expect(try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(imported)], "key.import", by: &passkey, token: token), token: token).status == .ok)
+            let export = try await client.signer("key/export", client.confirmed(["password": "correct horse"], "key.export", by: &passkey, token: token),
+                                                token: token)
             let ncryptsec = try #require(export["ncryptsec"] as? String)
             #expect(try NIP49.decrypt(ncryptsec, password: "correct horse").publicKey == imported.publicKey)
         }
@@ -330,7 +338,7 @@ extension Client {
             var sealing = SoftwareAuthenticator.withPRF()
             let first = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
             var plain = SoftwareAuthenticator()
-            #expect(try await client.signUp(&plain, username: "alice", headers: Client.bearer(first)).status == .ok)
+            #expect(try await client.addPasskey(&plain, username: "alice", token: first, by: &sealing).status == .ok)
             #expect(try await client.seal(&sealing, token: first).status == .ok)
             let viaPlain = try #require(try await client.signIn(&plain)["token"] as? String)
 

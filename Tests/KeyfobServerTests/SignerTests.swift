@@ -82,10 +82,11 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
     @Test func signedIdsMatchTheNIP01Vectors() async throws {
         try await Harness().run { client in
             let vectors = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip01_serialization.json"))) as! [String: Any]
-            let (token, _) = try await client.newAccount("alice")
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
             for vector in vectors["valid"] as! [[String: Any]] {
                 let expected = vector["event"] as! [String: Any]
-                let imported = try await client.signer("key", ["secret": vector["seckey"] as! String], token: token)
+                let imported = try await client.importKey(["secret": vector["seckey"] as! String], token: token, by: &owner)
                 #expect(imported["pubkey"] as? String == expected["pubkey"] as? String)
                 let event = ["kind": expected["kind"]!, "content": expected["content"]!, "tags": expected["tags"]!,
                              "created_at": expected["created_at"]!]
@@ -131,11 +132,12 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
     @Test func decryptZapEventAsRecipientAndSender() async throws {
         try await Harness().run { client in
             let file = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip57_private_zap.json"))) as! [String: Any]
-            let (token, _) = try await client.newAccount("alice")
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
             for vector in file["vectors"] as! [[String: Any]] {
                 let expected = vector["decrypt_zap_event_result"] as! [String: Any]
                 for role in ["recipient_seckey", "sender_seckey"] {
-                    _ = try await client.signer("key", ["secret": vector[role] as! String], token: token)
+                    _ = try await client.importKey(["secret": vector[role] as! String], token: token, by: &owner)
                     let reply = try await client.signer("decrypt_zap_event", ["event": vector["zap_request"]!], token: token)
                     let note = try #require(reply["event"] as? [String: Any], "\(vector["label"]!) \(role): \(reply.json)")
                     #expect(note["id"] as? String == expected["id"] as? String)
@@ -144,7 +146,7 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
                     #expect(result["sig"] as? String == expected["sig"] as? String)
                 }
                 // A third key cannot.
-                _ = try await client.signer("key", ["secret": Hex.encode(secureRandomBytes(31) + [1])], token: token)
+                _ = try await client.importKey(["secret": Hex.encode(secureRandomBytes(31) + [1])], token: token, by: &owner)
                 let denied = try await client.signer("decrypt_zap_event", ["event": vector["zap_request"]!], token: token)
                 #expect(denied.status == .badRequest && denied.error == "decrypt_failed")
             }
@@ -254,16 +256,17 @@ func vectorsURL(_ name: String) -> URL {
 @Suite struct KeyCustodyTests {
     @Test func importAndExportEveryForm() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("alice")
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
             let key = SecretKey.generate()
             for body in [["nsec": NIP19.nsec(key)], ["secret": key.withUnsafeSecretBytes { Hex.encode($0) }],
                          ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 16), "password": "pässword"]] {
-                _ = try await client.signer("key", ["secret": Hex.encode(SecretKey.generate().withUnsafeSecretBytes { $0 })], token: token)
-                let reply = try await client.signer("key", body, token: token)
+                _ = try await client.importKey(["secret": Hex.encode(SecretKey.generate().withUnsafeSecretBytes { $0 })], token: token, by: &owner)
+                let reply = try await client.importKey(body, token: token, by: &owner)
                 #expect(reply.status == .ok && reply["pubkey"] as? String == key.publicKey.hex, "\(reply.json)")
                 #expect(reply["npub"] as? String == NIP19.npub(key.publicKey))
             }
-            let export = try await client.call(.post, "/api/signer/key/export", json: ["password": "correct horse"], headers: Client.bearer(token))
+            let export = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "correct horse"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
             let ncryptsec = try #require(export["ncryptsec"] as? String)
             #expect(export["nsec"] == nil && !export.json.description.contains("nsec1"))
             let (_, data) = try #require(Bech32.decode(ncryptsec))
@@ -271,13 +274,13 @@ func vectorsURL(_ name: String) -> URL {
             let back = try NIP49.decrypt(ncryptsec, password: "correct horse")
             #expect(back.publicKey == key.publicKey)
 
-            let short = try await client.call(.post, "/api/signer/key/export", json: ["password": "short"], headers: Client.bearer(token))
+            let short = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "short"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
             #expect(short.status == .badRequest)
             for bad: [String: Any] in [[:], ["nsec": "nsec1xyz"], ["secret": "00"], ["secret": String(repeating: "0", count: 64)],
                                        ["secret": String(repeating: "f", count: 64)], ["nsec": NIP19.npub(key.publicKey)],
                                        ["ncryptsec": ncryptsec], ["ncryptsec": ncryptsec, "password": "wrong"],
                                        ["nsec": NIP19.nsec(key), "secret": "00"]] {
-                let reply = try await client.signer("key", bad, token: token)
+                let reply = try await client.importKey(bad, token: token, by: &owner)
                 #expect(reply.status.code / 100 == 4 && reply.error != nil, "\(bad): \(reply.json)")
             }
         }
@@ -286,11 +289,12 @@ func vectorsURL(_ name: String) -> URL {
     /// scrypt at log_n 20 takes 1 GiB: the import path refuses it before deriving anything.
     @Test func anExpensiveNcryptsecIsRefusedBeforeScrypt() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("alice")
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
             let cheap = try NIP49.encrypt(SecretKey.generate(), password: "pw", logN: 1)
             var (_, data) = Bech32.decode(cheap)!
             data[1] = 20
-            let reply = try await client.signer("key", ["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: data), "password": "pw"], token: token)
+            let reply = try await client.importKey(["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: data), "password": "pw"], token: token, by: &owner)
             #expect(reply.status == .badRequest && reply.error == "invalid_content")
             #expect((reply["message"] as? String)?.contains("log_n") == true)
         }
@@ -299,11 +303,12 @@ func vectorsURL(_ name: String) -> URL {
     @Test func importAndExportNeedAnUnlockedSigner() async throws {
         let harness = try Harness()
         try await harness.run { client in
-            let (token, _) = try await client.newAccount("alice")
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
             harness.clock.advance(601)
-            let imported = try await client.signer("key", ["nsec": NIP19.nsec(SecretKey.generate())], token: token)
+            let imported = try await client.importKey(["nsec": NIP19.nsec(SecretKey.generate())], token: token, by: &owner)
             #expect(imported.error == "signer_locked")
-            let exported = try await client.call(.post, "/api/signer/key/export", json: ["password": "long enough"], headers: Client.bearer(token))
+            let exported = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "long enough"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
             #expect(exported.error == "signer_locked")
         }
     }
@@ -340,8 +345,9 @@ func vectorsURL(_ name: String) -> URL {
         let secretHex = key.withUnsafeSecretBytes { Hex.encode($0) }
         let secretBytes = key.withUnsafeSecretBytes { $0 }
         try await harness.run { client in
-            let token = try await client.newAccount("alice").token
-            #expect(try await client.signer("key", ["nsec": NIP19.nsec(key)], token: token).status == .ok)
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
+            #expect(try await client.importKey(["nsec": NIP19.nsec(key)], token: token, by: &owner).status == .ok)
         }
         var bytes = [UInt8]()
         for file in [path, path + "-wal"] { bytes += (FileManager.default.contents(atPath: file).map { [UInt8]($0) } ?? []) }

@@ -96,17 +96,26 @@ struct Client: Sendable {
 
     // MARK: One helper per endpoint
 
-    func registrationOptions(username: String? = nil, headers: HTTPFields = [:]) async throws -> Reply {
+    func registrationOptions(username: String? = nil, headers: HTTPFields = [:], confirmation: Any? = nil) async throws -> Reply {
+        if let confirmation {
+            return try await call(.post, "/generate-registration-options", json: ["username": username ?? "", "confirmation": confirmation],
+                                  headers: headers)
+        }
         let query = username.map { "?username=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
         return try await call(.get, "/generate-registration-options" + query, headers: headers)
     }
+
+    /// A bearer client asks for its session token (browsers get only the cookie).
+    static let wantsToken: HTTPFields = [HTTPField.Name("Keyfob-Session")!: "bearer"]
 
     func verifyRegistration(_ credential: RegistrationCredential, username: String? = nil, challengeKey: String? = nil,
                             headers: HTTPFields = [:]) async throws -> Reply {
         var body: [String: Any] = ["cred": try jsonObject(credential)]
         if let username { body["username"] = username }
         if let challengeKey { body["challengeKey"] = challengeKey }
-        return try await call(.post, "/verify-registration", json: body, headers: headers)
+        var fields = headers
+        fields.append(contentsOf: Self.wantsToken)
+        return try await call(.post, "/verify-registration", json: body, headers: fields)
     }
 
     func authenticationOptions(username: String? = nil) async throws -> Reply {
@@ -116,15 +125,59 @@ struct Client: Sendable {
     func verifyAuthentication(_ credential: AuthenticationCredential, challengeKey: String? = nil) async throws -> Reply {
         var body: [String: Any] = ["cred": try jsonObject(credential)]
         if let challengeKey { body["challengeKey"] = challengeKey }
-        return try await call(.post, "/verify-authentication", json: body)
+        return try await call(.post, "/verify-authentication", json: body, headers: Self.wantsToken)
+    }
+
+    /// Adds `new` to `username`'s account, confirmed by `owner` (a passkey older than the session).
+    func addPasskey(_ new: inout SoftwareAuthenticator, username: String, token: String,
+                    by owner: inout SoftwareAuthenticator) async throws -> Reply {
+        let confirmation = try await confirmation("passkey.add", by: &owner, token: token)
+        return try await signUp(&new, username: username, headers: Client.bearer(token), confirmation: confirmation)
+    }
+
+    /// `POST /api/signer/key` (import), confirmed by `owner`.
+    func importKey(_ body: [String: Any], token: String, by owner: inout SoftwareAuthenticator) async throws -> Reply {
+        try await call(.post, "/api/signer/key", json: try await confirmed(body, "key.import", by: &owner, token: token),
+                       headers: Client.bearer(token))
+    }
+
+    /// `body` with a `confirmation` for `action` on `target` made by `owner`.
+    func confirmed(_ body: [String: Any], _ action: String, target: String = "", by owner: inout SoftwareAuthenticator,
+                   token: String) async throws -> [String: Any] {
+        var body = body
+        body["confirmation"] = try await confirmation(action, target: target, by: &owner, token: token)
+        return body
+    }
+
+    /// An assertion made for `action` on `target` by `authenticator` (one of the account's older
+    /// passkeys), as `/api/confirmations` asks: the `confirmation` to send with the action.
+    func confirmation(_ action: String, target: String = "", by authenticator: inout SoftwareAuthenticator, token: String,
+                      headers: HTTPFields = [:]) async throws -> Any {
+        var fields = headers
+        fields.append(contentsOf: Self.bearer(token))
+        let reply = try await call(.post, "/api/confirmations", json: ["action": action, "target": target], headers: fields)
+        guard reply.status == .ok, let options = reply["options"] as? [String: Any],
+              let challenge = (options["challenge"] as? String).flatMap(Base64URL.decode) else {
+            throw TestFailure("no confirmation options: \(reply)")
+        }
+        var assertion = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        let prf = (options["extensions"] as? [String: Any])?["prf"] as? [String: Any]
+        if authenticator.prfSecret != nil, let byCredential = prf?["evalByCredential"] as? [String: Any],
+           let first = byCredential.values.first as? [String: Any] {
+            assertion.prfSalt = (first["first"] as? String).flatMap(Base64URL.decode)
+        }
+        let credential = authenticator.authenticate(assertion)
+        authenticator.signCount = assertion.signCount
+        return try jsonObject(credential)
     }
 
     // MARK: Whole ceremonies
 
     /// Options, then a response from `authenticator` (edited by `edit`), then verification.
     func signUp(_ authenticator: inout SoftwareAuthenticator, username: String? = nil, headers: HTTPFields = [:],
+                confirmation: Any? = nil,
                 edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) async throws -> Reply {
-        let options = try await registrationOptions(username: username, headers: headers)
+        let options = try await registrationOptions(username: username, headers: headers, confirmation: confirmation)
         guard options.status == .ok else { return options }
         let challenge = Base64URL.decode(options["challenge"] as! String)!
         authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)

@@ -100,7 +100,8 @@ class Client:
 
     def call(self, method, path, body=None, token=None, client=None):
         """(status, JSON reply) — never raises on an HTTP status."""
-        headers = {"Origin": self.origin}
+        # A bearer client: it asks for its session token in the JSON of a ceremony (browsers never get it).
+        headers = {"Origin": self.origin, "Keyfob-Session": "bearer"}
         if body is not None:
             headers["Content-Type"] = "application/json"
         if token:
@@ -127,9 +128,21 @@ class Client:
             reply = payload
         return response.status, reply
 
-    def register(self, key, username, token=None, client=None):
-        status, options = self.call("GET", f"/generate-registration-options?username={urllib.parse.quote(username)}",
-                                    token=token, client=client)
+    def confirmation(self, key, action, token, target=""):
+        """An assertion by `key` made for `action` on `target` (`/api/confirmations`), as account changes take it."""
+        status, reply = self.call("POST", "/api/confirmations", {"action": action, "target": target}, token=token)
+        assert status == 200, (status, reply)
+        options = dict(reply["options"], challengeKey="")
+        return key.assertion(options)["cred"]
+
+    def register(self, key, username, token=None, client=None, confirm_with=None):
+        """A new account; with `token` and `confirm_with` (an older passkey of the account), a passkey added to it."""
+        if confirm_with is not None:
+            body = {"username": username, "confirmation": self.confirmation(confirm_with, "passkey.add", token)}
+            status, options = self.call("POST", "/generate-registration-options", body, token=token, client=client)
+        else:
+            status, options = self.call("GET", f"/generate-registration-options?username={urllib.parse.quote(username)}",
+                                        token=token, client=client)
         assert status == 200, (status, options)
         return self.call("POST", "/verify-registration", key.registration(options), token=token, client=client)
 

@@ -26,9 +26,9 @@ def driver():
     d.quit()
 
 
-def add_authenticator(driver):
+def add_authenticator(driver, transport="internal"):
     driver.add_virtual_authenticator(VirtualAuthenticatorOptions(
-        protocol="ctap2", transport="internal", has_resident_key=True, has_user_verification=True,
+        protocol="ctap2", transport=transport, has_resident_key=True, has_user_verification=True,
         is_user_consenting=True, is_user_verified=True))
 
 
@@ -96,9 +96,9 @@ def test_adding_a_second_passkey_from_the_account_page(server, driver):
     driver.find_element(By.ID, "username").send_keys("bob")
     driver.find_element(By.ID, "signup").click()
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
-    # A second authenticator (another device) adds a passkey to the same account.
-    driver.remove_virtual_authenticator()
-    add_authenticator(driver)
+    # A security key adds a passkey to the same account; the passkey on this device confirms
+    # adding it first (a session alone cannot add a passkey).
+    add_authenticator(driver, transport="usb")
     driver.find_element(By.ID, "add").click()
     wait_for(driver, lambda d: passkey_count(d) == 2)
     status = driver.find_element(By.ID, "status")

@@ -32,7 +32,7 @@ class Session:
         self.connection = http.client.HTTPConnection(url.hostname, url.port or 80, timeout=30)
 
     def call(self, path, body=None, token=None, client=None):
-        headers = {"Content-Type": "application/json", "Origin": self.origin}
+        headers = {"Content-Type": "application/json", "Origin": self.origin, "Keyfob-Session": "bearer"}
         if client:
             headers["X-Forwarded-For"] = client  # the server trusts 127.0.0.1 as a proxy (scripts/load.sh)
         if token:

@@ -12,6 +12,7 @@ struct AccountController: Sendable {
     let events: EventLog
     let custody: KeyCustody
     let names: PasskeyNames
+    let confirmations: ActionConfirmations
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
@@ -54,7 +55,11 @@ struct AccountController: Sendable {
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         if let auth = try await sessions.authenticate(request) {
             if let everywhere = request.queryValue("everywhere"), ["1", "true"].contains(everywhere) {
+                // Signing every device out is an account change: confirmed with a passkey.
+                let body = try await request.jsonObject(limit: 16 * 1024)
+                _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .revokeSessions, target: "", for: auth)
                 try await store.deleteSessions(ofUser: auth.user.id)
+                await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
                 events.record(.signedOut, username: auth.user.username, detail: "everywhere")
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
@@ -122,13 +127,16 @@ struct AccountController: Sendable {
         return jsonResponse(["renamed": true])
     }
 
-    /// Removing a passkey needs an unlocked signer (a stolen session must not lock the owner out),
-    /// and ends every session that passkey started.
+    /// Removing a passkey needs an assertion made for it (`passkey.remove`, target: its id) by an
+    /// older passkey (a stolen session must not lock the owner out), and ends every session that
+    /// passkey started.
     @Sendable func deleteCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let auth = try await sessions.requireUnlocked(request)
-        guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
+        let auth = try await sessions.require(request)
+        guard let text = context.parameters.get("id"), let id = Base64URL.decode(text) else {
             throw APIError.invalid("credential id is not base64url")
         }
+        let body = try await request.jsonObject(limit: 16 * 1024)
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .removePasskey, target: Base64URL.encode(id), for: auth)
         do {
             guard try await store.deleteCredential(id: id, ofUser: auth.user.id) else {
                 throw APIError("credential_not_found", "you have no passkey with this id", status: .notFound)
@@ -140,6 +148,7 @@ struct AccountController: Sendable {
                            status: .conflict)
         }
         events.record(.credentialRemoved, username: auth.user.username)
+        await store.auditAccountChange(userID: auth.user.id, method: "remove_passkey", at: now())
         return jsonResponse(["deleted": true])
     }
 }

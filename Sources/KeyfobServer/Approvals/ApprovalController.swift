@@ -22,6 +22,9 @@ struct ApprovalController: Sendable {
     let grants: Grants
     let keys: CredentialKeyCache
     let limits: ClientLimits
+    var confirmations: ActionConfirmations {
+        ActionConfirmations(store: store, configuration: configuration, keys: keys, limits: limits, now: now)
+    }
     let pending: PendingRequests
     /// Answers NIP-46 requests decided here (nil when the built-in relay and external relays are off).
     let bunker: Bunker?
@@ -241,6 +244,11 @@ struct ApprovalController: Sendable {
             sealedShut = try await !custody.canOpen(auth.user.id, unlock: auth.unlock)
         }
         if sealedShut, !needsPasskey(record) { throw APIError.signerSealed }
+        // "Trusted" lets this client sign most kinds unattended from now on: confirmed with a
+        // passkey for this client, before anything is decided.
+        if body["preset"] as? String == "trusted" {
+            _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .trustClient, target: record.client, for: auth)
+        }
         var receipt: String?
         if needsPasskey(record) {
             let confirmation = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)

@@ -36,11 +36,13 @@ struct CeremonyController: Sendable {
     let signInOptions: SignInOptionsTemplate?
     /// Browsers that finished a ceremony here before (they may use the challenge cap's reserve).
     let device: ReturningDevice
+    let confirmations: ActionConfirmations
 
     init(store: any KeyfobStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
          events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
          now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice) {
         self.device = device
+        confirmations = ActionConfirmations(store: store, configuration: configuration, keys: keys, limits: limits, now: now)
         (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         let relyingParty = configuration.relyingParty
@@ -72,11 +74,20 @@ struct CeremonyController: Sendable {
 
     // MARK: - Registration
 
-    struct OptionsRequest: Decodable { var username: String? }
+    struct OptionsRequest: Decodable {
+        var username: String?
+        /// Adding a passkey to one's account: the assertion of `/api/confirmations` for `passkey.add`.
+        var confirmation: AuthenticationCredential?
+    }
 
     /// The username from `?username=` or a JSON body `{"username": ...}`.
     func requestedUsername(_ request: Request) async throws -> String? {
-        var name = request.queryValue("username")
+        try await optionsRequest(request).username
+    }
+
+    /// The options request: its username (trimmed, nil when empty) and confirmation.
+    func optionsRequest(_ request: Request) async throws -> OptionsRequest {
+        var options = OptionsRequest(username: request.queryValue("username"))
         if request.method == .post {
             let bytes = try await request.bodyBytes(limit: configuration.maxBodySize)
             try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
@@ -84,17 +95,36 @@ struct CeremonyController: Sendable {
                 guard let body = try? JSONDecoder().decode(OptionsRequest.self, from: Data(bytes)) else {
                     throw APIError.invalid("request body must be a JSON object like {\"username\": \"alice\"}")
                 }
-                name = body.username ?? name
+                options.username = body.username ?? options.username
+                options.confirmation = body.confirmation
             }
         }
-        let trimmed = name?.trimmingCharacters(in: .whitespaces) ?? ""
-        return trimmed.isEmpty ? nil : trimmed
+        let trimmed = options.username?.trimmingCharacters(in: .whitespaces) ?? ""
+        options.username = trimmed.isEmpty ? nil : trimmed
+        return options
+    }
+
+    /// Whether to put the session token in a ceremony's JSON: only for a client that asks
+    /// (`Keyfob-Session: bearer`) and is not a browser (browsers send `Sec-Fetch-Site`, which page
+    /// script cannot remove), so script on a page never reads a token; browsers use the cookie.
+    static func returnsToken(_ request: Request) -> Bool {
+        guard let asked = request.headers[HTTPField.Name("Keyfob-Session")!], asked.lowercased() == "bearer" else { return false }
+        return request.headers[HTTPField.Name("Sec-Fetch-Site")!] == nil
     }
 
     @Sendable func registrationOptions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.options, ip, now: now())
-        let username = try await requestedUsername(request).map(Usernames.normalize)
+        let asked = try await optionsRequest(request)
+        // One's own account, by the session: anonymous accounts too, whose `anon-` names are
+        // reserved for new accounts.
+        let own = asked.username != nil ? try await sessions.authenticate(request) : nil
+        let username: String?
+        if let own, asked.username?.lowercased() == own.user.username.lowercased() {
+            username = own.user.username
+        } else {
+            username = try asked.username.map(Usernames.normalize)
+        }
         let challenge = challenges.generate()
         var record: ChallengeRecord
         var exclude: [CredentialDescriptor] = []
@@ -102,12 +132,12 @@ struct CeremonyController: Sendable {
 
         if let username {
             if let existing = try await store.user(named: username) {
-                // Adding a passkey to an account needs that account's session, unlocked: a stolen
-                // session token alone must not be able to add the thief's passkey.
-                guard let auth = try await sessions.authenticate(request), auth.user.id == existing.id else {
+                // Adding a passkey to an account needs that account's session and a passkey
+                // assertion made for it: a stolen session token alone must not add the thief's passkey.
+                guard let auth = own, auth.user.id == existing.id else {
                     throw APIError.usernameTaken(username)
                 }
-                guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
+                _ = try await confirmations.verify(asked.confirmation, .addPasskey, target: "", for: auth)
                 exclude = try await store.credentials(ofUser: existing.id).map {
                     CredentialDescriptor(id: $0.id, transports: $0.transports)
                 }
@@ -153,7 +183,8 @@ struct CeremonyController: Sendable {
         let username: String
         let isAnonymous: Bool
         let credentialId: String
-        let token: String
+        /// Only for a client that asks for it (`returnsToken`).
+        let token: String?
         let expiresAt: Date
         /// Whether the attestation reached a configured trust anchor; when false the recorded
         /// format and AAGUID are only what the client claimed.
@@ -178,10 +209,10 @@ struct CeremonyController: Sendable {
         var keepBrowserSession = false
         var adding: Sessions.Authenticated?
         if pending.existingUser {
+            // The options were confirmed with a passkey for this session; the same session finishes.
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
                 throw APIError.usernameTaken(username)
             }
-            guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
             // A browser adding a passkey keeps its own (unlocked) session cookie.
             keepBrowserSession = auth.viaCookie
             adding = auth
@@ -228,6 +259,7 @@ struct CeremonyController: Sendable {
             throw APIError("credential_exists", "this passkey is registered already", status: .conflict)
         }
         events.record(.registered, ip: ip, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
+        if pending.existingUser { await store.auditAccountChange(userID: userID, method: "add_passkey", at: created) }
         // A passkey added to a sealed account joins the seal when it brought a PRF output and the
         // session that adds it holds the data key.
         var sealsKey: Bool?
@@ -237,7 +269,8 @@ struct CeremonyController: Sendable {
 
         let response = VerifyRegistrationResponse(
             verified: true, username: username, isAnonymous: pending.isAnonymous,
-            credentialId: Base64URL.encode(verified.credentialID), token: token, expiresAt: session.expiresAt,
+            credentialId: Base64URL.encode(verified.credentialID), token: Self.returnsToken(request) ? token : nil,
+            expiresAt: session.expiresAt,
             attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey)
         return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt,
                                                                session: !keepBrowserSession))
@@ -295,7 +328,8 @@ struct CeremonyController: Sendable {
         let verified: Bool
         let username: String
         let isAnonymous: Bool
-        let token: String
+        /// Only for a client that asks for it (`returnsToken`).
+        let token: String?
         let expiresAt: Date
         /// True when the account's key is sealed by passkeys and this sign-in did not open it
         /// (the passkey gave no PRF output, or is not one of the sealing passkeys).
@@ -309,6 +343,10 @@ struct CeremonyController: Sendable {
         let prfOutput = try Self.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .authentication, key: body.challengeKey)
+        // A confirmation's challenge confirms one action; it starts no session.
+        guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
+            throw APIError("challenge_not_found", "this challenge was issued to confirm an action, not to sign in; request sign-in options")
+        }
         guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
             throw APIError.invalid("rawId is not valid base64url")
         }
@@ -368,7 +406,8 @@ struct CeremonyController: Sendable {
         events.record(.signedIn, ip: ip, username: user.username,
                       detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
         let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
-                                                    token: token, expiresAt: session.expiresAt, signerSealed: signerSealed)
+                                                    token: Self.returnsToken(request) ? token : nil,
+                                                    expiresAt: session.expiresAt, signerSealed: signerSealed)
         return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
     }
 
@@ -405,24 +444,6 @@ struct CeremonyController: Sendable {
         defer { wipe(&dataKey) }
         let wrapped = try PasskeySeal.wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID)
         return try await store.putKeyWrap(KeyWrapRecord(userID: userID, credentialID: credentialID, wrapped: wrapped, createdAt: now()))
-    }
-
-    /// A fresh assertion from one of `userID`'s passkeys, on options from
-    /// `/generate-authentication-options`: challenge consumed, every §7.2 check, counter moved.
-    func verifyFreshAssertion(_ cred: AuthenticationCredential, userID: String) async throws -> (CredentialRecord, VerifiedAuthentication) {
-        let pending = try await consumeChallenge(clientDataJSON: cred.response.clientDataJSON, ceremony: .authentication, key: nil)
-        guard let credentialID = Base64URL.decode(cred.rawId), let record = try await store.credential(id: credentialID),
-              record.userID == userID, pending.userID == nil || pending.userID == userID else {
-            throw APIError("credential_not_found", "this is not one of your passkeys", status: .notFound)
-        }
-        let verified: VerifiedAuthentication
-        do {
-            verified = try relyingParty.verifyAuthentication(cred, challenge: pending.challenge,
-                                                             stored: try keys.stored(record, userID: userID),
-                                                             requireUserVerification: true)
-        } catch { throw APIError(error) }
-        try await store.advanceSignCount(of: record, after: verified, at: now())
-        return (record, verified)
     }
 
     // MARK: - Challenges

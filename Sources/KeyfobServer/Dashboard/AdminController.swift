@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import KeyfobStore
+import Logging
 import Nostr
 import WebAuthn
 
@@ -15,6 +16,8 @@ struct AdminController: Sendable {
     let feed: ActivityFeed
     let connections: ConnectionCounter
     let names: PasskeyNames
+    let confirmations: ActionConfirmations
+    let logger: Logger
     let now: @Sendable () -> Date
 
     static let version = "0.4.0"
@@ -166,17 +169,38 @@ struct AdminController: Sendable {
     }
 
     @Sendable func revokeSessions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        try await authorize(request)
         let user = try await named(context)
+        let who = try await authorizeDestructive(request, .adminRevokeSessions, target: user.username)
         try await store.deleteSessions(ofUser: user.id)
+        record("admin.sessions_revoked", by: who, target: user.username)
         return jsonObjectResponse(["revoked": true])
     }
 
     @Sendable func removeUser(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        try await authorize(request)
         let user = try await named(context)
+        let who = try await authorizeDestructive(request, .adminRemoveUser, target: user.username)
         _ = try await store.deleteUser(id: user.id)
+        record("admin.user_removed", by: who, target: user.username)
         return jsonObjectResponse(["removed": true])
+    }
+
+    /// An operator action that destroys: the admin token (automation) as it is, an operator's
+    /// session only with an assertion made for this action on this user (a stolen admin session
+    /// deletes no one).
+    func authorizeDestructive(_ request: Request, _ action: ActionConfirmations.Action, target: String) async throws -> String {
+        let who = try await authorize(request)
+        guard who != "token" else { return who }
+        let auth = try await sessions.require(request)
+        let body = try await request.jsonObject(limit: 16 * 1024)
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), action, target: target, for: auth)
+        return who
+    }
+
+    /// An operator action in the log and the live stream, with who did it (an operator's name or "token").
+    func record(_ event: String, by who: String, target: String) {
+        logger.notice("\(event)", metadata: ["event": "\(event)", "by": "\(who)", "user": "\(target)"])
+        feed.publish(Activity(time: now(), category: "admin", event: event, user: target, client: who, method: nil,
+                              kind: nil, outcome: "ok", code: nil, ip: nil))
     }
 
     func named(_ context: KeyfobRequestContext) async throws -> UserRecord {

@@ -4,9 +4,9 @@ import KeyfobStore
 import Nostr
 import WebAuthn
 
-/// Sealing the nostr key with the user's passkeys (PRF), and undoing it. Both need an unlocked
-/// session and a fresh assertion from one of the user's passkeys, on options from
-/// `/generate-authentication-options` (which carry the PRF input).
+/// Sealing the nostr key with the user's passkeys (PRF), and undoing it. Both need a session and
+/// an assertion made for the action (`/api/confirmations`, `key.seal` / `key.unseal`, whose options
+/// carry the PRF input) from a passkey the account had before the session signed in.
 ///
 ///     POST /api/signer/seal   {cred, prfOutput?}  not sealed: seal under a new data key, wrapped
 ///                                                  for this passkey; sealed: wrap it for this passkey too
@@ -31,12 +31,12 @@ struct SealController: Sendable {
     }
 
     /// The session, the body's verified passkey and its PRF output (nil when it gave none).
-    private func proven(_ request: Request, context: KeyfobRequestContext)
+    private func proven(_ request: Request, context: KeyfobRequestContext, _ action: ActionConfirmations.Action)
         async throws -> (Sessions.Authenticated, CredentialRecord, [UInt8]?, SignerCaller) {
-        let auth = try await sessions.requireUnlocked(request)
+        let auth = try await sessions.require(request)
         let body = try await request.decodeJSON(Body.self, limit: configuration.maxBodySize)
         let prf = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
-        let (credential, _) = try await ceremonies.verifyFreshAssertion(body.cred, userID: auth.user.id)
+        let credential = try await ceremonies.confirmations.verify(body.cred, action, target: "", for: auth)
         let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
                                   limitKey: Hex.encode(auth.session.tokenHash),
                                   ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
@@ -48,7 +48,7 @@ struct SealController: Sendable {
         "this passkey gave no PRF output: its authenticator cannot seal keys (try a passkey from a platform or security key that supports PRF)")
 
     @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let (auth, credential, prf, caller) = try await proven(request, context: context)
+        let (auth, credential, prf, caller) = try await proven(request, context: context, .seal)
         guard let prf else {
             await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "invalid_request")
             throw Self.noPRF
@@ -93,7 +93,7 @@ struct SealController: Sendable {
     }
 
     @Sendable func unseal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let (auth, credential, prf, caller) = try await proven(request, context: context)
+        let (auth, credential, prf, caller) = try await proven(request, context: context, .unseal)
         let userID = auth.user.id
         let current = try await custody.record(for: userID)
         guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }

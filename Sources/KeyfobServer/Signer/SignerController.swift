@@ -15,6 +15,7 @@ struct SignerController: Sendable {
     let custody: KeyCustody
     let store: any KeyfobStore
     let configuration: ServerConfiguration
+    let confirmations: ActionConfirmations
     let now: @Sendable () -> Date
     /// scrypt (NIP-49) takes 64–256 MiB a call: at most this many run at once.
     let scryptSlots = ScryptSlots(limit: 2)
@@ -94,6 +95,9 @@ struct SignerController: Sendable {
         let caller = try await unlockedCaller(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
+        // Replacing the key is an account change: an assertion made for it, by an older passkey.
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "",
+                                           for: try await sessions.require(request))
         let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
         guard given.count == 1, let value = body[given[0]] as? String else {
             throw APIError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
@@ -138,6 +142,9 @@ struct SignerController: Sendable {
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
             throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
+        // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportKey, target: "",
+                                           for: try await sessions.require(request))
         let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
         await dispatcher.audit(caller, method: "export_key", outcome: "approved")

@@ -1,0 +1,160 @@
+import Foundation
+import Hummingbird
+import KeyfobStore
+import Nostr
+import WebAuthn
+
+/// What could hand an account to someone else needs a passkey assertion made for that action, not
+/// a session (a session token taken inside the unlock window must not take the account):
+///
+///     POST /api/confirmations {"action": "passkey.remove", "target": "<credential id>"}
+///       → request options whose challenge is bound to (action, target, session); 2 minutes, once
+///     then the action's own endpoint with {"confirmation": <the assertion>, …}
+///
+/// The assertion must come from a passkey the account had *before* this session signed in: one
+/// the same session just added cannot confirm anything.
+struct ActionConfirmations: Sendable {
+    enum Action: String, CaseIterable, Sendable {
+        case addPasskey = "passkey.add"
+        case removePasskey = "passkey.remove"
+        case seal = "key.seal"
+        case unseal = "key.unseal"
+        case exportKey = "key.export"
+        case importKey = "key.import"
+        case trustClient = "grant.trusted"
+        case revokeSessions = "sessions.revoke"
+        case adminRevokeSessions = "admin.revoke_sessions"
+        case adminRemoveUser = "admin.remove_user"
+
+        /// Sealing and unsealing need the PRF output of the same assertion.
+        var needsPRF: Bool { self == .seal || self == .unseal }
+    }
+
+    static let lifetime: TimeInterval = 120
+    /// Marks a confirmation's challenge in the table: a sign-in does not accept it.
+    static let keyPrefix = "confirm:"
+
+    let store: any KeyfobStore
+    let configuration: ServerConfiguration
+    let keys: CredentialKeyCache
+    let limits: ClientLimits
+    let now: @Sendable () -> Date
+
+    static let required = APIError("confirmation_required",
+                                   "confirm this with one of your passkeys: POST /api/confirmations with this action first",
+                                   status: .forbidden)
+
+    /// The value stored with the challenge: what it may confirm, for which session.
+    static func binding(_ action: Action, target: String, session: SessionRecord) -> String {
+        let text = "keyfob-confirmation-v1\u{0}\(action.rawValue)\u{0}\(target)\u{0}\(session.userID)\u{0}\(Hex.encode(session.tokenHash))"
+        return keyPrefix + Base64URL.encode(sha256(Array(text.utf8)))
+    }
+
+    /// The passkeys that may confirm for this session: the one it signed in with, and those the
+    /// account had before; not one added since.
+    func eligible(_ auth: Sessions.Authenticated) async throws -> [CredentialRecord] {
+        try await store.credentials(ofUser: auth.user.id).filter { Self.mayConfirm($0, for: auth.session) }
+    }
+
+    static func mayConfirm(_ credential: CredentialRecord, for session: SessionRecord) -> Bool {
+        credential.createdAt < session.createdAt || credential.id == session.credentialID
+    }
+
+    /// Options for confirming `action` on `target` (empty when the action has none).
+    func options(_ action: Action, target: String, for auth: Sessions.Authenticated, ip: String?) async throws -> Response {
+        let allowed = try await eligible(auth)
+        guard !allowed.isEmpty else {
+            throw APIError("permission_denied", "none of your passkeys is older than this session; sign in again with one of them",
+                           status: .forbidden)
+        }
+        let challenge = secureRandomBytes(32)
+        var record = ChallengeRecord(challenge: challenge, ceremony: .authentication,
+                                     key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
+                                     expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
+        record.mayUseReserve = true
+        try await limits.insert(record, into: store, now: now())
+        let allow = allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        var prf: PRFInputs?
+        if action.needsPRF, let salt = PasskeySeal(rpID: configuration.rpID).inputs.eval {
+            prf = PRFInputs(evalByCredential: Dictionary(uniqueKeysWithValues: allow.map { ($0.id, salt) }))
+        }
+        let options = configuration.relyingParty.requestOptions(
+            challenge: challenge, allowCredentials: allow, userVerification: .required,
+            timeoutSeconds: Int(Self.lifetime), prf: prf)
+        return jsonResponse(Confirmation(action: action.rawValue, target: target, expiresIn: Int(Self.lifetime), options: options))
+    }
+
+    struct Confirmation: Encodable {
+        let action: String
+        let target: String
+        let expiresIn: Int
+        let options: RequestOptions
+    }
+
+    /// Checks `assertion` confirms `action` on `target` for this session: the challenge is
+    /// consumed (once, whatever follows), bound to exactly this, unexpired; the passkey is the
+    /// account's and older than the session; every §7.2 check with user verification; the counter moves.
+    func verify(_ assertion: AuthenticationCredential?, _ action: Action, target: String,
+                for auth: Sessions.Authenticated) async throws -> CredentialRecord {
+        guard let assertion else { throw Self.required }
+        let value: [UInt8]
+        do { value = try RelyingParty.challenge(inClientDataJSON: assertion.response.clientDataJSON) } catch { throw APIError(error) }
+        guard let pending = try await store.consumeChallenge(value), pending.ceremony == .authentication,
+              pending.key == Self.binding(action, target: target, session: auth.session) else {
+            throw APIError("challenge_not_found", "this confirmation was not made for this action on this session, or was used already; "
+                           + "request a new one")
+        }
+        guard pending.expiresAt > now() else {
+            throw APIError("challenge_expired", "the confirmation expired (2 minutes); request a new one")
+        }
+        guard let credentialID = Base64URL.decode(assertion.rawId), let record = try await store.credential(id: credentialID),
+              record.userID == auth.user.id else {
+            throw APIError("credential_not_found", "this is not one of your passkeys", status: .notFound)
+        }
+        guard Self.mayConfirm(record, for: auth.session) else {
+            throw APIError("permission_denied", "this passkey was added after this session signed in; sign in with it first",
+                           status: .forbidden)
+        }
+        let verified: VerifiedAuthentication
+        do {
+            verified = try configuration.relyingParty.verifyAuthentication(
+                assertion, challenge: pending.challenge, stored: try keys.stored(record, userID: auth.user.id),
+                requireUserVerification: true)
+        } catch { throw APIError(error) }
+        try await store.advanceSignCount(of: record, after: verified, at: now())
+        return record
+    }
+
+    /// `{"confirmation": {...}}` in a body read as a JSON object.
+    static func assertion(in body: [String: Any]) throws -> AuthenticationCredential? {
+        guard let value = body["confirmation"], !(value is NSNull) else { return nil }
+        guard JSONSerialization.isValidJSONObject(value),
+              let credential = try? JSONDecoder().decode(AuthenticationCredential.self,
+                                                         from: JSONSerialization.data(withJSONObject: value)) else {
+            throw APIError.invalid("confirmation must be the passkey assertion made on the options of /api/confirmations")
+        }
+        return credential
+    }
+}
+
+/// `POST /api/confirmations`.
+struct ConfirmationController: Sendable {
+    let confirmations: ActionConfirmations
+    let sessions: Sessions
+    let limits: ClientLimits
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.post("/api/confirmations") { request, context in
+            let auth = try await sessions.require(request)
+            let ip = limits.clientIP(request, context)
+            try limits.check(limits.options, ip, now: confirmations.now())
+            let body = try await request.jsonObject(limit: 4096)
+            guard let name = body["action"] as? String, let action = ActionConfirmations.Action(rawValue: name) else {
+                throw APIError.invalid("action must be one of \(ActionConfirmations.Action.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let target = body["target"] as? String ?? ""
+            guard target.utf8.count <= 256 else { throw APIError.invalid("target is at most 256 bytes") }
+            return try await confirmations.options(action, target: target, for: auth, ip: ip)
+        }
+    }
+}
