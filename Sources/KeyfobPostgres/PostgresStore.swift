@@ -128,9 +128,13 @@ public final class PostgresStore: KeyfobStore, Sendable {
                     failure = error
                 }
                 // The lock belongs to the connection, which goes back to the pool: release it, also
-                // when cancelled (in a task of its own, which the cancellation does not reach).
+                // when cancelled (in a task of its own, which the cancellation does not reach). Bounded:
+                // on a connection the database no longer answers, the unlock would wait for ever and
+                // hold up shutdown (the lock ends with the connection anyway).
                 await Task {
-                    _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: self.logger).collect()
+                    _ = try? await self.bounded(.seconds(1)) {
+                        try await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: self.logger).collect().count
+                    }
                 }.value
                 if let failure { throw failure }
                 return true
@@ -424,6 +428,10 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 UPDATE sessions SET data_key = NULL WHERE token_hash IN
                     (SELECT token_hash FROM sessions WHERE data_key IS NOT NULL
                      AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM bunker_replies WHERE id IN
+                    (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit)) RETURNING 1
                 """)
             return removed
         }

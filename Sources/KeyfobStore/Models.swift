@@ -357,6 +357,12 @@ public struct BunkerReplyRecord: Sendable, Equatable {
     }
 }
 
+/// How long rows that exist only to be handed on are kept.
+public enum Retention {
+    /// A queued NIP-46 reply: another instance reads it within seconds; past this it is swept.
+    public static let bunkerReplies: TimeInterval = 600
+}
+
 /// A NIP-46 client a user connected: its key, what it says it is (unverified), what it asked for.
 public struct BunkerClientRecord: Sendable, Equatable {
     public var userID: String

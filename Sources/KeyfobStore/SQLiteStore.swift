@@ -39,7 +39,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         // in place rather than cut and grown again (the file system's block allocation and the
         // truncation showed at ~3% of a login's CPU with a 4 MB limit). An idle server truncates it
         // to nothing (`sweepExpired`).
-        try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=41943040;")
+        // secure_delete: a freed page (an old key row, a swept reply) is zeroed, not left readable in the file.
+        try connection.execute("PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON; PRAGMA journal_size_limit=41943040; PRAGMA secure_delete=ON;")
         try Self.migrate(connection)
         self.connection = connection
         readers = inMemory ? [] : try (0..<readerCount).map { _ in (NSLock(), try SQLiteConnection(path: path, readOnly: true)) }
@@ -436,6 +437,12 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
                     (SELECT rowid FROM sessions WHERE data_key IS NOT NULL AND (unlocked_until IS NULL OR unlocked_until <= ?) LIMIT ?)
                 """, [.date(now), .int(Int64(limit))])
             removed += connection.changes
+            // Replies are read by other instances within seconds; none is kept past its lifetime,
+            // whether or not another reply came to push it out.
+            try connection.query(
+                "DELETE FROM bunker_replies WHERE rowid IN (SELECT rowid FROM bunker_replies WHERE created_at < ? LIMIT ?)",
+                [.date(now.addingTimeInterval(-Retention.bunkerReplies)), .int(Int64(limit))])
+            removed += connection.changes
             if removed == 0 {
                 // Nothing left to sweep: a good moment to fold the WAL back into the database.
                 _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -652,6 +659,10 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
                                          [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
                 }
             }
+            // The row this replaced (server-protected, when sealing) must not linger in the WAL until
+            // the next idle checkpoint: folded back now, where secure_delete has zeroed its page.
+            // Best effort: a reader in the middle of a read can make it partial; the sweeper repeats it.
+            _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
         }
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 @testable import KeyfobServer
 @testable import KeyfobStore
+import NIOConcurrencyHelpers
 import Nostr
 import Testing
 import WebAuthn
@@ -97,10 +98,13 @@ extension Client {
         let harness = try Harness(databasePath: path)
         let key = SecretKey.generate()
         let secret = key.withUnsafeSecretBytes { $0 }
+        let serverProtected = NIOLockedValueBox<[UInt8]>([])
         try await harness.run { client in
             var passkey = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
             #expect(try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(key)], "key.import", by: &passkey, token: token), token: token).status == .ok)
+            let before = try #require(try await harness.store.nostrKey(ofUser: harness.store.user(named: "alice")!.id))
+            serverProtected.withLockedValue { $0 = before.sealed }
             #expect(try await client.seal(&passkey, token: token).status == .ok)
             // Still signed in (its session holds a copy of the data key) while the database is read.
             #expect(try await client.signNote(token).status == .ok)
@@ -108,6 +112,12 @@ extension Client {
         let userID = try await harness.store.user(named: "alice")!.id
         let record = try #require(try await harness.store.nostrKey(ofUser: userID))
         #expect(record.passkeySealed)
+        // The server-protected row sealing replaced is gone from the files at once, WAL included
+        // (checkpointed after the change; secure_delete zeroes the freed page).
+        var files = [UInt8]()
+        for file in [path, path + "-wal"] { files += (FileManager.default.contents(atPath: file).map { [UInt8]($0) } ?? []) }
+        let old = serverProtected.withLockedValue { $0 }
+        #expect(old.count > 32 && !contains(files, Array(old.prefix(32))), "the pre-seal ciphertext is still in the database files")
 
         // Every blob in every table, tried with the master key alone in every way the vault opens
         // things: none is or opens to the secret key.

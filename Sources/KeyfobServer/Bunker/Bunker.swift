@@ -48,7 +48,7 @@ final class Bunker: Sendable {
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
     /// How long a queued reply waits for the instance holding its client's connection.
-    static let replyLifetime: TimeInterval = 600
+    static let replyLifetime = Retention.bunkerReplies
 
     init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
          grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
