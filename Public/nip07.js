@@ -1,5 +1,7 @@
 // window.nostr (NIP-07) backed by Keyfob: each call opens a Keyfob popup where the user approves
 // it with a passkey; the result comes back from Keyfob's /callback.html by postMessage.
+// getPublicKey asks once per site: web clients call it on every page load, and the public key is
+// public, so it is remembered in this site's localStorage (and refreshed by every signed event).
 // Include it from your Keyfob server: <script src="https://keyfob.example/nip07.js"></script>
 "use strict";
 (() => {
@@ -59,9 +61,21 @@
     return params.result;
   }
 
+  const remembered = `keyfob-nip07-pubkey:${keyfob}`;
+  function remember(pubkey) {
+    try { if (/^[0-9a-f]{64}$/.test(pubkey)) localStorage.setItem(remembered, pubkey); } catch { /* storage off: ask again next time */ }
+  }
+  function recall() {
+    try { return localStorage.getItem(remembered); } catch { return null; }
+  }
+  let asking = null;  // calls made while the popup is open share it
+
   window.nostr = {
     async getPublicKey() {
-      return (await keyfobLink("pubkey", {})).pubkey;
+      const known = recall();
+      if (known) return known;
+      asking ??= keyfobLink("pubkey", {}).then((p) => { remember(p.pubkey); return p.pubkey; }).finally(() => { asking = null; });
+      return asking;
     },
     async signEvent(event) {
       const unsigned = {
@@ -69,6 +83,7 @@
         created_at: event.created_at ?? Math.floor(Date.now() / 1000),
       };
       const params = await keyfobLink("sign", { payload: b64url(JSON.stringify(unsigned)) });
+      remember(params.pubkey);
       return { ...unsigned, id: params.id, pubkey: params.pubkey, sig: params.sig };
     },
     nip04: {

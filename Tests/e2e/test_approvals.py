@@ -95,6 +95,11 @@ def test_nip07_from_a_page_on_another_origin(server, driver):
         approve_in_popup(driver, main, shots=server.data + "/approve-popup.png")
         wait_for(driver, lambda d: out(d) != "")
         assert out(driver) == pubkey
+        # Clients call getPublicKey on every page load: after the first answer, no popup (#27).
+        driver.refresh()
+        driver.find_element(By.ID, "pk").click()
+        wait_for(driver, lambda d: out(d) != "")
+        assert out(driver) == pubkey and len(driver.window_handles) == 1
 
         driver.find_element(By.ID, "sign").click()
         approve_in_popup(driver, main, remember="hour")
