@@ -67,6 +67,8 @@ def approve_in_popup(driver, main, remember="once", shots=None):
     popup = [h for h in driver.window_handles if h != main][0]
     driver.switch_to.window(popup)
     wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    # A web page's client asked for nothing when it connected: that option is not shown, empty (#27).
+    assert not driver.find_element(By.ID, "preset-requested").is_displayed()
     if shots:
         driver.save_screenshot(shots)
     driver.find_element(By.ID, "remember").send_keys({"once": "Just", "hour": "For an hour"}[remember])
