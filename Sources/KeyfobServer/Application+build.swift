@@ -200,7 +200,7 @@ public func buildRouter(
                                         limits: limits, now: clock, metrics: metrics, device: device)
     ceremonies.addRoutes(to: router)
     let confirmations = ceremonies.confirmations
-    ConfirmationController(confirmations: confirmations, sessions: sessions, limits: limits).addRoutes(to: router)
+    ConfirmationController(confirmations: confirmations, sessions: sessions).addRoutes(to: router)
     let grants = Grants(store: store, now: clock)
     let pending = PendingRequests(store: store, vault: vault, now: clock)
     let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
@@ -210,8 +210,8 @@ public func buildRouter(
                         logger: logger, now: clock)
     bunker.attach()
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
-                       grants: grants, keys: keys, limits: limits, pending: pending, bunker: bunker,
-                       now: clock).addRoutes(to: router)
+                       grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
+                       bunker: bunker, now: clock).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(store: store, sessions: sessions, events: events, custody: custody,
                       names: names, confirmations: confirmations, now: clock).addRoutes(to: router)

@@ -46,6 +46,22 @@ extension KeyfobStore {
 }
 
 extension KeyfobStore {
+    /// An assertion from `record` (a passkey of the account) over `challenge`, with user
+    /// verification: every §7.2 check, then the counter's compare-and-swap. For assertions that
+    /// start no session (an action's confirmation, an approval's); returns what was verified.
+    @discardableResult
+    func verifyAssertion(_ assertion: AuthenticationCredential, by record: CredentialRecord, challenge: [UInt8],
+                         relyingParty: RelyingParty, keys: CredentialKeyCache, at date: Date) async throws -> VerifiedAuthentication {
+        let verified: VerifiedAuthentication
+        do {
+            verified = try relyingParty.verifyAuthentication(assertion, challenge: challenge,
+                                                             stored: try keys.stored(record, userID: record.userID),
+                                                             requireUserVerification: true)
+        } catch { throw APIError(error) }
+        try await advanceSignCount(of: record, after: verified, at: date)
+        return verified
+    }
+
     /// An account change in the user's history (the account page shows recent ones at the top:
     /// "a passkey was added … not you?"). `method`: `add_passkey`, `remove_passkey`, `revoke_sessions`.
     func auditAccountChange(userID: String, method: String, at date: Date) async {

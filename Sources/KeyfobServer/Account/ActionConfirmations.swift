@@ -34,11 +34,10 @@ struct ActionConfirmations: Sendable {
     /// Marks a confirmation's challenge in the table: a sign-in does not accept it.
     static let keyPrefix = "confirm:"
 
-    let store: any KeyfobStore
-    let configuration: ServerConfiguration
-    let keys: CredentialKeyCache
-    let limits: ClientLimits
-    let now: @Sendable () -> Date
+    /// Its challenges are ceremonies' challenges: issued, capped and consumed the same way.
+    let ceremonies: CeremonyController
+    var store: any KeyfobStore { ceremonies.store }
+    var now: @Sendable () -> Date { ceremonies.now }
 
     static let required = APIError("confirmation_required",
                                    "confirm this with one of your passkeys: POST /api/confirmations with this action first",
@@ -72,13 +71,13 @@ struct ActionConfirmations: Sendable {
                                      key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
                                      expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
         record.mayUseReserve = true
-        try await limits.insert(record, into: store, now: now())
+        try await ceremonies.limits.insert(record, into: store, now: now())
         let allow = allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
         var prf: PRFInputs?
-        if action.needsPRF, let salt = PasskeySeal(rpID: configuration.rpID).inputs.eval {
+        if action.needsPRF, let salt = ceremonies.seal.inputs.eval {
             prf = PRFInputs(evalByCredential: Dictionary(uniqueKeysWithValues: allow.map { ($0.id, salt) }))
         }
-        let options = configuration.relyingParty.requestOptions(
+        let options = ceremonies.relyingParty.requestOptions(
             challenge: challenge, allowCredentials: allow, userVerification: .required,
             timeoutSeconds: Int(Self.lifetime), prf: prf)
         return jsonResponse(Confirmation(action: action.rawValue, target: target, expiresIn: Int(Self.lifetime), options: options))
@@ -97,15 +96,12 @@ struct ActionConfirmations: Sendable {
     func verify(_ assertion: AuthenticationCredential?, _ action: Action, target: String,
                 for auth: Sessions.Authenticated) async throws -> CredentialRecord {
         guard let assertion else { throw Self.required }
-        let value: [UInt8]
-        do { value = try RelyingParty.challenge(inClientDataJSON: assertion.response.clientDataJSON) } catch { throw APIError(error) }
-        guard let pending = try await store.consumeChallenge(value), pending.ceremony == .authentication,
-              pending.key == Self.binding(action, target: target, session: auth.session) else {
+        // Consumed once whatever follows, and unexpired (2 minutes), like any ceremony's challenge.
+        let pending = try await ceremonies.consumeChallenge(clientDataJSON: assertion.response.clientDataJSON,
+                                                            ceremony: .authentication, key: nil)
+        guard pending.key == Self.binding(action, target: target, session: auth.session) else {
             throw APIError("challenge_not_found", "this confirmation was not made for this action on this session, or was used already; "
                            + "request a new one")
-        }
-        guard pending.expiresAt > now() else {
-            throw APIError("challenge_expired", "the confirmation expired (2 minutes); request a new one")
         }
         guard let credentialID = Base64URL.decode(assertion.rawId), let record = try await store.credential(id: credentialID),
               record.userID == auth.user.id else {
@@ -115,13 +111,8 @@ struct ActionConfirmations: Sendable {
             throw APIError("permission_denied", "this passkey was added after this session signed in; sign in with it first",
                            status: .forbidden)
         }
-        let verified: VerifiedAuthentication
-        do {
-            verified = try configuration.relyingParty.verifyAuthentication(
-                assertion, challenge: pending.challenge, stored: try keys.stored(record, userID: auth.user.id),
-                requireUserVerification: true)
-        } catch { throw APIError(error) }
-        try await store.advanceSignCount(of: record, after: verified, at: now())
+        try await store.verifyAssertion(assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
+                                        keys: ceremonies.keys, at: now())
         return record
     }
 
@@ -141,7 +132,7 @@ struct ActionConfirmations: Sendable {
 struct ConfirmationController: Sendable {
     let confirmations: ActionConfirmations
     let sessions: Sessions
-    let limits: ClientLimits
+    var limits: ClientLimits { confirmations.ceremonies.limits }
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.post("/api/confirmations") { request, context in

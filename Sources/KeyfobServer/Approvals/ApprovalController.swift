@@ -22,9 +22,7 @@ struct ApprovalController: Sendable {
     let grants: Grants
     let keys: CredentialKeyCache
     let limits: ClientLimits
-    var confirmations: ActionConfirmations {
-        ActionConfirmations(store: store, configuration: configuration, keys: keys, limits: limits, now: now)
-    }
+    let confirmations: ActionConfirmations
     let pending: PendingRequests
     /// Answers NIP-46 requests decided here (nil when the built-in relay and external relays are off).
     let bunker: Bunker?
@@ -364,13 +362,8 @@ struct ApprovalController: Sendable {
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        let verified: VerifiedAuthentication
-        do {
-            verified = try configuration.relyingParty.verifyAuthentication(
-                assertion, challenge: sha256(Array(committed.utf8)), stored: try keys.stored(credential, userID: user.id),
-                requireUserVerification: true)
-        } catch { throw APIError(error) }
-        try await store.advanceSignCount(of: credential, after: verified, at: now())
+        try await store.verifyAssertion(assertion, by: credential, challenge: sha256(Array(committed.utf8)),
+                                        relyingParty: configuration.relyingParty, keys: keys, at: now())
         var signed = assertion
         signed.clientExtensionResults = nil   // a PRF output is a secret: never in a receipt
         let receipt: [String: Any] = [

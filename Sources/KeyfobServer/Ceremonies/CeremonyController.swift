@@ -36,13 +36,13 @@ struct CeremonyController: Sendable {
     let signInOptions: SignInOptionsTemplate?
     /// Browsers that finished a ceremony here before (they may use the challenge cap's reserve).
     let device: ReturningDevice
-    let confirmations: ActionConfirmations
+    /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
+    var confirmations: ActionConfirmations { ActionConfirmations(ceremonies: self) }
 
     init(store: any KeyfobStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
          events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
          now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice) {
         self.device = device
-        confirmations = ActionConfirmations(store: store, configuration: configuration, keys: keys, limits: limits, now: now)
         (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         let relyingParty = configuration.relyingParty

@@ -43,18 +43,23 @@ struct AdminController: Sendable {
     /// The operator's name (or "token"), else 401 (nobody signed in) / 403 (signed in, not an operator).
     @discardableResult
     func authorize(_ request: Request) async throws -> String {
+        try await operatorOf(request).name
+    }
+
+    /// Who the operator is, and their session (nil for the admin token).
+    func operatorOf(_ request: Request) async throws -> (name: String, session: Sessions.Authenticated?) {
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer kfa_") {
             let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
             guard let stored = try await store.metaValue(Self.tokenMetaName), constantTimeEqual(stored, sha256(Array(token.utf8))) else {
                 throw APIError("unauthorized", "this admin token is not valid (rotated?)", status: .unauthorized)
             }
-            return "token"
+            return ("token", nil)
         }
         guard let auth = try await sessions.authenticate(request) else { throw APIError.unauthorized }
         guard admins.isAdmin(auth.user) else {
             throw APIError("permission_denied", "the dashboard is for operators (--admin)", status: .forbidden)
         }
-        return auth.user.username
+        return (auth.user.username, auth)
     }
 
     // MARK: Users
@@ -188,9 +193,8 @@ struct AdminController: Sendable {
     /// session only with an assertion made for this action on this user (a stolen admin session
     /// deletes no one).
     func authorizeDestructive(_ request: Request, _ action: ActionConfirmations.Action, target: String) async throws -> String {
-        let who = try await authorize(request)
-        guard who != "token" else { return who }
-        let auth = try await sessions.require(request)
+        let (who, session) = try await operatorOf(request)
+        guard let auth = session else { return who }  // the admin token
         let body = try await request.jsonObject(limit: 16 * 1024)
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), action, target: target, for: auth)
         return who

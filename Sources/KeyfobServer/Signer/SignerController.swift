@@ -62,6 +62,12 @@ struct SignerController: Sendable {
 
     /// A session whose signer is unlocked, as the dispatcher's caller. A locked one is audited.
     func unlockedCaller(_ request: Request, context: KeyfobRequestContext) async throws -> SignerCaller {
+        try await unlockedSession(request, context: context).caller
+    }
+
+    /// The session (for confirmations bound to it) and the caller it makes; the signer must be unlocked.
+    func unlockedSession(_ request: Request, context: KeyfobRequestContext) async throws
+        -> (auth: Sessions.Authenticated, caller: SignerCaller) {
         let auth = try await sessions.require(request)
         let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
                                   limitKey: Hex.encode(auth.session.tokenHash),
@@ -71,7 +77,7 @@ struct SignerController: Sendable {
                                    outcome: "failed", code: "signer_locked")
             throw APIError.signerLocked
         }
-        return caller
+        return (auth, caller)
     }
 
     /// `id`, when sent, is echoed back; it must be a string (NIP-46 and NIP-155 ids are).
@@ -92,12 +98,11 @@ struct SignerController: Sendable {
     // MARK: Import and export
 
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let caller = try await unlockedCaller(request, context: context)
+        let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         // Replacing the key is an account change: an assertion made for it, by an older passkey.
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "",
-                                           for: try await sessions.require(request))
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "", for: auth)
         let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
         guard given.count == 1, let value = body[given[0]] as? String else {
             throw APIError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
@@ -136,15 +141,14 @@ struct SignerController: Sendable {
     }
 
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let caller = try await unlockedCaller(request, context: context)
+        let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
             throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
         // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportKey, target: "",
-                                           for: try await sessions.require(request))
+        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportKey, target: "", for: auth)
         let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
         await dispatcher.audit(caller, method: "export_key", outcome: "approved")
