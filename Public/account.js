@@ -61,18 +61,10 @@ function renderLock() {
   } else if (account.protection && account.protection.signerSealed) {
     const names = sealingNames();
     const which = names.length ? `one of: ${names.join(", ")}` : "a passkey that seals it";
-    $("signer-text").textContent = unlockedWindow()
-      ? "Your key is sealed by your passkeys, and the passkey you signed in with cannot open it (its authenticator "
-        + `has no PRF support, or it is not part of the seal). Unlock with ${which}.`
-      : `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`;
+    $("signer-text").textContent = `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`;
   } else {
     $("signer-text").textContent = "Signer locked. Apps can't sign until you unlock it with a passkey.";
   }
-}
-
-/** The unlock window, whatever the seal says. */
-function unlockedWindow() {
-  return account && account.signerUnlockedUntil && new Date(account.signerUnlockedUntil) > new Date();
 }
 
 /** Names of the passkeys that can open a sealed key. */
@@ -378,14 +370,11 @@ $("copy-npub").addEventListener("click", async () => {
 });
 
 $("unlock").addEventListener("click", () => guarded(async () => {
-  showStatus("", "Waiting for your passkey…");
-  const reply = await signInWithPasskey();
+  showStatus("", account.protection && account.protection.level === "passkeys"
+    ? "Waiting for one of the passkeys that seal your key…" : "Waiting for your passkey…");
+  await unlockSigner();
   await refreshSession();
-  if (reply.signerSealed) {
-    showStatus("error", "Signed in, but this passkey cannot open your sealed key. Use one of: " + (sealingNames().join(", ") || "your sealing passkeys") + ".");
-  } else {
-    showStatus("ok", "Signer unlocked.");
-  }
+  showStatus("ok", "Signer unlocked.");
 }));
 
 /** Seals the key (or lets one more passkey open it) with a fresh passkey assertion. */
@@ -488,4 +477,13 @@ $("signout-all").addEventListener("click", async () => {
   // A bunker client's request can arrive while this page is open (the client runs elsewhere).
   setInterval(() => loadWaiting().catch(() => {}), 5000);
   renderLock();
+  const params = new URLSearchParams(location.search);
+  if (params.has("notsealed")) {
+    showStatus("error", "This passkey cannot seal keys (its device has no PRF support), so your key is server-protected. "
+      + "You can seal it later under “Key protection” with a passkey that can.");
+  } else if (params.has("welcome")) {
+    showStatus("ok", account.protection && account.protection.level === "passkeys"
+      ? "Welcome. Your key is sealed by this passkey: add a second passkey soon, so losing this device does not lose the key."
+      : "Welcome. Your account and nostr key are ready.");
+  }
 })();

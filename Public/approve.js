@@ -99,9 +99,11 @@ function go(reply) {
 async function approve() {
   const body = { remember: $("remember").value };
   if (current.firstFromClient) body.preset = document.querySelector("input[name=preset]:checked").value;
-  if (current.signerLocked) {
+  // A locked signer opens first, unless the passkey confirmation below opens it anyway (its
+  // options carry the sealing passkeys' PRF inputs): one prompt, not two.
+  if (current.signerLocked && !current.needsPasskey) {
     showStatus("", "Unlock your signer with your passkey…");
-    await signInWithPasskey();
+    await unlockSigner();
     current.signerLocked = false;
   }
   if (body.preset === "trusted") {

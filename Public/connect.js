@@ -32,8 +32,8 @@ function show() {
 async function connect() {
   const session = await api("/session").catch(() => null);
   if (!session || session.signerLocked) {
-    showStatus("", "Sign in with your passkey…");
-    await signInWithPasskey();
+    showStatus("", session ? "Unlock your signer with your passkey…" : "Sign in with your passkey…");
+    await unlockSigner();
   }
   const reply = await api("/api/signer/nostrconnect", { method: "POST", body: { url: raw } });
   showStatus("ok", `Connected. Go back to ${reply.name || "the client"}: it now signs in with your key, and asks here for what you have not allowed.`);

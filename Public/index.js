@@ -60,9 +60,11 @@ document.getElementById("signup-form").addEventListener("submit", async (event) 
   const username = document.getElementById("username").value.trim();
   showStatus("", "Creating your passkey…");
   try {
-    const result = await registerPasskey(username);
+    const seal = document.getElementById("seal-at-signup").checked;
+    const result = await registerPasskey(username, undefined, false, seal);
     showStatus("ok", `Account ${result.username} created.`);
-    location.assign("/account.html?welcome");
+    // Asked to seal, but this passkey could not (no PRF): the account page says so.
+    location.assign(seal && result.sealsKey === false ? "/account.html?welcome&notsealed" : "/account.html?welcome");
   } catch (error) {
     showStatus("", "");
     fieldError("username-error", describeError(error));

@@ -115,10 +115,11 @@ function assertionToJSON(credential) {
   };
 }
 
-/** Creates a passkey: for a new account (username optional) or, with `adding`, for the signed-in
- *  account (a passkey it already has confirms that first).
+/** Creates a passkey: for a new account (username optional; with `seal`, its key sealed by this
+ *  passkey from the start) or, with `adding`, for the signed-in account (a passkey it already has
+ *  confirms that first).
  *  `hints` (WebAuthn L3: "client-device", "hybrid", "security-key") tell the browser which route to offer. */
-async function registerPasskey(username, hints, adding = false) {
+async function registerPasskey(username, hints, adding = false, seal = false) {
   const body = username ? { username } : {};
   if (adding) body.confirmation = await confirmAction("passkey.add");
   const options = await api("/generate-registration-options", { method: "POST", body });
@@ -132,7 +133,7 @@ async function registerPasskey(username, hints, adding = false) {
   const credential = await navigator.credentials.create({ publicKey });
   return api("/verify-registration", {
     method: "POST",
-    body: { username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential) },
+    body: { username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential), seal: seal || undefined },
   });
 }
 
@@ -153,6 +154,21 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
     }
     throw error;
   }
+}
+
+/** Unlocks the signer for this session, signing in first when there is none. One passkey prompt
+ *  (two when not signed in yet): a sealed key opens only here, with one of the passkeys that seal
+ *  it (the only prompt that asks for PRF; sign-in never does). Returns the session. */
+async function unlockSigner() {
+  let session = await api("/session").catch(() => null);
+  if (!session) {
+    await signInWithPasskey();
+    session = await api("/session");
+  }
+  if (!session.signerLocked) return session;
+  const cred = await confirmAction("signer.unlock");
+  await api("/api/signer/unlock", { method: "POST", body: { cred } });
+  return api("/session");
 }
 
 /** Your passkey, asked for one account change (`action` on `target`): the server binds the

@@ -188,5 +188,9 @@ enum PostgresSchema {
         [
             "ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT ''",
         ],
+        // 5: the PRF input of each data-key wrap (SQLite's migration 11).
+        [
+            "ALTER TABLE key_wraps ADD COLUMN salt BYTEA",
+        ],
     ]
 }

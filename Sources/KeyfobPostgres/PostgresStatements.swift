@@ -71,7 +71,11 @@ enum Statements {
     }
 
     enum NostrKeyOfUser: StatementText {
-        static let sql = "SELECT user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed FROM nostr_keys WHERE user_id = $1"
+        static let sql = """
+            SELECT user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed,
+                   EXISTS (SELECT 1 FROM key_wraps w WHERE w.user_id = nostr_keys.user_id)
+            FROM nostr_keys WHERE user_id = $1
+            """
     }
 
     /// The counter's compare-and-swap and, only if it won, the oldest sessions past the cap out

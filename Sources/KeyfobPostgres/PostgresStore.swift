@@ -490,6 +490,15 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
     }
 
+    public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE sessions SET unlocked_until = \(until.timeIntervalSince1970), data_key = \(dataKey.map { ByteBuffer(bytes: $0) })
+                WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1
+                """) == 1
+        }
+    }
+
     private func insertSession(_ s: SessionRecord, on connection: PostgresConnection) async throws {
         // At most `maxSessionsPerUser`: the oldest ones end first.
         try await connection.query("""
@@ -508,7 +517,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
     // MARK: Multi-row writes
 
     public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential c: CredentialRecord, session: SessionRecord) async throws {
+                                     credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws {
         try await transaction { [self] connection in
             if createUser {
                 do {
@@ -534,6 +543,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 if case StoreError.conflict = Self.translate(error) { throw StoreError.credentialExists }
                 throw error
             }
+            if let wrap { try await insertKeyWrap(wrap, on: connection) }
             try await insertSession(session, on: connection)
         }
     }
@@ -582,6 +592,13 @@ public final class PostgresStore: KeyfobStore, Sendable {
                        sealed: try r.bytes(b + 4), updatedAt: try r.date(b + 5), passkeySealed: try r.bool(b + 6))
     }
 
+    /// The key with, as its 8th column, whether the user has data-key wraps (`NostrKeyOfUser`).
+    private static func nostrKeyWithWrapsRow(_ r: PostgresRandomAccessRow) throws -> NostrKeyRecord {
+        var record = try nostrKeyRow(r, from: 0)
+        record.hasWraps = try r.bool(7)
+        return record
+    }
+
     private func insertNostrKey(_ k: NostrKeyRecord, onConflict: String, on connection: PostgresConnection) async throws {
         try await connection.query("""
             INSERT INTO nostr_keys (\(unescaped: Self.nostrKeyColumns))
@@ -592,7 +609,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
         try await call { [self] in
-            try await run(Statements.NostrKeyOfUser.self) { $0.append(userID) }.first.map(Self.nostrKeyRow)
+            try await run(Statements.NostrKeyOfUser.self) { $0.append(userID) }.first.map(Self.nostrKeyWithWrapsRow)
         }
     }
 
@@ -667,19 +684,22 @@ public final class PostgresStore: KeyfobStore, Sendable {
     public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
         try await call { [self] in
             try await rows("""
-                SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = \(userID)
+                SELECT user_id, credential_id, wrapped, created_at, salt FROM key_wraps WHERE user_id = \(userID)
                 ORDER BY created_at, credential_id
                 """).map { r in
-                KeyWrapRecord(userID: try r.text(0), credentialID: try r.bytes(1), wrapped: try r.bytes(2), createdAt: try r.date(3))
+                KeyWrapRecord(userID: try r.text(0), credentialID: try r.bytes(1), wrapped: try r.bytes(2), createdAt: try r.date(3),
+                              salt: try r.optionalBytes(4) ?? [])
             }
         }
     }
 
     private func insertKeyWrap(_ w: KeyWrapRecord, on connection: PostgresConnection) async throws {
         try await connection.query("""
-            INSERT INTO key_wraps (user_id, credential_id, wrapped, created_at)
-            VALUES (\(w.userID), \(ByteBuffer(bytes: w.credentialID)), \(ByteBuffer(bytes: w.wrapped)), \(w.createdAt.timeIntervalSince1970))
-            ON CONFLICT (user_id, credential_id) DO UPDATE SET wrapped = excluded.wrapped, created_at = excluded.created_at
+            INSERT INTO key_wraps (user_id, credential_id, wrapped, created_at, salt)
+            VALUES (\(w.userID), \(ByteBuffer(bytes: w.credentialID)), \(ByteBuffer(bytes: w.wrapped)), \(w.createdAt.timeIntervalSince1970),
+                    \(w.salt.isEmpty ? nil : ByteBuffer(bytes: w.salt)))
+            ON CONFLICT (user_id, credential_id) DO UPDATE SET wrapped = excluded.wrapped, created_at = excluded.created_at,
+                salt = excluded.salt
             """, logger: logger).collect()
     }
 

@@ -188,7 +188,7 @@ public func buildRouter(
     let feed = ActivityFeed()
     let events = EventLog(logger: logger, metrics: metrics, feed: feed, now: clock)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
-    let custody = KeyCustody(store: store, vault: vault, now: clock)
+    let custody = KeyCustody(store: store, vault: vault, now: clock, logger: logger)
     let dispatcher = SignerDispatcher(custody: custody, store: store,
                                       limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
                                       metrics: metrics, feed: feed)

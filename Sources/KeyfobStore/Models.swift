@@ -155,6 +155,9 @@ public struct NostrKeyRecord: Sendable, Equatable {
     /// Sealed by the user's passkeys (PRF): what the master key opens is itself encrypted under a
     /// data key that only a passkey's wrap (`KeyWrapRecord`) or an unlocked session can give.
     public var passkeySealed: Bool
+    /// Read with the key, not stored in its row: whether the user has data-key wraps. A
+    /// server-protected key while wraps exist is a row put back from before sealing (refused).
+    public var hasWraps: Bool = false
 
     public init(userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date,
                 passkeySealed: Bool = false) {
@@ -176,12 +179,16 @@ public struct KeyWrapRecord: Sendable, Equatable {
     /// Nonce, ciphertext and GCM tag.
     public var wrapped: [UInt8]
     public var createdAt: Date
+    /// The PRF input this wrap was made with (random per wrap); empty for wraps made before
+    /// salts were per wrap, which used the deployment's one salt.
+    public var salt: [UInt8]
 
-    public init(userID: String, credentialID: [UInt8], wrapped: [UInt8], createdAt: Date) {
+    public init(userID: String, credentialID: [UInt8], wrapped: [UInt8], createdAt: Date, salt: [UInt8] = []) {
         self.userID = userID
         self.credentialID = credentialID
         self.wrapped = wrapped
         self.createdAt = createdAt
+        self.salt = salt
     }
 }
 

@@ -264,6 +264,10 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         """
         ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT '';
         """,
+        // 11: the PRF input of each data-key wrap (random per wrap; NULL: the deployment salt).
+        """
+        ALTER TABLE key_wraps ADD COLUMN salt BLOB;
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {
@@ -487,6 +491,14 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
+    public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
+        try write {
+            try connection.query("UPDATE sessions SET unlocked_until = ?, data_key = ? WHERE token_hash = ?",
+                                 [.date(until), dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+            return connection.changes == 1
+        }
+    }
+
     public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
         try read { connection in
             try !connection.query("SELECT 1 FROM sessions WHERE user_id = ? AND unlocked_until > ? AND expires_at > ? LIMIT 1",
@@ -525,7 +537,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     // MARK: Multi-row writes
 
     public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential c: CredentialRecord, session: SessionRecord) async throws {
+                                     credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws {
         try write {
             try connection.transaction {
                 if createUser {
@@ -543,6 +555,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
                          .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
                          .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null])
                 } catch StoreError.conflict { throw StoreError.credentialExists }
+                if let wrap { try insertKeyWrap(wrap) }
                 try insertSession(session)
             }
         }
@@ -565,10 +578,15 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
 
     private static let nostrKeyColumns = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
 
+    /// Also read with the key (8th column): whether the user has data-key wraps.
+    private static let hasWrapsColumn = "EXISTS (SELECT 1 FROM key_wraps w WHERE w.user_id = nostr_keys.user_id)"
+
     private func nostrKeyRow(_ r: [SQLValue]) -> NostrKeyRecord {
-        NostrKeyRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", version: Int(r[2].int ?? 0),
-                       nonce: r[3].blob ?? [], sealed: r[4].blob ?? [], updatedAt: r[5].date ?? .distantPast,
-                       passkeySealed: r[6].bool)
+        var record = NostrKeyRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", version: Int(r[2].int ?? 0),
+                                    nonce: r[3].blob ?? [], sealed: r[4].blob ?? [], updatedAt: r[5].date ?? .distantPast,
+                                    passkeySealed: r[6].bool)
+        if r.count > 7 { record.hasWraps = r[7].bool }
+        return record
     }
 
     private func insertNostrKey(_ k: NostrKeyRecord, orIgnore: Bool) throws {
@@ -580,8 +598,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
 
     public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
         try read { connection in
-            try connection.query("SELECT \(Self.nostrKeyColumns) FROM nostr_keys WHERE user_id = ?", [.text(userID)])
-                .first.map(nostrKeyRow)
+            try connection.query("SELECT \(Self.nostrKeyColumns), \(Self.hasWrapsColumn) FROM nostr_keys WHERE user_id = ?",
+                                 [.text(userID)]).first.map(nostrKeyRow)
         }
     }
 
@@ -618,18 +636,18 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
 
     public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
         try read { connection in
-            try connection.query("SELECT user_id, credential_id, wrapped, created_at FROM key_wraps WHERE user_id = ? ORDER BY created_at",
+            try connection.query("SELECT user_id, credential_id, wrapped, created_at, salt FROM key_wraps WHERE user_id = ? ORDER BY created_at",
                                  [.text(userID)]).map { r in
                 KeyWrapRecord(userID: r[0].text ?? "", credentialID: r[1].blob ?? [], wrapped: r[2].blob ?? [],
-                              createdAt: r[3].date ?? .distantPast)
+                              createdAt: r[3].date ?? .distantPast, salt: r[4].blob ?? [])
             }
         }
     }
 
     private func insertKeyWrap(_ w: KeyWrapRecord) throws {
         try connection.query(
-            "INSERT OR REPLACE INTO key_wraps (user_id, credential_id, wrapped, created_at) VALUES (?, ?, ?, ?)",
-            [.text(w.userID), .blob(w.credentialID), .blob(w.wrapped), .date(w.createdAt)])
+            "INSERT OR REPLACE INTO key_wraps (user_id, credential_id, wrapped, created_at, salt) VALUES (?, ?, ?, ?, ?)",
+            [.text(w.userID), .blob(w.credentialID), .blob(w.wrapped), .date(w.createdAt), w.salt.isEmpty ? .null : .blob(w.salt)])
     }
 
     public func putKeyWrap(_ w: KeyWrapRecord) async throws -> Bool {

@@ -52,6 +52,10 @@ public protocol SessionStore: Sendable {
     func lockAllSessions() async throws -> Int
     /// Sets (or with nil, deletes) the session's copy of a sealed key's data key.
     func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws
+    /// A fresh passkey assertion on a signed-in session: its signer is unlocked until `until`,
+    /// with `dataKey` (a sealed key's data key, under the token) when given. False when the
+    /// session is gone.
+    func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool
     /// Whether one of the user's sessions has an unlocked signer at `now` (a NIP-46 grant needs
     /// one: a grant skips the approval page, never the lock).
     func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool
@@ -88,6 +92,15 @@ extension NostrKeyStore {
     /// Rotation of a database without NIP-46 signers.
     public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
         try await rewrapNostrKeys(records, bunkerSigners: [], masterKeyCheck: masterKeyCheck)
+    }
+}
+
+extension KeyfobStore {
+    /// A registration without a key sealed at sign-up.
+    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+                                     credential: CredentialRecord, session: SessionRecord) async throws {
+        try await completeRegistration(user: user, createUser: createUser, nostrKey: nostrKey, credential: credential,
+                                       session: session, wrap: nil)
     }
 }
 
@@ -178,11 +191,11 @@ public protocol BunkerStore: Sendable {
 /// Everything the server needs, plus the two multi-row writes that must be atomic.
 public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
                              ApprovalStore, KeyWrapStore, BunkerStore {
-    /// Creates the user (when `createUser`) with its nostr key (when given), the credential and
-    /// the session in one transaction. Throws `usernameTaken` or `credentialExists` and writes
-    /// nothing in that case.
+    /// Creates the user (when `createUser`) with its nostr key (when given), the credential,
+    /// the key's data-key wrap for that credential (a key sealed at sign-up) and the session in
+    /// one transaction. Throws `usernameTaken` or `credentialExists` and writes nothing in that case.
     func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                              credential: CredentialRecord, session: SessionRecord) async throws
+                              credential: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws
 
     /// Compare-and-swap of the sign counter (`expectedSignCount` → `newSignCount`), the backup
     /// state and last use, plus the new session, in one transaction. Throws `conflict` when the

@@ -55,9 +55,12 @@ public struct ClientExtensionResults: Sendable, Codable {
     }
 
     /// The first PRF output, decoded, when it is a plausible one (32 bytes, as hmac-secret gives).
-    public var prfFirst: [UInt8]? {
-        guard let text = prf?.results?.first, text.utf8.count <= 64, let bytes = Base64URL.decode(text),
-              bytes.count == 32 else { return nil }
+    public var prfFirst: [UInt8]? { Self.prfOutput(prf?.results?.first) }
+    /// The second PRF output (when the options gave a `second` input), likewise.
+    public var prfSecond: [UInt8]? { Self.prfOutput(prf?.results?.second) }
+
+    static func prfOutput(_ text: String?) -> [UInt8]? {
+        guard let text, text.utf8.count <= 64, let bytes = Base64URL.decode(text), bytes.count == 32 else { return nil }
         return bytes
     }
 }

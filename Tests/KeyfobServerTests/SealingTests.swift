@@ -35,6 +35,21 @@ extension Client {
         return try await call(.post, path, json: ["cred": cred], headers: Client.bearer(token))
     }
 
+    /// Unlocks the session's signer with an assertion made for it (`signer.unlock`): for a sealed
+    /// key, `authenticator`'s PRF output opens its wrap.
+    func unlock(_ authenticator: inout SoftwareAuthenticator, token: String) async throws -> Reply {
+        let cred = try await confirmation("signer.unlock", by: &authenticator, token: token)
+        return try await call(.post, "/api/signer/unlock", json: ["cred": cred], headers: Client.bearer(token))
+    }
+
+    /// Signs in with `authenticator` and unlocks the signer with it: the token.
+    func signInAndUnlock(_ authenticator: inout SoftwareAuthenticator) async throws -> String {
+        let token = try #require(try await signIn(&authenticator)["token"] as? String)
+        let unlocked = try await unlock(&authenticator, token: token)
+        #expect(unlocked.status == .ok, "\(unlocked.json)")
+        return token
+    }
+
     func session(_ token: String) async throws -> Reply {
         try await call(.get, "/session", headers: Client.bearer(token))
     }
@@ -46,14 +61,144 @@ extension Client {
 
 /// Keys sealed by passkeys (PRF): the database and the master key together cannot sign.
 @Suite struct SealingTests {
-    @Test func optionsAskForPRFWithOneSaltPerDeployment() async throws {
-        try await Harness().run { client in
+    /// PRF only when a key must open, and a random salt per wrap (#24): sign-in options never ask
+    /// for it; registration and sealing ask with a salt derived from their own random challenge,
+    /// stored with the wrap; unlocking asks each sealing passkey for its own wrap's salt; sealing
+    /// again gives a new data key and new salts.
+    @Test func prfIsAskedOnlyWhenAKeyMustOpenWithASaltPerWrap() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
             let signIn = try await client.authenticationOptions()
+            #expect(signIn["extensions"] == nil, "sign-in options ask for an extension: \(signIn.json)")
             let signUp = try await client.registrationOptions()
-            let salt = try #require(prfSalt(signIn))
-            #expect(salt.count == 32 && prfSalt(signUp) == salt)
-            #expect(try await prfSalt(client.authenticationOptions()) == salt)
-            #expect(salt == PasskeySeal(rpID: "localhost").salt && salt != PasskeySeal(rpID: "example.com").salt)
+            let challenge = try #require((signUp["challenge"] as? String).flatMap(Base64URL.decode))
+            #expect(prfSalt(signUp) == PasskeySeal.salt(forChallenge: challenge))
+            #expect(try await prfSalt(client.registrationOptions()) != prfSalt(signUp))
+
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let userID = try await harness.store.user(named: "alice")!.id
+            let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            #expect(wrap.salt.count == 32 && wrap.salt != PasskeySeal(rpID: "localhost").legacySalt)
+
+            // Unlock options: the wrap's own salt for the sealing passkey, and nothing else.
+            let options = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"], headers: Client.bearer(token))
+            let salts = try #require(prfSalts(options["options"] as! [String: Any], for: passkey.credentialID))
+            #expect(salts.first == wrap.salt && salts.second == nil)
+
+            // Sealing again: a new data key under a new salt; the old PRF output opens nothing.
+            let oldOutput = try #require(passkey.prf(wrap.salt))
+            #expect(try await client.seal(&passkey, token: token, path: "/api/signer/unseal").status == .ok)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let next = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            #expect(next.salt != wrap.salt && next.wrapped != wrap.wrapped)
+            #expect(PasskeySeal.unwrap(next.wrapped, prfOutput: oldOutput, userID: userID, credentialID: passkey.credentialID) == nil)
+        }
+    }
+
+    /// A wrap made when one salt served the whole deployment moves to a fresh salt the first time
+    /// it opens: the unlock asks for both, and the wrap is made again under the second.
+    @Test func aLegacyWrapMovesToItsOwnSaltOnItsFirstUnlock() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let userID = try await harness.store.user(named: "alice")!.id
+            // Make the wrap what an older Keyfob stored: the deployment salt, no salt column.
+            let seal = PasskeySeal(rpID: "localhost")
+            let current = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            let dataKey = try #require(PasskeySeal.unwrap(current.wrapped, prfOutput: passkey.prf(current.salt)!, userID: userID,
+                                                          credentialID: passkey.credentialID))
+            let legacy = KeyWrapRecord(userID: userID, credentialID: passkey.credentialID,
+                                       wrapped: try PasskeySeal.wrap(dataKey, prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
+                                                                     credentialID: passkey.credentialID),
+                                       createdAt: current.createdAt)
+            #expect(try await harness.store.putKeyWrap(legacy))
+            #expect(try await harness.store.keyWraps(ofUser: userID).first?.salt == [])
+
+            let viaSignIn = try #require(try await client.signIn(&passkey)["token"] as? String)
+            let options = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"], headers: Client.bearer(viaSignIn))
+            let salts = try #require(prfSalts(options["options"] as! [String: Any], for: passkey.credentialID))
+            #expect(salts.first == seal.legacySalt && salts.second?.count == 32)
+            #expect(try await client.unlock(&passkey, token: viaSignIn).status == .ok)
+            #expect(try await client.signNote(viaSignIn).status == .ok)
+            let moved = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            #expect(moved.salt.count == 32 && moved.salt != seal.legacySalt)
+            #expect(PasskeySeal.unwrap(moved.wrapped, prfOutput: passkey.prf(moved.salt)!, userID: userID,
+                                       credentialID: passkey.credentialID) == dataKey)
+        }
+    }
+
+    /// Sealed at sign-up: the key is sealed in the transaction that creates the account, so no
+    /// server-protected copy of it ever exists; a passkey without PRF gets an ordinary account
+    /// and is told so.
+    @Test func aKeySealedAtSignUpIsNeverServerProtected() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let options = try await client.registrationOptions(username: "alice")
+            passkey.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
+            var fields = passkey.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
+                                                    origin: Harness.origin)
+            fields.prfSalt = prfSalt(options)
+            let made = try await client.call(.post, "/verify-registration",
+                                             json: ["username": "alice", "challengeKey": options["challengeKey"] as! String,
+                                                    "cred": try jsonObject(passkey.register(fields)), "seal": true],
+                                             headers: Client.wantsToken)
+            #expect(made.status == .ok && made["sealsKey"] as? Bool == true, "\(made.json)")
+            let token = try #require(made["token"] as? String)
+            let userID = try await harness.store.user(named: "alice")!.id
+            let record = try #require(try await harness.store.nostrKey(ofUser: userID))
+            #expect(record.passkeySealed && record.version == 1)
+            #expect(try await client.session(token)["protection"].flatMap { ($0 as? [String: Any])?["summary"] as? String } == "sealed by 1 passkey")
+            // The new session holds the data key: it signs at once.
+            let signed = try await client.signNote(token)
+            #expect(try signed.status == .ok && verifySignedEvent(signed["event"] as! [String: Any]))
+            // Without a session, nothing opens it.
+            await #expect(throws: APIError.self) {
+                try await KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
+                    .withSecretKey(of: userID, unlock: nil) { $0.publicKey }
+            }
+
+            var plain = SoftwareAuthenticator()
+            let plainOptions = try await client.registrationOptions(username: "bob")
+            plain.userHandle = Base64URL.decode((plainOptions["user"] as! [String: Any])["id"] as! String)
+            let plainMade = try await client.call(.post, "/verify-registration",
+                                                  json: ["username": "bob", "challengeKey": plainOptions["challengeKey"] as! String,
+                                                         "cred": try jsonObject(plain.register(plain.registrationFields(
+                                                             challenge: Base64URL.decode(plainOptions["challenge"] as! String)!,
+                                                             rpID: "localhost", origin: Harness.origin))), "seal": true])
+            #expect(plainMade.status == .ok && plainMade["sealsKey"] as? Bool == false)
+            #expect(try await harness.store.nostrKey(ofUser: harness.store.user(named: "bob")!.id)?.passkeySealed == false)
+        }
+    }
+
+    /// A server-protected key row put back while the user's wraps exist (a restore from before
+    /// sealing) is refused with a clear error and an operator log line; nothing is signed with it.
+    @Test func aKeyRowRestoredFromBeforeTheSealIsRefused() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            let userID = try await harness.store.user(named: "alice")!.id
+            let before = try #require(try await harness.store.nostrKey(ofUser: userID))
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            // The attacker (a database writer) puts the old row back.
+            let sealed = try #require(try await harness.store.nostrKey(ofUser: userID))
+            var restored = before
+            restored.version = sealed.version
+            (restored.nonce, restored.sealed) = try harness.vault.seal(
+                KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now }).open(before, dataKey: nil)
+                    .withUnsafeSecretBytes { $0 }, userID: userID, version: sealed.version)
+            try await harness.store.replaceNostrKey(restored, expectedVersion: sealed.version)
+            let refused = try await client.signNote(token)
+            #expect(refused.status == .conflict && refused.error == "key_rolled_back", "\(refused.json)")
+            #expect(harness.logs.lines.contains { $0.contains("key.rollback_refused") })
+            // A session without the data key is refused the same way (not signed unattended).
+            let other = try #require(try await client.signIn(&passkey)["token"] as? String)
+            #expect(try await client.signNote(other).error == "key_rolled_back")
         }
     }
 
@@ -70,11 +215,15 @@ extension Client {
             let first = try await client.signNote(token)
             #expect(try first.status == .ok && verifySignedEvent(first["event"] as! [String: Any]))
 
-            // Sign out, sign in with the sealing passkey: its PRF output unseals.
+            // Sign out, sign in with the sealing passkey: the sign-in opens nothing (no PRF);
+            // unlocking with it does.
             _ = try await client.call(.post, "/logout", headers: Client.bearer(token))
             let signIn = try await client.signIn(&passkey)
-            #expect(signIn["signerSealed"] as? Bool == false)
+            #expect(signIn["signerSealed"] as? Bool == true)
             let again = try #require(signIn["token"] as? String)
+            #expect(try await client.signNote(again).error == "signer_locked")
+            let unlocked = try await client.unlock(&passkey, token: again)
+            #expect(unlocked.status == .ok && unlocked["signerLocked"] as? Bool == false, "\(unlocked.json)")
             let session = try await client.session(again)
             #expect(session["signerLocked"] as? Bool == false)
             #expect((session["protection"] as? [String: Any])?["signerSealed"] as? Bool == false)
@@ -197,8 +346,8 @@ extension Client {
             let listed = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
             #expect(listed.map { $0["sealsKey"] as? Bool } == [true, true, false])
 
-            // The second one signs in and signs.
-            let viaSecond = try #require(try await client.signIn(&second)["token"] as? String)
+            // The second one signs in, unlocks and signs.
+            let viaSecond = try await client.signInAndUnlock(&second)
             #expect(try await client.signNote(viaSecond).status == .ok)
             // Removing the first removes its wrap; the second cannot be removed then (last sealing passkey).
             let fresh = try #require(try await client.signIn(&second)["token"] as? String)
@@ -216,13 +365,15 @@ extension Client {
     }
 
     @Test func aPasskeyWithoutPRFSignsInButCannotUnseal() async throws {
-        try await Harness().run { client in
+        let harness = try Harness()
+        try await harness.run { client in
             var sealing = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
             var plain = SoftwareAuthenticator()
             #expect(try await client.addPasskey(&plain, username: "alice", token: token, by: &sealing).status == .ok)
             #expect(try await client.seal(&sealing, token: token).status == .ok)
 
+            harness.clock.advance(1)
             let signIn = try await client.signIn(&plain)
             #expect(signIn.status == .ok && signIn["signerSealed"] as? Bool == true)
             let viaPlain = try #require(signIn["token"] as? String)
@@ -232,6 +383,14 @@ extension Client {
             let refused = try await client.signNote(viaPlain)
             #expect(refused.status == .forbidden && refused.error == "signer_locked")
             #expect((refused["message"] as? String)?.contains("sealed by your passkeys") == true)
+            // Unlocking offers only the passkeys that can open it (no loop on this one); this one
+            // cannot, and is told why.
+            let unlockOptions = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"],
+                                                      headers: Client.bearer(viaPlain))
+            let offered = ((unlockOptions["options"] as? [String: Any])?["allowCredentials"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+            #expect(offered == [Base64URL.encode(sealing.credentialID)])
+            let notThisOne = try await client.unlock(&plain, token: viaPlain)
+            #expect(notThisOne.status == .badRequest && (notThisOne["message"] as? String)?.contains("no PRF output") == true)
             // The public key needs no secret: it still answers.
             #expect(try await client.signer("get_public_key", token: viaPlain).status == .ok)
             // Sealing with it says why not.
@@ -250,31 +409,31 @@ extension Client {
             let token = try #require(try await client.signUp(&sealing, username: "alice")["token"] as? String)
             #expect(try await client.seal(&sealing, token: token).status == .ok)
             // Same credential, another authenticator's PRF secret (what a wrong credential's output is).
+            let signIn = try #require(try await client.signIn(&sealing)["token"] as? String)
             var confused = sealing
             confused.prfSecret = secureRandomBytes(32)
-            let signIn = try await client.signIn(&confused)
-            #expect(signIn.status == .ok && signIn["signerSealed"] as? Bool == true)
+            let wrong = try await client.unlock(&confused, token: signIn)
+            #expect(wrong.status == .forbidden && wrong.error == "signer_locked")
             sealing.signCount = confused.signCount
-            #expect(try await client.signNote(signIn["token"] as! String).error == "signer_locked")
+            #expect(try await client.signNote(signIn).error == "signer_locked")
             #expect(harness.logs.lines.contains { $0.contains("did not open") })
-            // A malformed prfOutput is a clear 400, and nothing is consumed but the challenge.
-            let options = try await client.authenticationOptions()
-            let challenge = Base64URL.decode(options["challenge"] as! String)!
-            let cred = sealing.authenticate(sealing.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
-            let bad = try await client.call(.post, "/verify-authentication", json: ["cred": try jsonObject(cred), "prfOutput": "short"])
+            // A malformed prfOutput is a clear 400.
+            let cred = try await client.confirmation("signer.unlock", by: &sealing, token: signIn)
+            let bad = try await client.call(.post, "/api/signer/unlock", json: ["cred": cred, "prfOutput": "short"], headers: Client.bearer(signIn))
             #expect(bad.status == .badRequest && bad.error == "invalid_request")
             // An app's prfOutput field works like the browser's clientExtensionResults.
-            let appOptions = try await client.authenticationOptions()
-            var fields = sealing.authenticationFields(challenge: Base64URL.decode(appOptions["challenge"] as! String)!,
+            let reply = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"], headers: Client.bearer(signIn))
+            let options = try #require(reply["options"] as? [String: Any])
+            let salt = try #require(prfSalts(options, for: sealing.credentialID)?.first)
+            let fields = sealing.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
                                                       rpID: "localhost", origin: Harness.origin)
             sealing.signCount = fields.signCount
-            let output = sealing.prf(prfSalt(appOptions)!)!
-            fields.prfSalt = nil
-            let viaApp = try await client.call(.post, "/verify-authentication",
-                                               json: ["cred": try jsonObject(sealing.authenticate(fields)), "prfOutput": Base64URL.encode(output)],
-                                               headers: Client.wantsToken)
-            #expect(viaApp.status == .ok && viaApp["signerSealed"] as? Bool == false)
-            #expect(try await client.signNote(viaApp["token"] as! String).status == .ok)
+            let viaApp = try await client.call(.post, "/api/signer/unlock",
+                                               json: ["cred": try jsonObject(sealing.authenticate(fields)),
+                                                      "prfOutput": Base64URL.encode(sealing.prf(salt)!)],
+                                               headers: Client.bearer(signIn))
+            #expect(viaApp.status == .ok, "\(viaApp.json)")
+            #expect(try await client.signNote(signIn).status == .ok)
         }
     }
 
@@ -284,8 +443,8 @@ extension Client {
             var passkey = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
             #expect(try await client.seal(&passkey, token: token).status == .ok)
-            let a = try #require(try await client.signIn(&passkey)["token"] as? String)
-            let b = try #require(try await client.signIn(&passkey)["token"] as? String)
+            let a = try await client.signInAndUnlock(&passkey)
+            let b = try await client.signInAndUnlock(&passkey)
             #expect(try await harness.store.lockAllSessions() > 0)
             for t in [token, a, b] {
                 #expect(try await harness.store.session(tokenHash: sha256(Base64URL.decode(t)!), now: harness.clock.now)?.dataKey == nil)
@@ -333,7 +492,7 @@ extension Client {
         let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
         var sameSecret = SoftwareAuthenticator()
         sameSecret.prfSecret = prfSecret
-        let output = try #require(sameSecret.prf(PasskeySeal(rpID: "localhost").salt))
+        let output = try #require(sameSecret.prf(wrap.salt))
         let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: wrap.credentialID))
         let custody = KeyCustody(store: harness.store, vault: next, now: { harness.clock.now })
         #expect(try custody.open(rotated, dataKey: dataKey).publicKey == imported.publicKey)
@@ -360,7 +519,7 @@ extension Client {
             let refused = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "once"], headers: Client.bearer(viaPlain))
             #expect(refused.error == "signer_locked")
             // Still pending: after signing in with the sealing passkey, the same request is approved.
-            let viaSealing = try #require(try await client.signIn(&sealing)["token"] as? String)
+            let viaSealing = try await client.signInAndUnlock(&sealing)
             let approved = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "once"], headers: Client.bearer(viaSealing))
             #expect((approved["redirect"] as? String)?.contains("ok=1") == true, "\(approved.json)")
 
@@ -373,7 +532,8 @@ extension Client {
             #expect(byCredential?[Base64URL.encode(sealing.credentialID)] != nil)
             var fields = sealing.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
                                                       origin: Harness.origin)
-            fields.prfSalt = PasskeySeal(rpID: "localhost").salt
+            fields.prfSalt = prfSalts(options.json, for: sealing.credentialID)?.first
+            #expect(fields.prfSalt?.count == 32)
             sealing.signCount = fields.signCount
             let confirmed = try await client.call(.post, "/api/requests/\(id0)/approve",
                                                   json: ["assertion": try jsonObject(sealing.authenticate(fields))], headers: Client.bearer(viaPlain))
@@ -381,7 +541,7 @@ extension Client {
             let history = try await client.call(.get, "/api/signer/history", headers: Client.bearer(viaPlain))["entries"] as! [[String: Any]]
             let entry = try #require(history.first { $0["kind"] as? Int == 0 && $0["outcome"] as? String == "approved" })
             let receipt = try await client.call(.get, "/api/signer/history/\(entry["id"] as! String)/receipt", headers: Client.bearer(viaPlain))
-            let output = Base64URL.encode(sealing.prf(PasskeySeal(rpID: "localhost").salt)!)
+            let output = Base64URL.encode(sealing.prf(fields.prfSalt!)!)
             let receiptText = String(decoding: try JSONSerialization.data(withJSONObject: receipt.json), as: UTF8.self)
             #expect(receipt.status == .ok && !receiptText.contains(output) && !receiptText.contains("clientExtensionResults"))
         }
@@ -398,6 +558,7 @@ extension Client {
             let signIn = try await client.signIn(&passkey)
             seen.add(signIn.json)
             let t = signIn["token"] as! String
+            seen.add(try await client.unlock(&passkey, token: t).json)
             for reply in [try await client.session(t), try await client.signNote(t),
                           try await client.call(.get, "/account/credentials", headers: Client.bearer(t)),
                           try await client.call(.get, "/api/signer/history", headers: Client.bearer(t))] {
@@ -405,8 +566,8 @@ extension Client {
             }
             // What the test knows: the PRF output, and the data key its wrap opens to.
             let userID = try await harness.store.user(named: "alice")!.id
-            let output = passkey.prf(PasskeySeal(rpID: "localhost").salt)!
             let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+            let output = passkey.prf(wrap.salt)!
             let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: passkey.credentialID))
             let secrets = [output, dataKey].flatMap { [Base64URL.encode($0), Hex.encode($0), Data($0).base64EncodedString()] }
             let text = harness.logs.lines.joined(separator: "\n") + seen.text

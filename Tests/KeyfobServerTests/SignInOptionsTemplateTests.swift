@@ -7,7 +7,7 @@ import WebAuthn
 /// whole answer gives, for any challenge and key.
 @Suite struct SignInOptionsTemplateTests {
     func answer(_ configuration: ServerConfiguration, challenge: [UInt8], key: String) -> [UInt8] {
-        jsonBytes(CeremonyController.signInAnswer(configuration.relyingParty, configuration, PasskeySeal(rpID: configuration.rpID),
+        jsonBytes(CeremonyController.signInAnswer(configuration.relyingParty, configuration,
                                                   challenge: challenge, key: key))
     }
 

@@ -161,10 +161,8 @@ struct Client: Sendable {
             throw TestFailure("no confirmation options: \(reply)")
         }
         var assertion = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
-        let prf = (options["extensions"] as? [String: Any])?["prf"] as? [String: Any]
-        if authenticator.prfSecret != nil, let byCredential = prf?["evalByCredential"] as? [String: Any],
-           let first = byCredential.values.first as? [String: Any] {
-            assertion.prfSalt = (first["first"] as? String).flatMap(Base64URL.decode)
+        if authenticator.prfSecret != nil, let salts = prfSalts(options, for: authenticator.credentialID) {
+            (assertion.prfSalt, assertion.prfSecondSalt) = salts
         }
         let credential = authenticator.authenticate(assertion)
         authenticator.signCount = assertion.signCount
@@ -200,6 +198,13 @@ struct Client: Sendable {
         if reply.status == .ok { authenticator.signCount = fields.signCount }
         return reply
     }
+}
+
+/// The PRF inputs options give one credential (`extensions.prf.evalByCredential[id]`).
+func prfSalts(_ options: [String: Any], for credentialID: [UInt8]) -> (first: [UInt8]?, second: [UInt8]?)? {
+    let prf = (options["extensions"] as? [String: Any])?["prf"] as? [String: Any]
+    guard let values = (prf?["evalByCredential"] as? [String: Any])?[Base64URL.encode(credentialID)] as? [String: Any] else { return nil }
+    return ((values["first"] as? String).flatMap(Base64URL.decode), (values["second"] as? String).flatMap(Base64URL.decode))
 }
 
 /// The PRF input the options ask for (`extensions.prf.eval.first`).

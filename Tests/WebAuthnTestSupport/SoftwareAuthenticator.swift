@@ -157,12 +157,16 @@ public struct SoftwareAuthenticator: Sendable {
         /// The options' PRF input (`extensions.prf.eval.first`): with a `prfSecret`, the response
         /// carries `clientExtensionResults.prf.results.first`.
         public var prfSalt: [UInt8]? = nil
+        /// The options' second PRF input, when they give one: the response carries `results.second` too.
+        public var prfSecondSalt: [UInt8]? = nil
     }
 
     func extensionResults(_ f: Fields, creating: Bool) -> ClientExtensionResults? {
         guard let salt = f.prfSalt else { return nil }
         guard let output = prf(salt) else { return creating ? ClientExtensionResults(prf: .init(enabled: false)) : nil }
-        return ClientExtensionResults(prf: .init(enabled: creating ? true : nil, results: PRFValues(first: Base64URL.encode(output))))
+        let second = f.prfSecondSalt.flatMap(prf).map(Base64URL.encode)
+        return ClientExtensionResults(prf: .init(enabled: creating ? true : nil,
+                                                 results: PRFValues(first: Base64URL.encode(output), second: second)))
     }
 
     func clientData(_ f: Fields) -> [UInt8] {

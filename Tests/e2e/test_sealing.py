@@ -42,6 +42,31 @@ def sign_note(driver, text):
     return json.loads(driver.find_element(By.ID, "signed").text)
 
 
+# Records the extensions of every WebAuthn call the page makes, across page loads (sessionStorage),
+# so the test sees which ceremonies asked for PRF.
+RECORD_EXTENSIONS = """
+const seen = JSON.parse(sessionStorage.getItem('webauthnCalls') || '[]');
+sessionStorage.setItem('webauthnCalls', JSON.stringify(seen));
+if (!navigator.credentials.__recorded) {
+  for (const name of ['get', 'create']) {
+    const original = navigator.credentials[name].bind(navigator.credentials);
+    navigator.credentials[name] = (options) => {
+      const extensions = (options && options.publicKey && options.publicKey.extensions) || {};
+      const calls = JSON.parse(sessionStorage.getItem('webauthnCalls') || '[]');
+      calls.push({ call: name, mediation: options.mediation || '', prf: 'prf' in extensions });
+      sessionStorage.setItem('webauthnCalls', JSON.stringify(calls));
+      return original(options);
+    };
+  }
+  navigator.credentials.__recorded = true;
+}
+"""
+
+
+def webauthn_calls(driver):
+    return json.loads(driver.execute_script("return sessionStorage.getItem('webauthnCalls') || '[]'"))
+
+
 def save(driver, name):
     os.makedirs(SCREENSHOTS, exist_ok=True)
     driver.save_screenshot(os.path.join(SCREENSHOTS, name))
@@ -69,13 +94,24 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     event = sign_note(driver, "sealed by my passkey")
     assert event["pubkey"] == pubkey.hex() and verify_event(event), event
 
-    # Sign out and in again: the sign-in's PRF output opens the seal.
+    # Sign out and in again: the sign-in asks for no PRF and leaves the sealed key shut; "Unlock"
+    # asks the sealing passkey (with PRF, its own salt) and opens it.
     driver.find_element(By.ID, "signout").click()
     wait_for(driver, lambda d: "signedout" in d.current_url)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_EXTENSIONS})
+    driver.execute_script(RECORD_EXTENSIONS)
     driver.find_element(By.ID, "signin").click()
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
+    wait_for(driver, lambda d: "sealed by your passkeys" in d.find_element(By.ID, "signer-text").text)
+    assert driver.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true"
+    sign_ins = [c for c in webauthn_calls(driver) if c["call"] == "get"]
+    assert sign_ins and not any(c["prf"] for c in sign_ins), sign_ins
+    save(driver, "sealed-signed-in-locked.png")
+    driver.find_element(By.ID, "unlock").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
-    event = sign_note(driver, "signed after signing in again")
+    calls = webauthn_calls(driver)
+    assert calls[-1]["call"] == "get" and calls[-1]["prf"], calls
+    event = sign_note(driver, "signed after unlocking")
     assert event["pubkey"] == pubkey.hex() and verify_event(event), event
 
     # Another device without PRF joins the account (the passkey on this one confirms adding it);
@@ -92,7 +128,7 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     wait_for(driver, lambda d: "signedout" in d.current_url)
     driver.find_element(By.ID, "signin").click()
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 2)
-    wait_for(driver, lambda d: "cannot open it" in d.find_element(By.ID, "signer-text").text)
+    wait_for(driver, lambda d: "sealed by your passkeys" in d.find_element(By.ID, "signer-text").text)
     assert driver.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true"
     save(driver, "sealed-no-prf.png")
     driver.find_element(By.ID, "sign-note").click()
@@ -103,3 +139,20 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     logs = server.logs()
     assert "prfOutput" not in logs and "nsec1" not in logs
     shutil.copy(os.path.join(SCREENSHOTS, "sealed-account.png"), server.data)
+
+
+def test_a_key_sealed_at_sign_up_opens_only_with_the_passkey_that_made_the_account(server, driver):
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver, prf=True)
+    driver.find_element(By.ID, "username").send_keys("erin")
+    driver.find_element(By.ID, "seal-at-signup").click()
+    save(driver, "signup-seal-offer.png")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
+    wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
+    wait_for(driver, lambda d: "add a second passkey soon" in status(d)[1])
+    assert driver.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false"
+    hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
+    event = sign_note(driver, "sealed from the first second")
+    assert event["pubkey"] == pubkey.hex() and verify_event(event), event
+    save(driver, "sealed-at-signup.png")

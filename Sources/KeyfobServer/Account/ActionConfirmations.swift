@@ -25,9 +25,12 @@ struct ActionConfirmations: Sendable {
         case revokeSessions = "sessions.revoke"
         case adminRevokeSessions = "admin.revoke_sessions"
         case adminRemoveUser = "admin.remove_user"
+        /// Not an account change: opening a sealed key for this session's unlock window (the one
+        /// ceremony that asks for PRF outside sealing; sign-in never does).
+        case unlock = "signer.unlock"
 
-        /// Sealing and unsealing need the PRF output of the same assertion.
-        var needsPRF: Bool { self == .seal || self == .unseal }
+        /// Sealing, unsealing and unlocking need the PRF output of the same assertion.
+        var needsPRF: Bool { self == .seal || self == .unseal || self == .unlock }
     }
 
     static let lifetime: TimeInterval = 120
@@ -61,10 +64,20 @@ struct ActionConfirmations: Sendable {
 
     /// Options for confirming `action` on `target` (empty when the action has none).
     func options(_ action: Action, target: String, for auth: Sessions.Authenticated, ip: String?) async throws -> Response {
-        let allowed = try await eligible(auth)
+        var allowed = try await eligible(auth)
         guard !allowed.isEmpty else {
             throw APIError("permission_denied", "none of your passkeys is older than this session; sign in again with one of them",
                            status: .forbidden)
+        }
+        // PRF per passkey: the salt of its wrap (random per wrap), or a fresh one for a passkey that
+        // joins the seal now. A sealed key unlocks only with a passkey that has a wrap.
+        let wraps = action.needsPRF ? try await store.keyWraps(ofUser: auth.user.id) : []
+        if action == .unlock, try await ceremonies.custody.record(for: auth.user.id).passkeySealed {
+            allowed = allowed.filter { credential in wraps.contains { $0.credentialID == credential.id } }
+            guard !allowed.isEmpty else {
+                throw APIError("signer_locked", "none of the passkeys that may unlock this session can open your sealed key; "
+                               + "sign in with one that seals it", status: .forbidden)
+            }
         }
         let challenge = secureRandomBytes(32)
         var record = ChallengeRecord(challenge: challenge, ceremony: .authentication,
@@ -73,10 +86,8 @@ struct ActionConfirmations: Sendable {
         record.mayUseReserve = true
         try await ceremonies.limits.insert(record, into: store, now: now())
         let allow = allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        var prf: PRFInputs?
-        if action.needsPRF, let salt = ceremonies.seal.inputs.eval {
-            prf = PRFInputs(evalByCredential: Dictionary(uniqueKeysWithValues: allow.map { ($0.id, salt) }))
-        }
+        let prf = action.needsPRF
+            ? ceremonies.seal.inputs(for: allow, wraps: wraps, challenge: challenge, newWraps: action == .seal) : nil
         let options = ceremonies.relyingParty.requestOptions(
             challenge: challenge, allowCredentials: allow, userVerification: .required,
             timeoutSeconds: Int(Self.lifetime), prf: prf)
@@ -93,8 +104,10 @@ struct ActionConfirmations: Sendable {
     /// Checks `assertion` confirms `action` on `target` for this session: the challenge is
     /// consumed (once, whatever follows), bound to exactly this, unexpired; the passkey is the
     /// account's and older than the session; every §7.2 check with user verification; the counter moves.
+    /// Returns the passkey and the challenge it signed (a fresh PRF salt derives from it).
+    @discardableResult
     func verify(_ assertion: AuthenticationCredential?, _ action: Action, target: String,
-                for auth: Sessions.Authenticated) async throws -> CredentialRecord {
+                for auth: Sessions.Authenticated) async throws -> (credential: CredentialRecord, challenge: [UInt8]) {
         guard let assertion else { throw Self.required }
         // Consumed once whatever follows, and unexpired (2 minutes), like any ceremony's challenge.
         let pending = try await ceremonies.consumeChallenge(clientDataJSON: assertion.response.clientDataJSON,
@@ -113,7 +126,7 @@ struct ActionConfirmations: Sendable {
         }
         try await store.verifyAssertion(assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
                                         keys: ceremonies.keys, at: now())
-        return record
+        return (record, pending.challenge)
     }
 
     /// `{"confirmation": {...}}` in a body read as a JSON object.

@@ -225,10 +225,13 @@ struct ApprovalController: Sendable {
     }
 
     @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let auth = try await sessions.requireUnlocked(request)
+        let auth = try await sessions.require(request)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        // A locked session approves only with the passkey confirmation this request asks for
+        // (which unlocks it: one prompt, not an unlock and then a confirmation).
+        guard auth.session.isUnlocked(at: now()) || needsPasskey(record) else { throw APIError.signerLocked }
         var caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
@@ -251,14 +254,19 @@ struct ApprovalController: Sendable {
         if needsPasskey(record) {
             let confirmation = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)
             receipt = confirmation.receipt
+            // Presence proven for this request: the session unlocks; a sealed key opens with the
+            // confirming sealing passkey's PRF output.
+            var dataKey: [UInt8]?
             if sealedShut {
-                guard let prf = confirmation.prfOutput,
-                      var dataKey = try await custody.dataKey(userID: auth.user.id, credentialID: confirmation.credentialID, prfOutput: prf) else {
-                    throw APIError.signerSealed
-                }
-                defer { wipe(&dataKey) }
-                caller.unlock = try await custody.hold(dataKey, in: auth)
+                dataKey = try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
+                                                     prf: confirmation.prf, challenge: confirmation.challenge)
+                guard dataKey != nil else { throw APIError.signerSealed }
+            } else if let held = auth.unlock.dataKey(at: now()) {
+                dataKey = held
             }
+            defer { if dataKey != nil { wipe(&dataKey!) } }
+            caller.unlock = try await custody.unlock(auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)),
+                                                     dataKey: dataKey)
         }
         // Decided once: a second approve finds nothing pending.
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {
@@ -321,12 +329,17 @@ struct ApprovalController: Sendable {
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
         let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        // PRF per listed passkey: a confirmation from a sealing passkey also opens a sealed key.
-        let salt = PasskeySeal(rpID: configuration.rpID).inputs.eval!
+        // PRF for a sealed key this session cannot open: each sealing passkey's own salt, so the
+        // confirmation opens the key too (one prompt, not two).
+        var prf: PRFInputs?
+        if try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
+            let challenge = sha256(Array(committed.utf8))
+            prf = PasskeySeal(rpID: configuration.rpID).inputs(for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
+                                                               challenge: challenge, newWraps: false)
+        }
         let options = configuration.relyingParty.requestOptions(
             challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: configuration.challengeTimeout,
-            prf: PRFInputs(evalByCredential: Dictionary(uniqueKeysWithValues: allow.map { ($0.id, salt) })))
+            timeoutSeconds: configuration.challengeTimeout, prf: prf)
         return jsonResponse(WithCommitted(options: options, committed: committed))
     }
 
@@ -341,11 +354,13 @@ struct ApprovalController: Sendable {
         }
     }
 
-    /// What a passkey confirmation proved: the receipt, which passkey, and its PRF output if it gave one.
+    /// What a passkey confirmation proved: the receipt, which passkey, its PRF outputs if it gave
+    /// any, and the challenge it signed.
     struct Confirmation {
         let receipt: String
         let credentialID: [UInt8]
-        let prfOutput: [UInt8]?
+        let prf: PRFOutputs
+        let challenge: [UInt8]
     }
 
     /// Verifies the assertion against this user's passkey and the committed bytes.
@@ -374,7 +389,9 @@ struct ApprovalController: Sendable {
         ]
         let json = try JSONSerialization.data(withJSONObject: receipt, options: [.sortedKeys, .withoutEscapingSlashes])
         return Confirmation(receipt: String(decoding: json, as: UTF8.self), credentialID: credential.id,
-                            prfOutput: assertion.clientExtensionResults?.prfFirst)
+                            prf: PRFOutputs(first: assertion.clientExtensionResults?.prfFirst,
+                                            second: assertion.clientExtensionResults?.prfSecond),
+                            challenge: sha256(Array(committed.utf8)))
     }
 
     @Sendable func receipt(_ request: Request, context: KeyfobRequestContext) async throws -> Response {

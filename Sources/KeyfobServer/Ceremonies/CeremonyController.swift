@@ -46,20 +46,20 @@ struct CeremonyController: Sendable {
         (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         let relyingParty = configuration.relyingParty
-        let seal = PasskeySeal(rpID: configuration.rpID)
-        (self.relyingParty, self.seal) = (relyingParty, seal)
+        (self.relyingParty, self.seal) = (relyingParty, PasskeySeal(rpID: configuration.rpID))
         signInOptions = SignInOptionsTemplate { challenge, key in
-            jsonBytes(Self.signInAnswer(relyingParty, configuration, seal, challenge: challenge, key: key))
+            jsonBytes(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
         }
     }
 
-    /// What `GET /generate-authentication-options` answers.
-    static func signInAnswer(_ relyingParty: RelyingParty, _ configuration: ServerConfiguration, _ seal: PasskeySeal,
+    /// What `GET /generate-authentication-options` answers. No PRF: a sign-in opens no sealed key
+    /// (`/api/signer/unlock` does, when it is needed), so browsers send no PRF output with it.
+    static func signInAnswer(_ relyingParty: RelyingParty, _ configuration: ServerConfiguration,
                               challenge: [UInt8], key: String) -> WithChallengeKey<RequestOptions> {
         let options = relyingParty.requestOptions(
             challenge: challenge, allowCredentials: [],
             userVerification: configuration.requireUserVerification ? .required : .preferred,
-            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
+            timeoutSeconds: configuration.challengeTimeout)
         return WithChallengeKey(options: options, challengeKey: key)
     }
 
@@ -166,7 +166,7 @@ struct CeremonyController: Sendable {
             challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: record.username!,
             algorithms: configuration.algorithms, excludeCredentials: exclude,
             userVerification: configuration.requireUserVerification ? .required : .preferred,
-            timeoutSeconds: configuration.challengeTimeout, prf: seal.inputs)
+            timeoutSeconds: configuration.challengeTimeout, prf: PasskeySeal.registrationInputs(challenge: challenge))
         return jsonResponse(WithChallengeKey(options: options, challengeKey: record.key))
     }
 
@@ -176,6 +176,9 @@ struct CeremonyController: Sendable {
         var cred: RegistrationCredential
         /// The PRF output, base64url, for apps that do not send `clientExtensionResults`.
         var prfOutput: String?
+        /// A new account: seal its key with this passkey at once (when it gives a PRF output), so
+        /// no server-protected copy of the key ever exists.
+        var seal: Bool?
     }
 
     struct VerifyRegistrationResponse: Encodable {
@@ -190,6 +193,7 @@ struct CeremonyController: Sendable {
         /// format and AAGUID are only what the client claimed.
         let attestationTrusted: Bool
         /// Added to a passkey-sealed account: whether this passkey can open the sealed key too.
+        /// A new account that asked for `seal`: whether its key was sealed by this passkey.
         let sealsKey: Bool?
     }
 
@@ -243,14 +247,32 @@ struct CeremonyController: Sendable {
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven
         // nothing about who owns the account until it is used to sign in.
-        let new = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
+        var new = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
                                   credentialID: verified.credentialID)
+        // Every new account gets its nostr key in the transaction that creates it: sealed by this
+        // passkey from the start when asked (and it gave a PRF output), the session holding the data key.
+        var nostrKey: NostrKeyRecord?
+        var wrap: KeyWrapRecord?
+        var sealsKey: Bool?
+        if !pending.existingUser {
+            if body.seal == true, verified.userVerified, let prfOutput {
+                var dataKey = PasskeySeal.newDataKey()
+                defer { wipe(&dataKey) }
+                nostrKey = try custody.seal(SecretKey.generate(), userID: userID, version: 1, dataKey: dataKey)
+                wrap = try PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: verified.credentialID,
+                                               challenge: pending.challenge, at: created)
+                new.record.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: new.record.tokenHash)
+                sealsKey = true
+            } else {
+                nostrKey = try custody.newKey(for: userID)
+                sealsKey = body.seal == true ? false : nil
+            }
+        }
         let (token, session) = (new.token, new.record)
-        // Every new account gets its nostr key in the transaction that creates it.
-        let nostrKey = pending.existingUser ? nil : try custody.newKey(for: userID)
         do {
-            try await metrics.store("complete_registration") { try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
-                                                 credential: credential, session: session) }
+            try await metrics.store("complete_registration") { [nostrKey, wrap] in
+                try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
+                                                     credential: credential, session: session, wrap: wrap) }
         } catch StoreError.usernameTaken {
             events.record(.registrationFailed, ip: ip, username: username, code: "username_taken")
             throw APIError("username_taken", "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
@@ -262,9 +284,9 @@ struct CeremonyController: Sendable {
         if pending.existingUser { await store.auditAccountChange(userID: userID, method: "add_passkey", at: created) }
         // A passkey added to a sealed account joins the seal when it brought a PRF output and the
         // session that adds it holds the data key.
-        var sealsKey: Bool?
         if let adding, try await custody.record(for: userID).passkeySealed {
-            sealsKey = try await addWrap(for: verified.credentialID, userID: userID, prfOutput: prfOutput, unlock: adding.unlock)
+            sealsKey = try await addWrap(for: verified.credentialID, userID: userID, prfOutput: prfOutput, challenge: pending.challenge,
+                                         unlock: adding.unlock)
         }
 
         let response = VerifyRegistrationResponse(
@@ -314,14 +336,12 @@ struct CeremonyController: Sendable {
         record.mayUseReserve = try await mayUseReserve(request)
         try await limits.insert(record, into: store, now: now())
         if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
-        return jsonResponse(Self.signInAnswer(relyingParty, configuration, seal, challenge: challenge, key: key))
+        return jsonResponse(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
     }
 
     struct VerifyAuthenticationRequest: Decodable {
         var challengeKey: String?
         var cred: AuthenticationCredential
-        /// The PRF output, base64url, for apps that do not send `clientExtensionResults`.
-        var prfOutput: String?
     }
 
     struct VerifyAuthenticationResponse: Encodable {
@@ -331,8 +351,8 @@ struct CeremonyController: Sendable {
         /// Only for a client that asks for it (`returnsToken`).
         let token: String?
         let expiresAt: Date
-        /// True when the account's key is sealed by passkeys and this sign-in did not open it
-        /// (the passkey gave no PRF output, or is not one of the sealing passkeys).
+        /// True when the account's key is sealed by passkeys: a sign-in never opens it; the
+        /// session unlocks it with `signer.unlock` (a sealing passkey's PRF) when it must sign.
         let signerSealed: Bool
     }
 
@@ -340,7 +360,6 @@ struct CeremonyController: Sendable {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
-        let prfOutput = try Self.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .authentication, key: body.challengeKey)
         // A confirmation's challenge confirms one action; it starts no session.
@@ -372,20 +391,11 @@ struct CeremonyController: Sendable {
             throw APIError(error)
         }
 
-        var new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
-        // A sealed key: this passkey's PRF output opens its wrap, and the new session keeps the
-        // data key for its unlock window. (An account without a key yet gets one here, as on
-        // any first use.)
-        var signerSealed = false
-        if verified.userVerified {
-            let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
-            if key.passkeySealed {
-                signerSealed = true
-                if let prfOutput {
-                    signerSealed = try await unseal(into: &new, credentialID: record.id, userID: user.id, prfOutput: prfOutput)
-                }
-            }
-        }
+        let new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
+        // A sealed key stays shut: the session opens it with `signer.unlock` when it must sign.
+        // (An account without a key yet gets one here, as on any first use.)
+        let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
+        let signerSealed = key.passkeySealed
         let (token, session) = (new.token, new.record)
         do {
             try await metrics.store("complete_authentication") { try await store.completeAuthentication(
@@ -424,26 +434,13 @@ struct CeremonyController: Sendable {
         return results?.prfFirst
     }
 
-    /// For a passkey-sealed key: opens the data key with this passkey's wrap and gives `new` a
-    /// copy. Returns whether the signer stays sealed (this PRF output did not open it).
-    func unseal(into new: inout Sessions.NewSession, credentialID: [UInt8], userID: String, prfOutput: [UInt8]) async throws -> Bool {
-        guard var dataKey = try await custody.dataKey(userID: userID, credentialID: credentialID, prfOutput: prfOutput) else {
-            events.logger.notice("this sign-in did not open the sealed key (no wrap for this passkey, or another PRF output)",
-                                 metadata: ["credential": "\(Base64URL.encode(credentialID))"])
-            return true
-        }
-        defer { wipe(&dataKey) }
-        new.record.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: new.record.tokenHash)
-        return false
-    }
-
     /// Wraps the data key the session holds for one more passkey. False when it cannot (no PRF
     /// output, or the session holds no data key).
-    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, unlock: SessionUnlock) async throws -> Bool {
+    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool {
         guard let prfOutput, var dataKey = unlock.dataKey(at: now()) else { return false }
         defer { wipe(&dataKey) }
-        let wrapped = try PasskeySeal.wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID)
-        return try await store.putKeyWrap(KeyWrapRecord(userID: userID, credentialID: credentialID, wrapped: wrapped, createdAt: now()))
+        return try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID,
+                                                              challenge: challenge, at: now()))
     }
 
     // MARK: - Challenges

@@ -1,6 +1,7 @@
 import COpenSSL
 import Foundation
 import KeyfobStore
+import Logging
 import Nostr
 
 /// Nostr keys in custody (DESIGN.md §4.1): made, sealed, opened for one operation and wiped.
@@ -9,6 +10,8 @@ struct KeyCustody: Sendable {
     let store: any KeyfobStore
     let vault: KeyVault
     let now: @Sendable () -> Date
+    /// Where a refused rollback is reported to the operator.
+    var logger = Logger(label: "keyfob.custody")
 
     /// A fresh sealed key for a new account (stored with the account, in its transaction).
     func newKey(for userID: String) throws -> NostrKeyRecord {
@@ -59,6 +62,15 @@ struct KeyCustody: Sendable {
 
     /// `dataKey`: for a passkey-sealed record, the key its inner layer is encrypted under.
     func open(_ record: NostrKeyRecord, dataKey: [UInt8]?) throws -> SecretKey {
+        // Wraps exist only while a key is sealed (unsealing removes them in the same transaction):
+        // a server-protected row next to them was put back from before the seal.
+        if !record.passkeySealed, record.hasWraps {
+            logger.error("key.rollback_refused", metadata: [
+                "user": "\(record.userID)", "version": "\(record.version)",
+                "why": "a server-protected key row while the user's key is sealed by passkeys: restored from an older copy? Restore the sealed row",
+            ])
+            throw APIError.keyRolledBack
+        }
         guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
                                      version: record.version, passkeySealed: record.passkeySealed) else {
             throw APIError("internal_error", "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
@@ -128,6 +140,14 @@ struct KeyCustody: Sendable {
                 """)
         }
     }
+}
+
+extension APIError {
+    /// The stored key is older than its seal (a row put back from a backup): refused, never signed with.
+    static let keyRolledBack = APIError(
+        "key_rolled_back",
+        "your key's stored copy is older than its seal (restored from an old backup?); nothing was signed. The operator must restore the sealed copy",
+        status: .conflict)
 }
 
 /// `keyfob rotate-master-key`: every stored key opened with the old master key and sealed

@@ -12,16 +12,45 @@ import WebAuthn
 /// The PRF output is never stored, and the session token is stored only as its SHA-256, so
 /// nothing at rest — database and master key together — opens the data key.
 struct PasskeySeal: Sendable {
-    /// The PRF input every Keyfob ceremony asks for: fixed per deployment (it depends on the rpId
-    /// alone), so any instance asks the same and a discoverable sign-in needs no per-user salt.
-    let salt: [UInt8]
+    /// The one PRF input of wraps made before salts were per wrap (`KeyWrapRecord.salt` empty):
+    /// it depends on the rpId alone. Such a wrap is made again under a fresh salt the first time
+    /// it opens (`second` of the same ceremony).
+    let legacySalt: [UInt8]
 
     init(rpID: String) {
-        salt = sha256(Array("keyfob prf salt v1\0\(rpID)".utf8))
+        legacySalt = sha256(Array("keyfob prf salt v1\0\(rpID)".utf8))
     }
 
-    /// The `prf` extension input for options.
-    var inputs: PRFInputs { PRFInputs(eval: PRFValues(first: Base64URL.encode(salt))) }
+    /// The PRF input of a wrap made in the ceremony whose challenge is `challenge`: random (the
+    /// challenge is), and derived again from the signed challenge at verification, so nothing
+    /// holds it in between. Stored with the wrap.
+    static func salt(forChallenge challenge: [UInt8]) -> [UInt8] {
+        sha256(Array("keyfob prf salt v2\0".utf8) + challenge)
+    }
+
+    func salt(of wrap: KeyWrapRecord) -> [UInt8] { wrap.salt.isEmpty ? legacySalt : wrap.salt }
+
+    /// The `prf` input of a ceremony (with `challenge`) among `credentials`: a passkey with a wrap
+    /// gets its wrap's salt (its output opens the data key), plus the fresh salt as `second` when
+    /// the wrap is a legacy one; with `newWraps`, a passkey without one gets the fresh salt (its
+    /// output makes its wrap). Nil when no passkey gets anything: the extension is not asked for.
+    func inputs(for credentials: [CredentialDescriptor], wraps: [KeyWrapRecord], challenge: [UInt8], newWraps: Bool) -> PRFInputs? {
+        let fresh = Base64URL.encode(Self.salt(forChallenge: challenge))
+        var byCredential: [String: PRFValues] = [:]
+        for credential in credentials {
+            if let wrap = wraps.first(where: { Base64URL.encode($0.credentialID) == credential.id }) {
+                byCredential[credential.id] = PRFValues(first: Base64URL.encode(salt(of: wrap)), second: wrap.salt.isEmpty ? fresh : nil)
+            } else if newWraps {
+                byCredential[credential.id] = PRFValues(first: fresh)
+            }
+        }
+        return byCredential.isEmpty ? nil : PRFInputs(evalByCredential: byCredential)
+    }
+
+    /// The `prf` input of a registration (no credential id yet): the fresh salt.
+    static func registrationInputs(challenge: [UInt8]) -> PRFInputs {
+        PRFInputs(eval: PRFValues(first: Base64URL.encode(salt(forChallenge: challenge))))
+    }
 
     static let dataKeyLength = 32
 
@@ -43,6 +72,15 @@ struct PasskeySeal: Sendable {
         var key = try wrappingKey(prfOutput: prfOutput, context: context)
         defer { wipe(&key) }
         return try KeyVault.encrypt(dataKey, key: key, aad: context)
+    }
+
+    /// A new wrap for one passkey, made in the ceremony with `challenge` (whose fresh salt gave
+    /// `prfOutput`): the salt is stored with it.
+    static func newWrap(_ dataKey: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
+                        at: Date) throws -> KeyWrapRecord {
+        KeyWrapRecord(userID: userID, credentialID: credentialID,
+                      wrapped: try wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID),
+                      createdAt: at, salt: salt(forChallenge: challenge))
     }
 
     /// The data key, or nil when this PRF output is not the one the wrap was made with.

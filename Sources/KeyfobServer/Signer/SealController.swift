@@ -4,13 +4,17 @@ import KeyfobStore
 import Nostr
 import WebAuthn
 
-/// Sealing the nostr key with the user's passkeys (PRF), and undoing it. Both need a session and
-/// an assertion made for the action (`/api/confirmations`, `key.seal` / `key.unseal`, whose options
-/// carry the PRF input) from a passkey the account had before the session signed in.
+/// Sealing the nostr key with the user's passkeys (PRF), undoing it, and opening it for a
+/// session. Each needs a session and an assertion made for the action (`/api/confirmations`,
+/// `key.seal` / `key.unseal` / `signer.unlock`, whose options carry the PRF inputs) from a passkey
+/// the account had before the session signed in. Sign-in never asks for PRF: a sealed key opens
+/// only through `unlock` (or a passkey-confirmed approval), when it is needed.
 ///
 ///     POST /api/signer/seal   {cred, prfOutput?}  not sealed: seal under a new data key, wrapped
 ///                                                  for this passkey; sealed: wrap it for this passkey too
 ///     POST /api/signer/unseal {cred, prfOutput?}  back to server-protected; every wrap removed
+///     POST /api/signer/unlock {cred, prfOutput?}  the signer unlocked for this session (a sealed key's
+///                                                  data key opened by this passkey's wrap)
 struct SealController: Sendable {
     let sessions: Sessions
     let ceremonies: CeremonyController
@@ -23,87 +27,103 @@ struct SealController: Sendable {
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.post("/api/signer/seal", use: seal)
         router.post("/api/signer/unseal", use: unseal)
+        router.post("/api/signer/unlock", use: unlock)
     }
 
     struct Body: Decodable {
         var cred: AuthenticationCredential
+        /// The first PRF output, base64url, for apps that do not send `clientExtensionResults`.
         var prfOutput: String?
     }
 
-    /// The session, the body's verified passkey and its PRF output (nil when it gave none).
-    private func proven(_ request: Request, context: KeyfobRequestContext, _ action: ActionConfirmations.Action)
-        async throws -> (Sessions.Authenticated, CredentialRecord, [UInt8]?, SignerCaller) {
+    /// What one confirmed assertion proved: the session, the passkey, its PRF outputs and the
+    /// challenge it signed (the fresh salt of a new wrap derives from it).
+    struct Proof {
+        let auth: Sessions.Authenticated
+        let credential: CredentialRecord
+        let prf: PRFOutputs
+        let challenge: [UInt8]
+        let caller: SignerCaller
+    }
+
+    private func proven(_ request: Request, context: KeyfobRequestContext, _ action: ActionConfirmations.Action) async throws -> Proof {
         let auth = try await sessions.require(request)
         let body = try await request.decodeJSON(Body.self, limit: configuration.maxBodySize)
-        let prf = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
-        let credential = try await ceremonies.confirmations.verify(body.cred, action, target: "", for: auth)
+        let first = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
+        let (credential, challenge) = try await ceremonies.confirmations.verify(body.cred, action, target: "", for: auth)
         let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
                                   limitKey: Hex.encode(auth.session.tokenHash),
                                   ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
-        return (auth, credential, prf, caller)
+        return Proof(auth: auth, credential: credential,
+                     prf: PRFOutputs(first: first, second: body.cred.clientExtensionResults?.prfSecond), challenge: challenge,
+                     caller: caller)
     }
 
     static let noPRF = APIError(
         "invalid_request",
         "this passkey gave no PRF output: its authenticator cannot seal keys (try a passkey from a platform or security key that supports PRF)")
 
+    static let conflict = APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+
     @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let (auth, credential, prf, caller) = try await proven(request, context: context, .seal)
-        guard let prf else {
-            await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "invalid_request")
-            throw Self.noPRF
-        }
-        let userID = auth.user.id
+        let proof = try await proven(request, context: context, .seal)
+        let userID = proof.auth.user.id
+        let credentialID = proof.credential.id
         let current = try await custody.record(for: userID)
         if !current.passkeySealed {
+            guard let output = proof.prf.first else {
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
+                throw Self.noPRF
+            }
             let key = try custody.open(current, dataKey: nil)
             var dataKey = PasskeySeal.newDataKey()
             defer { wipe(&dataKey) }
             let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
-            let wrap = KeyWrapRecord(userID: userID, credentialID: credential.id,
-                                     wrapped: try PasskeySeal.wrap(dataKey, prfOutput: prf, userID: userID, credentialID: credential.id),
-                                     createdAt: now())
-            let copy = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: auth.session.tokenHash)
+            let wrap = try PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
+                                               challenge: proof.challenge, at: now())
+            let copy = try PasskeySeal.sessionCopy(of: dataKey, token: proof.auth.token, tokenHash: proof.auth.session.tokenHash)
             do {
                 try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [wrap],
-                                                    keepingSession: auth.session.tokenHash, sessionDataKey: copy)
+                                                    keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy)
             } catch StoreError.conflict {
-                throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+                throw Self.conflict
             }
+        } else if var opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
+                                                          challenge: proof.challenge) {
+            // One of the sealing passkeys already: nothing to add; the session holds the data key now.
+            defer { wipe(&opened) }
+            _ = try await custody.hold(opened, in: proof.auth)
         } else {
-            // Already sealed: this passkey joins the seal, with the data key the session holds
-            // (or that this passkey's own wrap gives, when it is one of the sealing passkeys).
-            var dataKey: [UInt8]
-            if let held = auth.unlock.dataKey(at: now()) {
-                dataKey = held
-            } else if let opened = try await custody.dataKey(userID: userID, credentialID: credential.id, prfOutput: prf) {
-                dataKey = opened
-                _ = try await custody.hold(dataKey, in: auth)
-            } else {
-                await dispatcher.audit(caller, method: "seal_key", outcome: "failed", code: "signer_locked")
+            // Sealed: this passkey joins the seal, with the data key the session holds.
+            guard let output = proof.prf.first else {
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
+                throw Self.noPRF
+            }
+            guard var dataKey = proof.auth.unlock.dataKey(at: now()) else {
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "signer_locked")
                 throw APIError.signerSealed
             }
             defer { wipe(&dataKey) }
-            let wrapped = try PasskeySeal.wrap(dataKey, prfOutput: prf, userID: userID, credentialID: credential.id)
-            _ = try await store.putKeyWrap(KeyWrapRecord(userID: userID, credentialID: credential.id, wrapped: wrapped,
-                                                         createdAt: now()))
+            _ = try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
+                                                               challenge: proof.challenge, at: now()))
         }
-        await dispatcher.audit(caller, method: "seal_key", outcome: "approved")
+        await dispatcher.audit(proof.caller, method: "seal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 
     @Sendable func unseal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let (auth, credential, prf, caller) = try await proven(request, context: context, .unseal)
-        let userID = auth.user.id
+        let proof = try await proven(request, context: context, .unseal)
+        let userID = proof.auth.user.id
         let current = try await custody.record(for: userID)
         guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }
         var dataKey: [UInt8]
-        if let held = auth.unlock.dataKey(at: now()) {
+        if let held = proof.auth.unlock.dataKey(at: now()) {
             dataKey = held
-        } else if let prf, let opened = try await custody.dataKey(userID: userID, credentialID: credential.id, prfOutput: prf) {
+        } else if let opened = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+                                                          challenge: proof.challenge) {
             dataKey = opened
         } else {
-            await dispatcher.audit(caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
+            await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
             throw APIError.signerSealed
         }
         defer { wipe(&dataKey) }
@@ -113,11 +133,44 @@ struct SealController: Sendable {
             try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [], keepingSession: nil,
                                                 sessionDataKey: nil)
         } catch StoreError.conflict {
-            throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+            throw Self.conflict
         }
-        await dispatcher.audit(caller, method: "unseal_key", outcome: "approved")
+        await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
+
+    struct Unlocked: Encodable {
+        let signerLocked: Bool
+        let signerUnlockedUntil: Date
+    }
+
+    /// A fresh passkey assertion unlocks this session's signer for the unlock window; for a
+    /// sealed key, the passkey's PRF output opens its wrap and the session keeps the data key.
+    @Sendable func unlock(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let proof = try await proven(request, context: context, .unlock)
+        let userID = proof.auth.user.id
+        let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
+        var dataKey: [UInt8]?
+        if try await custody.record(for: userID).passkeySealed {
+            dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+                                                 challenge: proof.challenge)
+            guard dataKey != nil else {
+                ceremonies.events.logger.notice("an unlock did not open the sealed key (no PRF output, or another one)",
+                                                metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
+                throw proof.prf.first == nil ? Self.noPRF : APIError.signerSealed
+            }
+        }
+        defer { if dataKey != nil { wipe(&dataKey!) } }
+        _ = try await custody.unlock(proof.auth, until: until, dataKey: dataKey)
+        return jsonResponse(Unlocked(signerLocked: false, signerUnlockedUntil: until))
+    }
+}
+
+/// The PRF outputs of one assertion: `first` for the input the wrap was made with, `second` for
+/// the fresh salt a legacy wrap moves to.
+struct PRFOutputs: Sendable {
+    var first: [UInt8]?
+    var second: [UInt8]?
 }
 
 /// How a user's key is protected, for `/session`, the account page and the seal endpoints.
@@ -136,10 +189,22 @@ struct KeyProtection: Encodable, Sendable {
 
 extension KeyCustody {
     /// The data key, opened with one passkey's PRF output and its wrap; nil when that passkey
-    /// has no wrap or the output does not open it. The caller wipes it.
-    func dataKey(userID: String, credentialID: [UInt8], prfOutput: [UInt8]) async throws -> [UInt8]? {
-        guard let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }) else { return nil }
-        return PasskeySeal.unwrap(wrap.wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID)
+    /// has no wrap or the output does not open it. A wrap made under the deployment's old single
+    /// salt is made again under the ceremony's fresh salt when the ceremony gave `second` for it
+    /// (`challenge` is the ceremony's). The caller wipes the result.
+    func openWrap(userID: String, credentialID: [UInt8], prf: PRFOutputs, challenge: [UInt8]?) async throws -> [UInt8]? {
+        guard let first = prf.first,
+              let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }),
+              let dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: first, userID: userID, credentialID: credentialID) else {
+            return nil
+        }
+        if wrap.salt.isEmpty, let second = prf.second, let challenge {
+            var moved = try PasskeySeal.newWrap(dataKey, prfOutput: second, userID: userID, credentialID: credentialID,
+                                                challenge: challenge, at: now())
+            moved.createdAt = wrap.createdAt
+            _ = try await store.putKeyWrap(moved)
+        }
+        return dataKey
     }
 
     /// Gives a signed-in session its copy of the data key (a sealing passkey was just proven);
@@ -148,6 +213,18 @@ extension KeyCustody {
         var session = auth.session
         session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: session.tokenHash)
         try await store.setSessionDataKey(tokenHash: session.tokenHash, dataKey: session.dataKey)
+        return SessionUnlock(token: auth.token, session: session)
+    }
+
+    /// A fresh passkey assertion on this session (with user verification): its signer unlocks
+    /// until `until`, holding `dataKey` (a sealed key's, opened by that passkey) when given.
+    func unlock(_ auth: Sessions.Authenticated, until: Date, dataKey: [UInt8]?) async throws -> SessionUnlock {
+        var session = auth.session
+        session.unlockedUntil = until
+        session.dataKey = try dataKey.map { try PasskeySeal.sessionCopy(of: $0, token: auth.token, tokenHash: session.tokenHash) }
+        guard try await store.unlockSession(tokenHash: session.tokenHash, until: until, dataKey: session.dataKey) else {
+            throw APIError("unauthorized", "this session ended; sign in again", status: .unauthorized)
+        }
         return SessionUnlock(token: auth.token, session: session)
     }
 
