@@ -61,7 +61,9 @@ function renderLock() {
   } else if (account.protection && account.protection.signerSealed) {
     const names = sealingNames();
     const which = names.length ? `one of: ${names.join(", ")}` : "a passkey that seals it";
-    $("signer-text").textContent = `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`;
+    const waiting = account.waitingForUnlock || 0;
+    $("signer-text").textContent = `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`
+      + (waiting ? ` ${waiting} request${waiting === 1 ? "" : "s"} from your NIP-46 apps ${waiting === 1 ? "waits" : "wait"} for it.` : "");
   } else {
     $("signer-text").textContent = "Signer locked. Apps can't sign until you unlock it with a passkey.";
   }

@@ -74,6 +74,13 @@ async function load() {
     if (error.code === "unauthorized") {
       $("who").textContent = "Sign in first.";
       $("signin-card").hidden = false;
+    } else if (error.code === "signer_locked") {
+      // Your key is sealed by your passkeys, and so is what this app asked: unlock to read it.
+      $("who").textContent = "Unlock first.";
+      $("signin-title").textContent = "Unlock to see this request";
+      $("signin-text").textContent = "Your key is sealed by your passkeys, and so is this request: only one of those passkeys opens it.";
+      $("signin").textContent = "Unlock with a passkey";
+      $("signin-card").hidden = false;
     } else {
       $("who").textContent = "";
       $("title").textContent = "This request is gone";
@@ -134,7 +141,11 @@ $("reject").addEventListener("click", async () => {
 });
 
 $("signin").addEventListener("click", async () => {
-  try { await signInWithPasskey(); load(); } catch (error) { showStatus("error", describeError(error)); }
+  try {
+    await unlockSigner();
+    $("signin-card").hidden = true;
+    load();
+  } catch (error) { showStatus("error", describeError(error)); }
 });
 
 load();

@@ -188,9 +188,10 @@ enum PostgresSchema {
         [
             "ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT ''",
         ],
-        // 5: the PRF input of each data-key wrap (SQLite's migration 11).
+        // 5: the PRF input of each data-key wrap, and NIP-46 signer keys sealed by passkeys (SQLite's migration 11).
         [
             "ALTER TABLE key_wraps ADD COLUMN salt BYTEA",
+            "ALTER TABLE bunker_signers ADD COLUMN passkey_sealed BOOLEAN NOT NULL DEFAULT FALSE",
         ],
     ]
 }

@@ -718,9 +718,21 @@ public final class PostgresStore: KeyfobStore, Sendable {
     }
 
     public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws {
         try await transaction { [self] connection in
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
+            if let bunkerSigner {
+                let old = try await connection.query("DELETE FROM bunker_signers WHERE user_id = \(k.userID) RETURNING pubkey",
+                                                     logger: logger).collect().first.map { try $0.makeRandomAccess().text(0) }
+                try await connection.query(Self.insertSignerQuery(bunkerSigner, onConflict: ""), logger: logger).collect()
+                if let old, old != bunkerSigner.pubkey {
+                    try await connection.query("DELETE FROM bunker_clients WHERE user_id = \(k.userID)", logger: logger).collect()
+                    try await connection.query("DELETE FROM grants WHERE user_id = \(k.userID) AND client LIKE 'nip46:%'",
+                                               logger: logger).collect()
+                    try await connection.query("DELETE FROM signer_requests WHERE user_id = \(k.userID) AND state = 'pending'",
+                                               logger: logger).collect()
+                }
+            }
             try await connection.query("DELETE FROM key_wraps WHERE user_id = \(k.userID)", logger: logger).collect()
             for wrap in wraps { try await insertKeyWrap(wrap, on: connection) }
             try await connection.query(
@@ -988,11 +1000,21 @@ extension PostgresRandomAccessRow {
 // MARK: NIP-46
 
 extension PostgresStore {
-    private static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at"
+    static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at, passkey_sealed"
 
     private static func signerRow(_ r: PostgresRandomAccessRow) throws -> BunkerSignerRecord {
         BunkerSignerRecord(userID: try r.text(0), pubkey: try r.text(1), nonce: try r.bytes(2), sealed: try r.bytes(3),
-                           secretHash: try r.optionalBytes(4), secretExpiresAt: try r.optionalDate(5), createdAt: try r.date(6))
+                           secretHash: try r.optionalBytes(4), secretExpiresAt: try r.optionalDate(5), createdAt: try r.date(6),
+                           passkeySealed: try r.bool(7))
+    }
+
+    static func insertSignerQuery(_ s: BunkerSignerRecord, onConflict: String) -> PostgresQuery {
+        """
+        INSERT INTO bunker_signers (\(unescaped: Self.signerColumns))
+        VALUES (\(s.userID), \(s.pubkey), \(ByteBuffer(bytes: s.nonce)), \(ByteBuffer(bytes: s.sealed)),
+                \(s.secretHash.map { ByteBuffer(bytes: $0) }), \(s.secretExpiresAt?.timeIntervalSince1970),
+                \(s.createdAt.timeIntervalSince1970), \(s.passkeySealed)) \(unescaped: onConflict)
+        """
     }
 
     public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
@@ -1015,13 +1037,7 @@ extension PostgresStore {
 
     public func insertBunkerSignerIfAbsent(_ s: BunkerSignerRecord) async throws -> BunkerSignerRecord {
         try await call { [self] in
-            _ = try await touched("""
-                INSERT INTO bunker_signers (\(unescaped: Self.signerColumns))
-                VALUES (\(s.userID), \(s.pubkey), \(ByteBuffer(bytes: s.nonce)), \(ByteBuffer(bytes: s.sealed)),
-                        \(s.secretHash.map { ByteBuffer(bytes: $0) }), \(s.secretExpiresAt?.timeIntervalSince1970),
-                        \(s.createdAt.timeIntervalSince1970))
-                ON CONFLICT (user_id) DO NOTHING RETURNING 1
-                """)
+            _ = try await touched(Self.insertSignerQuery(s, onConflict: "ON CONFLICT (user_id) DO NOTHING RETURNING 1"))
             guard let stored = try await rows("SELECT \(unescaped: Self.signerColumns) FROM bunker_signers WHERE user_id = \(s.userID)")
                 .first.map(Self.signerRow) else { throw StoreError.notFound }
             return stored

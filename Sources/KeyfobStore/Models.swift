@@ -274,7 +274,9 @@ public struct PendingRequestRecord: Sendable, Equatable {
     public var transport: String
     public var method: String
     public var kind: Int?
-    /// The request, sealed under the master key with the id as additional data.
+    /// The request, sealed under the master key with the id as additional data. An empty nonce:
+    /// sealed instead under a key from its owner's NIP-46 signer key (a passkey-sealed account's;
+    /// `payload` is then nonce ‖ ciphertext ‖ tag).
     public var nonce: [UInt8]
     public var payload: [UInt8]
     /// Fresh per confirmation challenge: what a passkey-confirmed approval commits to.
@@ -339,9 +341,12 @@ public struct BunkerSignerRecord: Sendable, Equatable {
     public var secretHash: [UInt8]?
     public var secretExpiresAt: Date?
     public var createdAt: Date
+    /// Sealed by the user's passkeys along with their nostr key: what the master key opens is
+    /// itself encrypted under the data key (the key is made anew when sealing starts).
+    public var passkeySealed: Bool
 
     public init(userID: String, pubkey: String, nonce: [UInt8], sealed: [UInt8], secretHash: [UInt8]?, secretExpiresAt: Date?,
-                createdAt: Date) {
+                createdAt: Date, passkeySealed: Bool = false) {
         self.userID = userID
         self.pubkey = pubkey
         self.nonce = nonce
@@ -349,6 +354,7 @@ public struct BunkerSignerRecord: Sendable, Equatable {
         self.secretHash = secretHash
         self.secretExpiresAt = secretExpiresAt
         self.createdAt = createdAt
+        self.passkeySealed = passkeySealed
     }
 }
 

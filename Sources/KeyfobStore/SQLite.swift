@@ -51,6 +51,9 @@ final class SQLiteConnection {
             case .int(let n): sqlite3_bind_int64(statement, index, n)
             case .real(let d): sqlite3_bind_double(statement, index, d)
             case .text(let s): sqlite3_bind_text(statement, index, s, -1, SQLITE_TRANSIENT_)
+            case .blob(let b) where b.isEmpty:
+                // An empty array may have no base address, which sqlite3_bind_blob would store as NULL.
+                sqlite3_bind_zeroblob(statement, index, 0)
             case .blob(let b):
                 b.withUnsafeBytes { _ = sqlite3_bind_blob(statement, index, $0.baseAddress, Int32($0.count), SQLITE_TRANSIENT_) }
             }

@@ -264,9 +264,11 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         """
         ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT '';
         """,
-        // 11: the PRF input of each data-key wrap (random per wrap; NULL: the deployment salt).
+        // 11: the PRF input of each data-key wrap (random per wrap; NULL: the deployment salt), and
+        // NIP-46 signer keys sealed by passkeys along with the nostr key.
         """
         ALTER TABLE key_wraps ADD COLUMN salt BLOB;
+        ALTER TABLE bunker_signers ADD COLUMN passkey_sealed INTEGER NOT NULL DEFAULT 0;
         """,
     ]
 
@@ -665,10 +667,20 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     }
 
     public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws {
         try write {
             try connection.transaction {
                 try replaceKey(k, expectedVersion: expectedVersion)
+                if let bunkerSigner {
+                    let old = try connection.query("SELECT pubkey FROM bunker_signers WHERE user_id = ?", [.text(k.userID)]).first?.first?.text
+                    try connection.query("DELETE FROM bunker_signers WHERE user_id = ?", [.text(k.userID)])
+                    try insertSigner(bunkerSigner, orIgnore: false)
+                    if old != nil, old != bunkerSigner.pubkey {
+                        try connection.query("DELETE FROM bunker_clients WHERE user_id = ?", [.text(k.userID)])
+                        try connection.query("DELETE FROM grants WHERE user_id = ? AND client LIKE 'nip46:%'", [.text(k.userID)])
+                        try connection.query("DELETE FROM signer_requests WHERE user_id = ? AND state = 'pending'", [.text(k.userID)])
+                    }
+                }
                 try connection.query("DELETE FROM key_wraps WHERE user_id = ?", [.text(k.userID)])
                 for wrap in wraps { try insertKeyWrap(wrap) }
                 try connection.query("UPDATE sessions SET data_key = NULL WHERE user_id = ? AND data_key IS NOT NULL", [.text(k.userID)])
@@ -903,11 +915,19 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
 
     // MARK: NIP-46
 
-    private static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at"
+    private static let signerColumns = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at, passkey_sealed"
 
     private func signerRow(_ r: [SQLValue]) -> BunkerSignerRecord {
         BunkerSignerRecord(userID: r[0].text ?? "", pubkey: r[1].text ?? "", nonce: r[2].blob ?? [], sealed: r[3].blob ?? [],
-                           secretHash: r[4].blob, secretExpiresAt: r[5].date, createdAt: r[6].date ?? .distantPast)
+                           secretHash: r[4].blob, secretExpiresAt: r[5].date, createdAt: r[6].date ?? .distantPast,
+                           passkeySealed: r[7].bool)
+    }
+
+    private func insertSigner(_ s: BunkerSignerRecord, orIgnore: Bool) throws {
+        try connection.query(
+            "INSERT \(orIgnore ? "OR IGNORE " : "")INTO bunker_signers (\(Self.signerColumns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [.text(s.userID), .text(s.pubkey), .blob(s.nonce), .blob(s.sealed), s.secretHash.map(SQLValue.blob) ?? .null,
+             .date(s.secretExpiresAt), .date(s.createdAt), .bool(s.passkeySealed)])
     }
 
     public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
@@ -930,10 +950,7 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
 
     public func insertBunkerSignerIfAbsent(_ s: BunkerSignerRecord) async throws -> BunkerSignerRecord {
         try write {
-            try connection.query(
-                "INSERT OR IGNORE INTO bunker_signers (\(Self.signerColumns)) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [.text(s.userID), .text(s.pubkey), .blob(s.nonce), .blob(s.sealed), s.secretHash.map(SQLValue.blob) ?? .null,
-                 .date(s.secretExpiresAt), .date(s.createdAt)])
+            try insertSigner(s, orIgnore: true)
             guard let stored = try connection.query("SELECT \(Self.signerColumns) FROM bunker_signers WHERE user_id = ?",
                                                     [.text(s.userID)]).first.map(signerRow) else { throw StoreError.notFound }
             return stored

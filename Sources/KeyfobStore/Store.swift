@@ -69,9 +69,20 @@ public protocol KeyWrapStore: Sendable {
     func putKeyWrap(_ wrap: KeyWrapRecord) async throws -> Bool
     /// Seals or unseals: replaces the user's key when the stored version is `expectedVersion`,
     /// replaces all of the user's wraps with `wraps`, and drops every session's data-key copy
-    /// but `keepingSession`'s; `conflict` (nothing written) when the version moved.
+    /// but `keepingSession`'s; `conflict` (nothing written) when the version moved. With
+    /// `bunkerSigner`, the user's NIP-46 signer is replaced by it too; when that is a new key, the
+    /// clients connected to the old one, their grants and the user's undecided requests go.
     func changeKeyProtection(_ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                             keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws
+                             keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws
+}
+
+extension KeyWrapStore {
+    /// A protection change that leaves the NIP-46 signer alone.
+    public func changeKeyProtection(_ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
+        try await changeKeyProtection(record, expectedVersion: expectedVersion, wraps: wraps, keepingSession: keepingSession,
+                                      sessionDataKey: sessionDataKey, bunkerSigner: nil)
+    }
 }
 
 /// Nostr keys in custody (sealed; the store never sees a key in the clear).

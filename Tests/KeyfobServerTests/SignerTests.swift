@@ -385,7 +385,7 @@ func vectorsURL(_ name: String) -> URL {
         // Alice has a NIP-46 signer key too: it is re-sealed along with the nostr keys.
         let aliceID = try await harness.store.user(named: "alice")!.id
         let bunker = Bunker.standalone(store: harness.store, vault: harness.vault)
-        let signerPubkey = try await bunker.signer(of: aliceID).pubkey
+        let signerPubkey = try await bunker.signer(of: aliceID, unlock: nil).pubkey
         let next = try KeyVault(masterKey: secureRandomBytes(32))
         #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 3)
         let rotated = Bunker.standalone(store: harness.store, vault: next)

@@ -37,6 +37,8 @@ struct AccountController: Sendable {
         /// How the key is protected: by the master key alone, or sealed by passkeys (and whether
         /// this session can open it).
         let protection: KeyProtection
+        /// NIP-46 requests waiting, unread, for this user's sealed signer to open (this instance's).
+        let waitingForUnlock: Int
     }
 
     @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -49,7 +51,8 @@ struct AccountController: Sendable {
         return jsonResponse(SessionResponse(
             username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
             signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
-            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection))
+            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
+            waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now())))
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -59,10 +62,13 @@ struct AccountController: Sendable {
                 let body = try await request.jsonObject(limit: 16 * 1024)
                 _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .revokeSessions, target: "", for: auth)
                 try await store.deleteSessions(ofUser: auth.user.id)
+                custody.unlockedSigners.close(userID: auth.user.id)
                 await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
                 events.record(.signedOut, username: auth.user.username, detail: "everywhere")
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
+                // A sealed NIP-46 signer the user opened stays open only while they are here.
+                custody.unlockedSigners.close(userID: auth.user.id)
                 events.record(.signedOut, username: auth.user.username)
             }
         }

@@ -127,7 +127,7 @@ struct ApprovalController: Sendable {
         case .callback(let request):
             return SignerCodec.callback(for: request, outcome: outcome)
         case .nip46(let address):
-            try await bunker?.deliver(outcome, to: address)
+            try await bunker?.deliver(outcome, to: address, unlock: caller.unlock)
             return nil
         }
     }
@@ -135,11 +135,24 @@ struct ApprovalController: Sendable {
     // MARK: - The approval page's API
 
     /// The pending request `id` for this user, decoded again from its sealed form.
-    func load(_ id: String, user: UserRecord) async throws -> (PendingRequestRecord, IncomingRequest) {
-        guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: user.id, now: now()),
-              let target = pending.open(record),
+    /// One sealed for a passkey-sealed owner opens with their signer key: open already (unlocked),
+    /// or with this session's data key; otherwise `signer_locked` (unlock, then load it again).
+    func load(_ id: String, auth: Sessions.Authenticated) async throws -> (PendingRequestRecord, IncomingRequest) {
+        let gone = APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: auth.user.id, now: now()) else {
+            throw gone
+        }
+        var signerKey: SecretKey?
+        if PendingRequests.isSealedForOwner(record) {
+            guard let signer = try await store.bunkerSigner(ofUser: auth.user.id) else { throw gone }
+            do { signerKey = try custody.signerKey(signer, unlock: auth.unlock) } catch let error as APIError where error.code == "signer_locked" {
+                throw APIError("signer_locked", "this request is sealed with your passkeys like your key: unlock your signer to see it",
+                               status: .forbidden)
+            }
+        }
+        guard let target = pending.open(record, signerKey: signerKey),
               let incoming = try? IncomingRequest.decode(target, now: record.createdAt, ownOrigins: configuration.effectiveOrigins) else {
-            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+            throw gone
         }
         return (record, incoming)
     }
@@ -168,7 +181,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func show(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let canSign = try await custody.canOpen(auth.user.id, unlock: auth.unlock)
         var view: [String: Any] = [
@@ -228,7 +241,7 @@ struct ApprovalController: Sendable {
         let auth = try await sessions.require(request)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
-        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         // A locked session approves only with the passkey confirmation this request asks for
         // (which unlocks it: one prompt, not an unlock and then a confirmation).
         guard auth.session.isUnlocked(at: now()) || needsPasskey(record) else { throw APIError.signerLocked }
@@ -256,14 +269,11 @@ struct ApprovalController: Sendable {
             receipt = confirmation.receipt
             // Presence proven for this request: the session unlocks; a sealed key opens with the
             // confirming sealing passkey's PRF output.
-            var dataKey: [UInt8]?
-            if sealedShut {
-                dataKey = try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
-                                                     prf: confirmation.prf, challenge: confirmation.challenge)
-                guard dataKey != nil else { throw APIError.signerSealed }
-            } else if let held = auth.unlock.dataKey(at: now()) {
-                dataKey = held
-            }
+            var dataKey = sealedShut
+                ? try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
+                                             prf: confirmation.prf, challenge: confirmation.challenge)
+                : auth.unlock.dataKey(at: now())
+            if sealedShut, dataKey == nil { throw APIError.signerSealed }
             defer { if dataKey != nil { wipe(&dataKey!) } }
             caller.unlock = try await custody.unlock(auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)),
                                                      dataKey: dataKey)
@@ -290,7 +300,7 @@ struct ApprovalController: Sendable {
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
         guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
-        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "rejected", now: now()) else {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
         }
@@ -321,7 +331,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func challenge(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let (record, incoming) = try await load(context.parameters.get("id") ?? "", user: auth.user)
+        let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         let nonce = secureRandomBytes(16)
         guard try await store.setConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
             throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)

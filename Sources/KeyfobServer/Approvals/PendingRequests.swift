@@ -15,9 +15,20 @@ struct PendingRequests: Sendable {
 
     /// Stores `incoming` and returns its id; throws `StoreError.limitReached` over the limit.
     /// `userID`: the owner when already known (a bunker request), else the first to open it.
-    func create(_ incoming: IncomingRequest, userID: String?, requester: String) async throws -> String {
+    /// `sealingWith`: a passkey-sealed account's NIP-46 signer key, under which (not the master
+    /// key) the request is sealed: only the owner's unlock opens it again.
+    func create(_ incoming: IncomingRequest, userID: String?, requester: String, sealingWith signerKey: SecretKey? = nil) async throws -> String {
         let id = Base64URL.encode(secureRandomBytes(16))
-        let (nonce, payload) = try vault.seal(Array(incoming.target.utf8), context: "pending-request:\(id)")
+        let target = Array(incoming.target.utf8)
+        let nonce: [UInt8], payload: [UInt8]
+        if let signerKey {
+            // No nonce column value: the payload carries its own (and says it is not under the master key).
+            var key = try Self.payloadKey(signerKey)
+            defer { wipe(&key) }
+            (nonce, payload) = ([], try KeyVault.encrypt(target, key: key, aad: Self.context(id)))
+        } else {
+            (nonce, payload) = try vault.seal(target, context: Self.context(id))
+        }
         let created = now()
         let record = PendingRequestRecord(
             id: id, userID: userID, requester: requester, client: incoming.client, transport: incoming.transport,
@@ -27,9 +38,26 @@ struct PendingRequests: Sendable {
         return id
     }
 
-    /// Opens a stored request's sealed form.
-    func open(_ record: PendingRequestRecord) -> String? {
-        vault.open(nonce: record.nonce, sealed: record.payload, context: "pending-request:\(record.id)")
-            .map { String(decoding: $0, as: UTF8.self) }
+    static func context(_ id: String) -> String { "pending-request:\(id)" }
+
+    /// The key a sealed account's waiting requests are under: one per signer key, for this purpose alone.
+    static func payloadKey(_ signerKey: SecretKey) throws -> [UInt8] {
+        try signerKey.withUnsafeSecretBytes { try KeyVault.hkdf(key: $0, salt: Array("keyfob".utf8), info: Array("keyfob pending-request v1".utf8)) }
+    }
+
+    /// Whether the request is sealed under its owner's signer key (see `create`).
+    static func isSealedForOwner(_ record: PendingRequestRecord) -> Bool { record.nonce.isEmpty }
+
+    /// Opens a stored request's sealed form; one sealed for its owner needs their signer key.
+    func open(_ record: PendingRequestRecord, signerKey: SecretKey? = nil) -> String? {
+        let bytes: [UInt8]?
+        if Self.isSealedForOwner(record) {
+            guard let signerKey, var key = try? Self.payloadKey(signerKey) else { return nil }
+            defer { wipe(&key) }
+            bytes = KeyVault.decrypt(record.payload, key: key, aad: Self.context(record.id))
+        } else {
+            bytes = vault.open(nonce: record.nonce, sealed: record.payload, context: Self.context(record.id))
+        }
+        return bytes.map { String(decoding: $0, as: UTF8.self) }
     }
 }

@@ -71,8 +71,14 @@ final class Bunker: Sendable {
         self.now = now
     }
 
-    /// Starts reading the relay.
+    /// Starts reading the relay (and answering, when a sealed signer opens, what waited for it).
     func attach() {
+        custody.unlockedSigners.onOpen { [self] userID in
+            let waiting = custody.unlockedSigners.takeWaiting(userID: userID, now: now())
+            guard !waiting.isEmpty else { return }
+            logger.info("nip46.answering_waited", metadata: ["count": "\(waiting.count)"])
+            Task { for event in waiting { await self.handle(event) } }
+        }
         hub.listen { [self] event in
             guard event.kind == NIP46.kind else { return }
             let admitted = inFlight.withLockedValue { count in
@@ -93,24 +99,27 @@ final class Bunker: Sendable {
 
     // MARK: Signer keys and secrets
 
-    /// The user's signer, made on first use.
-    func signer(of userID: String) async throws -> BunkerSignerRecord {
+    /// The user's signer, made on first use: sealed by their passkeys when their nostr key is
+    /// (which needs `unlock`'s data key, and opens it for that session's unlock window).
+    func signer(of userID: String, unlock: SessionUnlock?) async throws -> BunkerSignerRecord {
         if let existing = try await store.bunkerSigner(ofUser: userID) { return existing }
         let key = SecretKey.generate()
-        let sealed = try key.withUnsafeSecretBytes { bytes in try vault.seal(bytes, context: Self.context(userID)) }
-        return try await store.insertBunkerSignerIfAbsent(BunkerSignerRecord(
-            userID: userID, pubkey: key.publicKey.hex, nonce: sealed.nonce, sealed: sealed.sealed, secretHash: nil,
-            secretExpiresAt: nil, createdAt: now()))
+        var dataKey: [UInt8]? = nil
+        if try await custody.record(for: userID).passkeySealed {
+            dataKey = unlock?.dataKey(at: now())
+            if dataKey == nil { throw APIError.signerSealed }
+        }
+        defer { if dataKey != nil { wipe(&dataKey!) } }
+        let stored = try await store.insertBunkerSignerIfAbsent(custody.sealSigner(key, userID: userID, dataKey: dataKey, createdAt: now()))
+        if stored.passkeySealed, stored.pubkey == key.publicKey.hex, let unlock {
+            custody.unlockedSigners.open(key, userID: userID, until: unlock.session.unlockedUntil ?? now())
+        }
+        return stored
     }
 
-    static func context(_ userID: String) -> String { "bunker-signer:\(userID)" }
-
-    func secretKey(of record: BunkerSignerRecord) throws -> SecretKey {
-        guard var bytes = vault.open(nonce: record.nonce, sealed: record.sealed, context: Self.context(record.userID)) else {
-            throw APIError("internal_error", "the bunker key cannot be opened with this server's master key", status: .internalServerError)
-        }
-        defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
-        return try SecretKey(bytes: bytes)
+    /// The key of `record` for this request (`KeyCustody.signerKey`).
+    func secretKey(of record: BunkerSignerRecord, unlock: SessionUnlock? = nil) throws -> SecretKey {
+        try custody.signerKey(record, unlock: unlock)
     }
 
     /// The secret that expires at `expiry` (derived, so it can be shown again; only its hash is stored).
@@ -139,13 +148,27 @@ final class Bunker: Sendable {
     func handle(_ event: Event) async {
         let addressed = event.tags.filter { $0.count >= 2 && $0[0] == "p" }.map { $0[1] }.prefix(4)
         for pubkey in addressed {
-            guard let record = try? await store.bunkerSigner(pubkey: pubkey), let key = try? secretKey(of: record) else { continue }
+            guard let record = try? await store.bunkerSigner(pubkey: pubkey) else { continue }
+            // A sealed signer answers only while one of its owner's sessions is unlocked: the kill
+            // switch or a sign-out on any instance shuts it here too.
+            if record.passkeySealed, (try? await store.hasUnlockedSession(ofUser: record.userID, now: now())) != true {
+                custody.unlockedSigners.close(userID: record.userID)
+            }
+            guard let key = try? secretKey(of: record) else {
+                // A sealed signer while its owner is away: the request cannot even be read. It
+                // waits for the owner's next unlock (then it is answered), or is dropped.
+                if record.passkeySealed {
+                    let kept = custody.unlockedSigners.wait(event, userID: record.userID, now: now())
+                    logger.notice("nip46.sealed_signer_shut", metadata: ["signer": "\(pubkey.prefix(12))", "kept": "\(kept)"])
+                }
+                return
+            }
             guard let (sender, message, encryption) = try? NIP46.unwrap(event, with: key) else { return }
             guard let request = try? NIP46.Request.parse(message) else {
                 logger.notice("nip46.unreadable", metadata: ["signer": "\(pubkey.prefix(12))"])
                 return
             }
-            guard let response = await answer(request, from: sender, signer: record, encryption: encryption) else { return }
+            guard let response = await answer(request, from: sender, signer: record, key: key, encryption: encryption) else { return }
             do {
                 // The client sent this through a relay this instance reads: no other instance needs it.
                 try await send(response, with: key, to: sender, encryption: encryption, queue: false)
@@ -157,7 +180,8 @@ final class Bunker: Sendable {
     }
 
     /// The answer to `request` from `sender`, or nil for none (a key that never connected).
-    func answer(_ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord,
+    /// `key` is the signer's own (it seals a sealed account's waiting requests).
+    func answer(_ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord, key: SecretKey,
                 encryption: NIP46.Encryption = .nip44) async -> NIP46.Response? {
         let userID = record.userID
         let client = sender.hex
@@ -206,7 +230,7 @@ final class Bunker: Sendable {
             case "sign_event", "nip04_encrypt", "nip04_decrypt", "nip44_encrypt", "nip44_decrypt":
                 let address = BunkerAddress(signer: record.pubkey, client: client, encryption: encryption, request: request,
                                             name: connected.name)
-                return try await sign(address, userID: userID)
+                return try await sign(address, userID: userID, sealingWith: record.passkeySealed ? key : nil)
             default:
                 return NIP46.Response(id: request.id, result: nil, error: "unknown method \(request.method.prefix(32))")
             }
@@ -244,7 +268,8 @@ final class Bunker: Sendable {
     /// audit log as REST (transport `nip46`). It runs at once only when the user allowed it before
     /// AND one of their sessions is unlocked (a grant skips the page, never the lock) AND the key
     /// opens without a passkey; otherwise it waits on the approval page (`auth_url`).
-    func sign(_ address: BunkerAddress, userID: String) async throws -> NIP46.Response {
+    /// `sealingWith`: a sealed account's signer key, under which a waiting request is stored.
+    func sign(_ address: BunkerAddress, userID: String, sealingWith signerKey: SecretKey? = nil) async throws -> NIP46.Response {
         guard let user = try await store.user(id: userID) else { return NIP46.Response(id: address.requestID, result: nil, error: "no such account") }
         let caller = SignerCaller(userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
                                   limitKey: address.clientIdentifier)
@@ -268,7 +293,8 @@ final class Bunker: Sendable {
             }
         }
         do {
-            let id = try await pending.create(.nip46(address, call: call), userID: userID, requester: caller.client)
+            let id = try await pending.create(.nip46(address, call: call), userID: userID, requester: caller.client,
+                                              sealingWith: signerKey)
             logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
             return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
         } catch StoreError.limitReached {
@@ -283,7 +309,7 @@ final class Bunker: Sendable {
 
     /// Answers a request the user decided on the approval page: published here at once and queued
     /// in the database for the instance that holds the client's connection, if another does.
-    func deliver(_ outcome: SignerOutcome, to address: BunkerAddress) async throws {
+    func deliver(_ outcome: SignerOutcome, to address: BunkerAddress, unlock: SessionUnlock?) async throws {
         guard let record = try await store.bunkerSigner(pubkey: address.signer),
               try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil else {
             logger.notice("nip46.reply_dropped", metadata: ["client": "\(address.client.prefix(12))"])
@@ -294,7 +320,8 @@ final class Bunker: Sendable {
         case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
         case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
         }
-        try await send(response, with: try secretKey(of: record), to: try PublicKey(hex: address.client), encryption: address.cipher)
+        try await send(response, with: try secretKey(of: record, unlock: unlock), to: try PublicKey(hex: address.client),
+                       encryption: address.cipher)
     }
 
     /// Seals `response` for `client` and publishes it here (and to the external relays this
@@ -349,21 +376,22 @@ final class Bunker: Sendable {
 
     /// The user pasted a client's `nostrconnect://` URL: the client is connected (with the relays
     /// it named, where Keyfob now listens for it) and gets `connect`'s answer, its own secret.
-    func connect(_ url: NostrConnectURL, userID: String) async throws -> BunkerClientRecord {
+    func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?) async throws -> BunkerClientRecord {
         let at = now()
         if let wait = nostrConnectLimiter.take(userID, now: at) {
             throw APIError("rate_limited", "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
                            headers: [.retryAfter: "\(wait)"])
         }
         try await checkRelays(url, userID: userID)
-        let record = try await signer(of: userID)
+        let record = try await signer(of: userID, unlock: unlock)
+        let key = try secretKey(of: record, unlock: unlock)
         let client = BunkerClientRecord(userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
                                         perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
                                         relays: url.relays)
         try await store.putBunkerClient(client)
         await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
         // Queued as well: another instance may hold the external relays and send it from the queue.
-        try await send(NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret), with: try secretKey(of: record),
+        try await send(NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret), with: key,
                        to: url.client, encryption: .nip44)
         logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
         return client

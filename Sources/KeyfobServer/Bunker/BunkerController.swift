@@ -33,7 +33,7 @@ struct BunkerController: Sendable {
             throw APIError("invalid_request", "this is not a usable nostrconnect:// URL: \(error.message)")
         }
         guard url.relays.count <= 8 else { throw APIError.invalid("a nostrconnect URL may name at most 8 relays") }
-        let client = try await bunker.connect(url, userID: auth.user.id)
+        let client = try await bunker.connect(url, userID: auth.user.id, unlock: auth.unlock)
         var reply: [String: Any] = ["pubkey": client.clientPubkey, "relays": client.relays, "perms": url.perms.map(\.string)]
         if let name = client.name { reply["name"] = name }
         return jsonObjectResponse(reply)
@@ -46,7 +46,7 @@ struct BunkerController: Sendable {
             throw APIError("invalid_request", "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
                            status: .notFound)
         }
-        let signer = try await bunker.signer(of: auth.user.id)
+        let signer = try await bunker.signer(of: auth.user.id, unlock: auth.unlock)
         let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
         let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
         return jsonObjectResponse(["url": url.string, "pubkey": signer.pubkey, "relays": relays,

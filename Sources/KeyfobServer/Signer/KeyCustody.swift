@@ -12,6 +12,8 @@ struct KeyCustody: Sendable {
     let now: @Sendable () -> Date
     /// Where a refused rollback is reported to the operator.
     var logger = Logger(label: "keyfob.custody")
+    /// NIP-46 signer keys of sealed accounts, opened for an unlock window (memory only).
+    var unlockedSigners = UnlockedSigners()
 
     /// A fresh sealed key for a new account (stored with the account, in its transaction).
     func newKey(for userID: String) throws -> NostrKeyRecord {
@@ -77,22 +79,77 @@ struct KeyCustody: Sendable {
                            status: .internalServerError)
         }
         defer { wipe(&outer) }
-        var secret: [UInt8]
-        if record.passkeySealed {
-            guard let dataKey, let inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID,
-                                                                  version: record.version) else {
-                throw APIError.signerSealed
-            }
-            secret = inner
-        } else {
-            secret = outer
+        // Each name that holds decrypted bytes wipes its own (a second name would wipe a copy).
+        guard record.passkeySealed else { return try Self.matching(SecretKey(bytes: outer), record.pubkey) }
+        guard let dataKey, var inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID,
+                                                              version: record.version) else {
+            throw APIError.signerSealed
         }
-        defer { wipe(&secret) }
-        let key = try SecretKey(bytes: secret)
-        guard key.publicKey.hex == record.pubkey else {
+        defer { wipe(&inner) }
+        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+    }
+
+    /// `key`, when its public key is the one stored beside it.
+    static func matching(_ key: SecretKey, _ pubkey: String) throws -> SecretKey {
+        guard key.publicKey.hex == pubkey else {
             throw APIError("internal_error", "the stored key does not match its public key", status: .internalServerError)
         }
         return key
+    }
+
+    // MARK: NIP-46 signer keys
+
+    /// The master-key layer's context of a signer key: a sealed one cannot pass for a plain one.
+    static func signerContext(_ userID: String, passkeySealed: Bool) -> String {
+        passkeySealed ? "bunker-signer-sealed:\(userID)" : "bunker-signer:\(userID)"
+    }
+
+    private static func signerInnerContext(_ userID: String) -> String { "keyfob:bunker-key-under-data-key:v1:\(userID)" }
+
+    /// A signer key record for `key`: under the master key, and first under `dataKey` when given
+    /// (a sealed account's, like its nostr key).
+    func sealSigner(_ key: SecretKey, userID: String, dataKey: [UInt8]?, createdAt: Date) throws -> BunkerSignerRecord {
+        var inner = try key.withUnsafeSecretBytes { bytes in
+            try dataKey.map { try KeyVault.encrypt(bytes, key: $0, aad: Self.signerInnerContext(userID)) } ?? bytes
+        }
+        defer { wipe(&inner) }
+        let (nonce, sealed) = try vault.seal(inner, context: Self.signerContext(userID, passkeySealed: dataKey != nil))
+        return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
+                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: dataKey != nil)
+    }
+
+    /// Opens a signer key record; a sealed one needs its data key.
+    func openSigner(_ record: BunkerSignerRecord, dataKey: [UInt8]?) throws -> SecretKey {
+        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed,
+                                     context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed)) else {
+            throw APIError("internal_error", "the bunker key cannot be opened with this server's master key", status: .internalServerError)
+        }
+        defer { wipe(&outer) }
+        guard record.passkeySealed else { return try Self.matching(SecretKey(bytes: outer), record.pubkey) }
+        guard let dataKey, var inner = KeyVault.decrypt(outer, key: dataKey, aad: Self.signerInnerContext(record.userID)) else {
+            throw APIError.signerSealed
+        }
+        defer { wipe(&inner) }
+        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+    }
+
+    /// The signer key of `record` for this request: a plain one opens with the master key; a
+    /// sealed one is open already (its owner unlocked), or opens with `unlock`'s data key (and
+    /// stays open for that session's unlock window).
+    func signerKey(_ record: BunkerSignerRecord, unlock: SessionUnlock?) throws -> SecretKey {
+        guard record.passkeySealed else { return try openSigner(record, dataKey: nil) }
+        if let open = unlockedSigners.key(userID: record.userID, pubkey: record.pubkey, now: now()) { return open }
+        guard let unlock, var dataKey = unlock.dataKey(at: now()) else { throw APIError.signerSealed }
+        defer { wipe(&dataKey) }
+        let key = try openSigner(record, dataKey: dataKey)
+        unlockedSigners.open(key, userID: record.userID, until: unlock.session.unlockedUntil ?? now())
+        return key
+    }
+
+    /// A session of the user just got the data key: their sealed signer (if any) opens until `until`.
+    func openSigner(ofUser userID: String, dataKey: [UInt8], until: Date) async throws {
+        guard let record = try await store.bunkerSigner(ofUser: userID), record.passkeySealed else { return }
+        unlockedSigners.open(try openSigner(record, dataKey: dataKey), userID: userID, until: until)
     }
 
     /// `key` as a record of `version`: under the master key alone, or also under `dataKey`
@@ -111,11 +168,9 @@ struct KeyCustody: Sendable {
     /// the session must hold.
     func replace(userID: String, with key: SecretKey, unlock: SessionUnlock?) async throws -> NostrKeyRecord {
         let current = try await record(for: userID)
-        var dataKey: [UInt8]? = nil
-        if current.passkeySealed {
-            guard let open = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
-            dataKey = open
-        }
+        // Assigned straight from the call: a second name for the bytes would be wiped as a copy.
+        var dataKey = current.passkeySealed ? unlock?.dataKey(at: now()) : nil
+        if current.passkeySealed, dataKey == nil { throw APIError.signerSealed }
         defer { if dataKey != nil { wipe(&dataKey!) } }
         let next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
         do {
@@ -174,12 +229,13 @@ public enum MasterKeyRotation {
         // NIP-46 signer keys, sealed under the same key-encryption key.
         var signers: [BunkerSignerRecord] = []
         for record in try await store.allBunkerSigners() {
-            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, context: Bunker.context(record.userID)) else {
+            let context = KeyCustody.signerContext(record.userID, passkeySealed: record.passkeySealed)
+            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, context: context) else {
                 throw KeyVaultError("the NIP-46 signer key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
             defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
             var next = record
-            (next.nonce, next.sealed) = try new.seal(secret, context: Bunker.context(record.userID))
+            (next.nonce, next.sealed) = try new.seal(secret, context: context)
             signers.append(next)
         }
         do {

@@ -82,17 +82,29 @@ struct SealController: Sendable {
             let wrap = try PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                                                challenge: proof.challenge, at: now())
             let copy = try PasskeySeal.sessionCopy(of: dataKey, token: proof.auth.token, tokenHash: proof.auth.session.tokenHash)
+            // The NIP-46 signer key is made anew under the data key: the old one (which the master
+            // key opened, with every reply it ever sealed) is gone with its row. Its clients reconnect.
+            var signer: (record: BunkerSignerRecord, key: SecretKey)?
+            if try await store.bunkerSigner(ofUser: userID) != nil {
+                let fresh = SecretKey.generate()
+                signer = (try custody.sealSigner(fresh, userID: userID, dataKey: dataKey, createdAt: now()), fresh)
+            }
             do {
                 try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [wrap],
-                                                    keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy)
+                                                    keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy,
+                                                    bunkerSigner: signer?.record)
             } catch StoreError.conflict {
                 throw Self.conflict
+            }
+            if let signer {
+                custody.unlockedSigners.open(signer.key, userID: userID, until: proof.auth.session.unlockedUntil ?? now())
             }
         } else if var opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
                                                           challenge: proof.challenge) {
             // One of the sealing passkeys already: nothing to add; the session holds the data key now.
             defer { wipe(&opened) }
             _ = try await custody.hold(opened, in: proof.auth)
+            try await custody.openSigner(ofUser: userID, dataKey: opened, until: proof.auth.session.unlockedUntil ?? now())
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
@@ -116,25 +128,32 @@ struct SealController: Sendable {
         let userID = proof.auth.user.id
         let current = try await custody.record(for: userID)
         guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }
-        var dataKey: [UInt8]
-        if let held = proof.auth.unlock.dataKey(at: now()) {
-            dataKey = held
-        } else if let opened = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
-                                                          challenge: proof.challenge) {
-            dataKey = opened
-        } else {
+        var dataKey = proof.auth.unlock.dataKey(at: now())
+        if dataKey == nil {
+            dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf, challenge: proof.challenge)
+        }
+        defer { if dataKey != nil { wipe(&dataKey!) } }
+        guard dataKey != nil else {
             await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
             throw APIError.signerSealed
         }
-        defer { wipe(&dataKey) }
         let key = try custody.open(current, dataKey: dataKey)
         let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: nil)
+        // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
+        var signer: BunkerSignerRecord?
+        if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
+            var plain = try custody.sealSigner(custody.openSigner(sealed, dataKey: dataKey), userID: userID, dataKey: nil,
+                                               createdAt: sealed.createdAt)
+            (plain.secretHash, plain.secretExpiresAt) = (sealed.secretHash, sealed.secretExpiresAt)
+            signer = plain
+        }
         do {
             try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [], keepingSession: nil,
-                                                sessionDataKey: nil)
+                                                sessionDataKey: nil, bunkerSigner: signer)
         } catch StoreError.conflict {
             throw Self.conflict
         }
+        custody.unlockedSigners.close(userID: userID)
         await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
@@ -225,6 +244,7 @@ extension KeyCustody {
         guard try await store.unlockSession(tokenHash: session.tokenHash, until: until, dataKey: session.dataKey) else {
             throw APIError("unauthorized", "this session ended; sign in again", status: .unauthorized)
         }
+        if let dataKey { try await openSigner(ofUser: auth.user.id, dataKey: dataKey, until: until) }
         return SessionUnlock(token: auth.token, session: session)
     }
 
