@@ -7,7 +7,7 @@ public enum NIP04 {
     public static let maxPayloadLength = 512 * 1024
 
     public static func encrypt(_ plaintext: String, from key: SecretKey, to peer: PublicKey, iv: [UInt8]? = nil) throws(NostrError) -> String {
-        var shared = key.sharedX(with: peer)
+        var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
         let iv = iv ?? randomBytes(16)
         guard let ciphertext = Symmetric.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(plaintext.utf8)) else {
@@ -28,7 +28,7 @@ public enum NIP04 {
     }
 
     static func decrypt(ciphertext: [UInt8], iv: [UInt8], with key: SecretKey, from peer: PublicKey) throws(NostrError) -> String {
-        var shared = key.sharedX(with: peer)
+        var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
         guard var plaintext = Symmetric.aes256CBC(encrypt: false, key: shared, iv: iv, input: ciphertext) else {
             throw .decrypt("NIP-04 decryption failed (wrong key or corrupted payload)")

@@ -12,15 +12,16 @@ public enum NIP44 {
     static let salt = Array("nip44-v2".utf8)
 
     /// The conversation key: HKDF-extract(salt "nip44-v2", shared x).
-    public static func conversationKey(_ key: SecretKey, _ peer: PublicKey) -> [UInt8] {
-        var shared = key.sharedX(with: peer)
+    public static func conversationKey(_ key: SecretKey, _ peer: PublicKey) throws(NostrError) -> [UInt8] {
+        var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
         return Symmetric.hkdfExtract(salt: salt, ikm: shared)
     }
 
     /// chacha key, chacha nonce, hmac key from HKDF-expand(conversation key, nonce, 76).
     static func messageKeys(_ conversationKey: [UInt8], nonce: [UInt8]) -> (chachaKey: [UInt8], chachaNonce: [UInt8], hmacKey: [UInt8]) {
-        let keys = Symmetric.hkdfExpand(prk: conversationKey, info: nonce, length: 76)
+        var keys = Symmetric.hkdfExpand(prk: conversationKey, info: nonce, length: 76)
+        defer { wipe(&keys) }
         return (Array(keys[0..<32]), Array(keys[32..<44]), Array(keys[44..<76]))
     }
 
@@ -83,7 +84,7 @@ public enum NIP44 {
     }
 
     public static func encrypt(_ plaintext: String, from key: SecretKey, to peer: PublicKey) throws(NostrError) -> String {
-        var ck = conversationKey(key, peer)
+        var ck = try conversationKey(key, peer)
         defer { wipe(&ck) }
         return try encrypt(plaintext, conversationKey: ck)
     }
@@ -117,7 +118,7 @@ public enum NIP44 {
     }
 
     public static func decrypt(_ payload: String, with key: SecretKey, from peer: PublicKey) throws(NostrError) -> String {
-        var ck = conversationKey(key, peer)
+        var ck = try conversationKey(key, peer)
         defer { wipe(&ck) }
         return try decrypt(payload, conversationKey: ck)
     }

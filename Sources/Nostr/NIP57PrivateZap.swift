@@ -7,7 +7,15 @@ public enum PrivateZap {
     /// The sender's ephemeral key: SHA-256 of `hex(secret) + hex(target id) + created_at`,
     /// where the target is the zapped note's id, or the recipient's pubkey for a profile zap.
     public static func ephemeralKey(sender: SecretKey, targetID: String, createdAt: Int64) throws(NostrError) -> SecretKey {
-        var preimage = sender.withUnsafeSecretBytes { Array((Hex.encode($0) + targetID + String(createdAt)).utf8) }
+        // sha256(hex(secret) ‖ target ‖ created_at), the hex written straight into a buffer this
+        // wipes (a String of it could not be wiped).
+        let digits = Array("0123456789abcdef".utf8)
+        var preimage: [UInt8] = []
+        preimage.reserveCapacity(64 + targetID.utf8.count + 20)
+        sender.withUnsafeSecretBytes { secret in
+            for byte in secret { preimage.append(digits[Int(byte >> 4)]); preimage.append(digits[Int(byte & 0x0f)]) }
+        }
+        preimage += Array(targetID.utf8) + Array(String(createdAt).utf8)
         defer { wipe(&preimage) }
         var digest = Symmetric.sha256(preimage)
         defer { wipe(&digest) }
@@ -67,7 +75,7 @@ public enum PrivateZap {
 
     /// Builds the `anon` tag value (tests and clients).
     public static func encrypt(note: Event, ephemeral: SecretKey, recipient: PublicKey, iv: [UInt8]? = nil) throws(NostrError) -> String {
-        var shared = ephemeral.sharedX(with: recipient)
+        var shared = try ephemeral.sharedX(with: recipient)
         defer { wipe(&shared) }
         let iv = iv ?? randomBytes(16)
         guard let ciphertext = Symmetric.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(note.json.utf8)) else {

@@ -133,20 +133,21 @@ public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
         return signature
     }
 
-    /// The x coordinate of this key times `peer` (unhashed), as NIP-04 and NIP-44 use it.
-    public func sharedX(with peer: PublicKey) -> [UInt8] {
+    /// The x coordinate of this key times `peer` (unhashed), as NIP-04 and NIP-44 use it. Throws
+    /// rather than return anything a cipher could take for a key.
+    public func sharedX(with peer: PublicKey) throws(NostrError) -> [UInt8] {
         let ctx = Secp256k1Context.shared.pointer
         var point = secp256k1_pubkey()
         // An x-only key stands for the point with even y: 0x02 || x.
         let compressed = [0x02] + peer.bytes
-        guard secp256k1_ec_pubkey_parse(ctx, &point, compressed, 33) == 1 else { return [] }
+        guard secp256k1_ec_pubkey_parse(ctx, &point, compressed, 33) == 1 else { throw .init(.invalidPubkey, "the peer's public key is not a point on secp256k1") }
         let copyX: secp256k1_ecdh_hash_function = { output, x, _, _ in
             guard let output, let x else { return 0 }
             output.update(from: x, count: 32)
             return 1
         }
         var out = [UInt8](repeating: 0, count: 32)
-        guard secp256k1_ecdh(ctx, &out, &point, storage, copyX, nil) == 1 else { return [] }
+        guard secp256k1_ecdh(ctx, &out, &point, storage, copyX, nil) == 1 else { throw .init(.internalError, "ECDH failed") }
         return out
     }
 }

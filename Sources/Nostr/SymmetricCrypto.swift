@@ -31,27 +31,37 @@ enum Symmetric {
 
     /// HMAC-SHA256 over the concatenation of `parts`.
     static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
-        let message = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
+        var message = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
+        // The joined copy may hold key material (HKDF's input, a previous block): wiped.
+        defer { if parts.count != 1 { wipe(&message) } }
         var out = [UInt8](repeating: 0, count: 32)
         var length: UInt32 = 32
-        _ = HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &out, &length)
+        // HMAC fails only when OpenSSL cannot allocate; a zero "MAC" must never stand in for one.
+        precondition(HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &out, &length) != nil && length == 32,
+                     "HMAC-SHA256 failed")
         return out
     }
 
     /// HKDF-Extract (RFC 5869) with SHA-256.
     static func hkdfExtract(salt: [UInt8], ikm: [UInt8]) -> [UInt8] { hmacSHA256(key: salt, ikm) }
 
-    /// HKDF-Expand (RFC 5869) with SHA-256.
+    /// HKDF-Expand (RFC 5869) with SHA-256. Every intermediate block is wiped.
     static func hkdfExpand(prk: [UInt8], info: [UInt8], length: Int) -> [UInt8] {
         var out: [UInt8] = []
+        out.reserveCapacity(length + 32)
         var block: [UInt8] = []
         var counter: UInt8 = 1
         while out.count < length {
-            block = hmacSHA256(key: prk, block, info, [counter])
+            let next = hmacSHA256(key: prk, block, info, [counter])
+            wipe(&block)
+            block = next
             out += block
             counter += 1
         }
-        return Array(out.prefix(length))
+        wipe(&block)
+        let result = Array(out.prefix(length))
+        wipe(&out)
+        return result
     }
 
     /// scrypt with r = 8, p = 1 (NIP-49).

@@ -611,7 +611,7 @@ final class NIOLockedBox: @unchecked Sendable {
             // The master key alone does not open the new signer key.
             let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
             #expect(throws: APIError.self) { try custody.openSigner(signer, dataKey: nil) }
-            if let outer = harness.vault.open(nonce: signer.nonce, sealed: signer.sealed,
+            if let outer = harness.vault.open(nonce: signer.nonce, sealed: signer.sealed, for: .bunkerKeys,
                                               context: KeyCustody.signerContext(userID, passkeySealed: true)) {
                 #expect((try? SecretKey(bytes: outer))?.publicKey.hex != signer.pubkey)
             }

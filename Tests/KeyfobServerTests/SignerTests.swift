@@ -418,6 +418,26 @@ func vectorsURL(_ name: String) -> URL {
         #expect(!leaked)
     }
 
+    /// One key per purpose (#24): what is sealed for one purpose does not open as another, even
+    /// with the same context; the only cross-over is a NIP-46 signer key sealed before keys were
+    /// per purpose (under the nostr keys' key), which still opens as a signer key.
+    @Test func eachPurposeHasItsOwnKey() throws {
+        let master = secureRandomBytes(32)
+        let vault = try KeyVault(masterKey: master)
+        let secret = secureRandomBytes(32)
+        let sealed = try vault.seal(secret, for: .pendingRequests, context: "x")
+        #expect(vault.open(nonce: sealed.nonce, sealed: sealed.sealed, for: .pendingRequests, context: "x") == secret)
+        for other in [KeyVault.Purpose.bunkerKeys, .nostrKeys, .derivedSecrets] {
+            #expect(vault.open(nonce: sealed.nonce, sealed: sealed.sealed, for: other, context: "x") == nil)
+        }
+        // Keys derived independently (RFC 5869 through OpenSSL): distinct, and the legacy one is the nostr keys'.
+        let derived = try KeyVault.Purpose.allCases.map { try KeyVault.hkdf(key: master, salt: Array("keyfob".utf8), info: Array($0.rawValue.utf8)) }
+        #expect(Set(derived.map(Hex.encode)).count == KeyVault.Purpose.allCases.count)
+        let legacy = try KeyVault.gcm(encrypt: true, key: derived[0], nonce: sealed.nonce, aad: Array("keyfob:bunker-signer:alice".utf8), input: secret)
+        #expect(vault.open(nonce: sealed.nonce, sealed: legacy, for: .bunkerKeys, context: "bunker-signer:alice") == secret)
+        #expect(vault.open(nonce: sealed.nonce, sealed: legacy, for: .pendingRequests, context: "bunker-signer:alice") == nil)
+    }
+
     /// RFC 5869 test case 3 (empty salt and info) through the same OpenSSL call the vault uses.
     @Test func hkdfMatchesRFC5869() throws {
         let okm = try KeyVault.hkdf(key: [UInt8](repeating: 0x0b, count: 22), salt: [], info: [], length: 42)

@@ -2,6 +2,7 @@
 Keyfob's ceremonies over HTTP without a browser. Needs the cryptography package."""
 import base64
 import hashlib
+import hmac
 import http.client
 import json
 import os
@@ -45,8 +46,10 @@ def cbor(value) -> bytes:
 class SoftKey:
     """One passkey for `rp_id`, used from `origin`; `counter` is what its next assertion reports."""
 
-    def __init__(self, origin, rp_id="localhost", private_value=None, credential_id=None):
+    def __init__(self, origin, rp_id="localhost", private_value=None, credential_id=None, prf_secret=None):
         self.origin = origin
+        # hmac-secret's per-credential secret: set, this passkey answers the PRF extension.
+        self.prf_secret = prf_secret
         self.rp_hash = hashlib.sha256(rp_id.encode()).digest()
         self.key = ec.derive_private_key(private_value, ec.SECP256R1()) if private_value else ec.generate_private_key(ec.SECP256R1())
         self.credential_id = credential_id or os.urandom(16)
@@ -57,6 +60,23 @@ class SoftKey:
     def id(self):
         return b64(self.credential_id)
 
+    def prf(self, salt):
+        """The PRF output for `salt` (WebAuthn L3 §10.1.4: HMAC-SHA256 over SHA-256("WebAuthn PRF" 0x00 salt))."""
+        return hmac.new(self.prf_secret, hashlib.sha256(b"WebAuthn PRF\x00" + salt).digest(), hashlib.sha256).digest()
+
+    def prf_results(self, options, creating):
+        """clientExtensionResults for the options' PRF inputs (eval, or evalByCredential for this passkey)."""
+        prf = (options.get("extensions") or {}).get("prf")
+        if not prf or self.prf_secret is None:
+            return None
+        inputs = prf.get("eval") or (prf.get("evalByCredential") or {}).get(self.id)
+        if not inputs:
+            return {"prf": {"enabled": True}} if creating else None
+        results = {"first": b64(self.prf(unb64(inputs["first"])))}
+        if inputs.get("second"):
+            results["second"] = b64(self.prf(unb64(inputs["second"])))
+        return {"prf": {"enabled": True, "results": results} if creating else {"results": results}}
+
     def registration(self, options):
         """The /verify-registration body answering `options`."""
         numbers = self.key.public_key().public_numbers()
@@ -65,9 +85,12 @@ class SoftKey:
         auth_data = (self.rp_hash + bytes([0x45]) + struct.pack(">I", self.counter) + bytes(16)
                      + struct.pack(">H", len(self.credential_id)) + self.credential_id + cose)
         self.user_handle = unb64(options["user"]["id"])
-        return {"username": options["user"]["name"], "challengeKey": options["challengeKey"], "cred": {
-            "id": self.id, "rawId": self.id, "type": "public-key",
-            "response": {"clientDataJSON": b64(client_data), "attestationObject": b64(cbor({"fmt": "none", "attStmt": {}, "authData": auth_data}))}}}
+        cred = {"id": self.id, "rawId": self.id, "type": "public-key",
+                "response": {"clientDataJSON": b64(client_data), "attestationObject": b64(cbor({"fmt": "none", "attStmt": {}, "authData": auth_data}))}}
+        extensions = self.prf_results(options, creating=True)
+        if extensions:
+            cred["clientExtensionResults"] = extensions
+        return {"username": options["user"]["name"], "challengeKey": options["challengeKey"], "cred": cred}
 
     def assertion(self, options, counter=None):
         """The /verify-authentication body answering `options`, reporting `counter` (default: the next one)."""
@@ -77,10 +100,13 @@ class SoftKey:
         client_data = json.dumps({"type": "webauthn.get", "challenge": options["challenge"], "origin": self.origin}).encode()
         auth_data = self.rp_hash + bytes([0x05]) + struct.pack(">I", counter)
         signature = self.key.sign(auth_data + hashlib.sha256(client_data).digest(), ec.ECDSA(hashes.SHA256()))
-        return {"challengeKey": options["challengeKey"], "cred": {
-            "id": self.id, "rawId": self.id, "type": "public-key",
-            "response": {"clientDataJSON": b64(client_data), "authenticatorData": b64(auth_data),
-                         "signature": b64(signature), "userHandle": b64(self.user_handle)}}}
+        cred = {"id": self.id, "rawId": self.id, "type": "public-key",
+                "response": {"clientDataJSON": b64(client_data), "authenticatorData": b64(auth_data),
+                             "signature": b64(signature), "userHandle": b64(self.user_handle)}}
+        extensions = self.prf_results(options, creating=False)
+        if extensions:
+            cred["clientExtensionResults"] = extensions
+        return {"challengeKey": options["challengeKey"], "cred": cred}
 
 
 class Client:
@@ -135,7 +161,7 @@ class Client:
         options = dict(reply["options"], challengeKey="")
         return key.assertion(options)["cred"]
 
-    def register(self, key, username, token=None, client=None, confirm_with=None):
+    def register(self, key, username, token=None, client=None, confirm_with=None, seal=False):
         """A new account; with `token` and `confirm_with` (an older passkey of the account), a passkey added to it."""
         if confirm_with is not None:
             body = {"username": username, "confirmation": self.confirmation(confirm_with, "passkey.add", token)}
@@ -144,7 +170,10 @@ class Client:
             status, options = self.call("GET", f"/generate-registration-options?username={urllib.parse.quote(username)}",
                                         token=token, client=client)
         assert status == 200, (status, options)
-        return self.call("POST", "/verify-registration", key.registration(options), token=token, client=client)
+        body = key.registration(options)
+        if seal:  # the key sealed by this passkey from the start
+            body["seal"] = True
+        return self.call("POST", "/verify-registration", body, token=token, client=client)
 
     def sign_in(self, key, counter=None, client=None):
         status, options = self.call("POST", "/generate-authentication-options", {}, client=client)

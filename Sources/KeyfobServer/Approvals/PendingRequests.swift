@@ -27,7 +27,7 @@ struct PendingRequests: Sendable {
             defer { wipe(&key) }
             (nonce, payload) = ([], try KeyVault.encrypt(target, key: key, aad: Self.context(id)))
         } else {
-            (nonce, payload) = try vault.seal(target, context: Self.context(id))
+            (nonce, payload) = try vault.seal(target, for: .pendingRequests, context: Self.context(id))
         }
         let created = now()
         let record = PendingRequestRecord(
@@ -56,7 +56,7 @@ struct PendingRequests: Sendable {
             defer { wipe(&key) }
             bytes = KeyVault.decrypt(record.payload, key: key, aad: Self.context(record.id))
         } else {
-            bytes = vault.open(nonce: record.nonce, sealed: record.payload, context: Self.context(record.id))
+            bytes = vault.open(nonce: record.nonce, sealed: record.payload, for: .pendingRequests, context: Self.context(record.id))
         }
         return bytes.map { String(decoding: $0, as: UTF8.self) }
     }

@@ -113,14 +113,14 @@ struct KeyCustody: Sendable {
             try dataKey.map { try KeyVault.encrypt(bytes, key: $0, aad: Self.signerInnerContext(userID)) } ?? bytes
         }
         defer { wipe(&inner) }
-        let (nonce, sealed) = try vault.seal(inner, context: Self.signerContext(userID, passkeySealed: dataKey != nil))
+        let (nonce, sealed) = try vault.seal(inner, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: dataKey != nil))
         return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
                                   secretExpiresAt: nil, createdAt: createdAt, passkeySealed: dataKey != nil)
     }
 
     /// Opens a signer key record; a sealed one needs its data key.
     func openSigner(_ record: BunkerSignerRecord, dataKey: [UInt8]?) throws -> SecretKey {
-        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed,
+        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
                                      context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed)) else {
             throw APIError("internal_error", "the bunker key cannot be opened with this server's master key", status: .internalServerError)
         }
@@ -230,12 +230,12 @@ public enum MasterKeyRotation {
         var signers: [BunkerSignerRecord] = []
         for record in try await store.allBunkerSigners() {
             let context = KeyCustody.signerContext(record.userID, passkeySealed: record.passkeySealed)
-            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, context: context) else {
+            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys, context: context) else {
                 throw KeyVaultError("the NIP-46 signer key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
             defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
             var next = record
-            (next.nonce, next.sealed) = try new.seal(secret, context: context)
+            (next.nonce, next.sealed) = try new.seal(secret, for: .bunkerKeys, context: context)
             signers.append(next)
         }
         do {

@@ -1,12 +1,25 @@
 import COpenSSL
 import Foundation
 
-/// The master key at work (DESIGN.md §4.1): a key-encryption key derived from it with
-/// HKDF-SHA256, and AES-256-GCM sealing of nostr keys bound to their user and key version.
-/// The master key itself is not kept; the derived keys are wiped when the vault goes away.
+/// The master key at work (DESIGN.md §4.1): one key per purpose derived from it with HKDF-SHA256
+/// (nostr keys, NIP-46 signer keys, waiting requests, derived secrets), and AES-256-GCM sealing
+/// bound to what is sealed (a nostr key to its user and key version). A key serves one purpose
+/// only, so a flaw in one use cannot open another's data. The master key itself is not kept; the
+/// derived keys are wiped when the vault goes away.
 public final class KeyVault: @unchecked Sendable {
+    /// What a derived key is for; the raw value is its HKDF info.
+    enum Purpose: String, CaseIterable {
+        /// The first derived key: its info is unchanged since it sealed everything.
+        case nostrKeys = "keyfob nostr-key kek v1"
+        case bunkerKeys = "keyfob bunker-key kek v1"
+        case pendingRequests = "keyfob pending-request kek v1"
+        case derivedSecrets = "keyfob derived-secret key v1"
+    }
+
     /// Written once in `init`, wiped in `deinit`; read-only in between.
-    private var keyEncryptionKey: [UInt8]
+    private var keys: [[UInt8]]
+    private var keyEncryptionKey: [UInt8] { keys[0] }
+    private func key(_ purpose: Purpose) -> [UInt8] { keys[Purpose.allCases.firstIndex(of: purpose)!] }
     /// Identifies the master key without revealing it (a second HKDF output).
     public let checkValue: [UInt8]
 
@@ -16,12 +29,16 @@ public final class KeyVault: @unchecked Sendable {
         guard masterKey.count == Self.masterKeyLength else {
             throw KeyVaultError("the master key must be \(Self.masterKeyLength) bytes, not \(masterKey.count)")
         }
-        keyEncryptionKey = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob nostr-key kek v1".utf8))
+        var derived: [[UInt8]] = []
+        for purpose in Purpose.allCases {
+            derived.append(try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array(purpose.rawValue.utf8)))
+        }
+        keys = derived
         checkValue = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob master-key check v1".utf8))
     }
 
     deinit {
-        keyEncryptionKey.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        for index in keys.indices { keys[index].withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
     }
 
     /// What the ciphertext is bound to: moving a sealed key to another user or version, or
@@ -67,19 +84,25 @@ public final class KeyVault: @unchecked Sendable {
     /// A value only this master key gives for `context` (e.g. a bunker secret from its expiry, so it
     /// can be shown again without being stored).
     func derive(_ context: String, length: Int = 16) throws(KeyVaultError) -> [UInt8] {
-        try Self.hkdf(key: keyEncryptionKey, salt: Array("keyfob derive".utf8), info: Array(context.utf8), length: length)
+        try Self.hkdf(key: key(.derivedSecrets), salt: Array("keyfob derive".utf8), info: Array(context.utf8), length: length)
     }
 
-    /// Seals other short-lived secrets (a pending request's payload) under the same key, bound to `context`.
-    func seal(_ bytes: [UInt8], context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
+    /// Seals other secrets (a NIP-46 signer key, a waiting request) under `purpose`'s key, bound to `context`.
+    func seal(_ bytes: [UInt8], for purpose: Purpose, context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
-        return (nonce, try Self.gcm(encrypt: true, key: keyEncryptionKey, nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: bytes))
+        return (nonce, try Self.gcm(encrypt: true, key: key(purpose), nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: bytes))
     }
 
-    func open(nonce: [UInt8], sealed: [UInt8], context: String) -> [UInt8]? {
+    /// Opens what `seal(_:for:context:)` sealed; nil when anything does not match. NIP-46 signer
+    /// keys sealed before keys were per purpose (under the nostr keys' key) still open, until the
+    /// next `rotate-master-key` seals them under their own.
+    func open(nonce: [UInt8], sealed: [UInt8], for purpose: Purpose, context: String) -> [UInt8]? {
         guard nonce.count == 12, sealed.count >= 16 else { return nil }
-        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: sealed)
+        let aad = Array("keyfob:\(context)".utf8)
+        if let opened = try? Self.gcm(encrypt: false, key: key(purpose), nonce: nonce, aad: aad, input: sealed) { return opened }
+        guard purpose == .bunkerKeys else { return nil }
+        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce, aad: aad, input: sealed)
     }
 
     // MARK: OpenSSL

@@ -150,6 +150,6 @@ extension APIError {
     /// A passkey-sealed key with no data key at hand: only a sealing passkey's sign-in opens it.
     static let signerSealed = APIError(
         "signer_locked",
-        "your nostr key is sealed by your passkeys: sign in again with a passkey that seals it (one whose authenticator supports PRF) to unlock the signer",
+        "your nostr key is sealed by your passkeys: unlock the signer with a passkey that seals it (the account page's Unlock, or signer.unlock)",
         status: .forbidden)
 }
