@@ -8,6 +8,22 @@ import Testing
 import WebAuthn
 import WebAuthnTestSupport
 
+extension PasskeySeal {
+    /// `unwrap`, as an array the test can compare and print.
+    static func unwrapBytes(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> [UInt8]? {
+        guard let key = unwrap(wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID) else { return nil }
+        return key.exposedCopy()
+    }
+}
+
+extension SecretBytes {
+    /// A secret from bytes the test keeps.
+    init(copying bytes: [UInt8]) {
+        var copy = Array(bytes)
+        self.init(taking: &copy)
+    }
+}
+
 extension SoftwareAuthenticator {
     /// An authenticator with PRF (hmac-secret): a random per-credential secret.
     static func withPRF() -> SoftwareAuthenticator {
@@ -93,7 +109,7 @@ extension Client {
             #expect(try await client.seal(&passkey, token: token).status == .ok)
             let next = try #require(try await harness.store.keyWraps(ofUser: userID).first)
             #expect(next.salt != wrap.salt && next.wrapped != wrap.wrapped)
-            #expect(PasskeySeal.unwrap(next.wrapped, prfOutput: oldOutput, userID: userID, credentialID: passkey.credentialID) == nil)
+            #expect(PasskeySeal.unwrapBytes(next.wrapped, prfOutput: oldOutput, userID: userID, credentialID: passkey.credentialID) == nil)
         }
     }
 
@@ -109,10 +125,10 @@ extension Client {
             // Make the wrap what an older Keyfob stored: the deployment salt, no salt column.
             let seal = PasskeySeal(rpID: "localhost")
             let current = try #require(try await harness.store.keyWraps(ofUser: userID).first)
-            let dataKey = try #require(PasskeySeal.unwrap(current.wrapped, prfOutput: passkey.prf(current.salt)!, userID: userID,
+            let dataKey = try #require(PasskeySeal.unwrapBytes(current.wrapped, prfOutput: passkey.prf(current.salt)!, userID: userID,
                                                           credentialID: passkey.credentialID))
             let legacy = KeyWrapRecord(userID: userID, credentialID: passkey.credentialID,
-                                       wrapped: try PasskeySeal.wrap(dataKey, prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
+                                       wrapped: try PasskeySeal.wrap(SecretBytes(copying: dataKey), prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
                                                                      credentialID: passkey.credentialID),
                                        createdAt: current.createdAt)
             #expect(try await harness.store.putKeyWrap(legacy))
@@ -126,8 +142,8 @@ extension Client {
             #expect(try await client.signNote(viaSignIn).status == .ok)
             let moved = try #require(try await harness.store.keyWraps(ofUser: userID).first)
             #expect(moved.salt.count == 32 && moved.salt != seal.legacySalt)
-            #expect(PasskeySeal.unwrap(moved.wrapped, prfOutput: passkey.prf(moved.salt)!, userID: userID,
-                                       credentialID: passkey.credentialID) == dataKey)
+            #expect(PasskeySeal.unwrapBytes(moved.wrapped, prfOutput: passkey.prf(moved.salt)!, userID: userID,
+                                            credentialID: passkey.credentialID) == dataKey)
         }
     }
 
@@ -190,7 +206,7 @@ extension Client {
             var restored = before
             restored.version = sealed.version
             (restored.nonce, restored.sealed) = try harness.vault.seal(
-                KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now }).open(before, dataKey: nil)
+                KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now }).open(before)
                     .withUnsafeSecretBytes { $0 }, userID: userID, version: sealed.version)
             try await harness.store.replaceNostrKey(restored, expectedVersion: sealed.version)
             let refused = try await client.signNote(token)
@@ -322,7 +338,8 @@ extension Client {
             let hash = row[0].blob!
             let stored = try #require(try await harness.store.session(tokenHash: hash, now: harness.clock.now))
             let guess = SessionUnlock(token: hash, session: stored)
-            #expect(guess.dataKey(at: harness.clock.now) == nil)
+            let opened = guess.dataKey(at: harness.clock.now) != nil
+            #expect(!opened)
         }
     }
 
@@ -493,9 +510,9 @@ extension Client {
         var sameSecret = SoftwareAuthenticator()
         sameSecret.prfSecret = prfSecret
         let output = try #require(sameSecret.prf(wrap.salt))
-        let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: wrap.credentialID))
+        let dataKey = try #require(PasskeySeal.unwrapBytes(wrap.wrapped, prfOutput: output, userID: userID, credentialID: wrap.credentialID))
         let custody = KeyCustody(store: harness.store, vault: next, now: { harness.clock.now })
-        #expect(try custody.open(rotated, dataKey: dataKey).publicKey == imported.publicKey)
+        #expect(try custody.open(rotated, dataKey: SecretBytes(copying: dataKey)).publicKey == imported.publicKey)
         await #expect(throws: APIError.self) { try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey } }
     }
 
@@ -568,7 +585,7 @@ extension Client {
             let userID = try await harness.store.user(named: "alice")!.id
             let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
             let output = passkey.prf(wrap.salt)!
-            let dataKey = try #require(PasskeySeal.unwrap(wrap.wrapped, prfOutput: output, userID: userID, credentialID: passkey.credentialID))
+            let dataKey = try #require(PasskeySeal.unwrapBytes(wrap.wrapped, prfOutput: output, userID: userID, credentialID: passkey.credentialID))
             let secrets = [output, dataKey].flatMap { [Base64URL.encode($0), Hex.encode($0), Data($0).base64EncodedString()] }
             let text = harness.logs.lines.joined(separator: "\n") + seen.text
             #expect(!harness.logs.lines.isEmpty)
@@ -610,7 +627,7 @@ final class NIOLockedBox: @unchecked Sendable {
             #expect(try await before.reply(to: before.send("ping", []), wait: 0.3) == nil)
             // The master key alone does not open the new signer key.
             let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
-            #expect(throws: APIError.self) { try custody.openSigner(signer, dataKey: nil) }
+            #expect(throws: APIError.self) { try custody.openSigner(signer) }
             if let outer = harness.vault.open(nonce: signer.nonce, sealed: signer.sealed, for: .bunkerKeys,
                                               context: KeyCustody.signerContext(userID, passkeySealed: true)) {
                 #expect((try? SecretKey(bytes: outer))?.publicKey.hex != signer.pubkey)
@@ -645,7 +662,7 @@ final class NIOLockedBox: @unchecked Sendable {
             #expect(try await client.seal(&passkey, token: again, path: "/api/signer/unseal").status == .ok)
             let plain = try #require(try await harness.store.bunkerSigner(ofUser: userID))
             #expect(!plain.passkeySealed && plain.pubkey == signer.pubkey)
-            #expect(try custody.openSigner(plain, dataKey: nil).publicKey.hex == signer.pubkey)
+            #expect(try custody.openSigner(plain).publicKey.hex == signer.pubkey)
             #expect(try await nip46.call("ping", [])?["result"] as? String == "pong")
         }
     }

@@ -418,6 +418,17 @@ func vectorsURL(_ name: String) -> URL {
         #expect(!leaked)
     }
 
+    /// Key material is a `SecretBytes` (#24): non-copyable (the compiler refuses a second owner),
+    /// in memory of its own, and the array it was made from is wiped at once.
+    @Test func secretBytesTakeTheirSourceAndWipeIt() {
+        var source = secureRandomBytes(32)
+        let expected = source.map { $0 }
+        let secret = SecretBytes(taking: &source)
+        #expect(source == [UInt8](repeating: 0, count: 32))
+        #expect(secret.count == 32 && secret.exposedCopy() == expected)
+        #expect(secret.withUnsafeBytes { Array($0) } == expected)
+    }
+
     /// One key per purpose (#24): what is sealed for one purpose does not open as another, even
     /// with the same context; the only cross-over is a NIP-46 signer key sealed before keys were
     /// per purpose (under the nostr keys' key), which still opens as a signer key.

@@ -269,14 +269,18 @@ struct ApprovalController: Sendable {
             receipt = confirmation.receipt
             // Presence proven for this request: the session unlocks; a sealed key opens with the
             // confirming sealing passkey's PRF output.
-            var dataKey = sealedShut
-                ? try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
-                                             prf: confirmation.prf, challenge: confirmation.challenge)
-                : auth.unlock.dataKey(at: now())
-            if sealedShut, dataKey == nil { throw APIError.signerSealed }
-            defer { if dataKey != nil { wipe(&dataKey!) } }
-            caller.unlock = try await custody.unlock(auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)),
-                                                     dataKey: dataKey)
+            let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
+            if sealedShut {
+                guard let dataKey = try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
+                                                               prf: confirmation.prf, challenge: confirmation.challenge) else {
+                    throw APIError.signerSealed
+                }
+                caller.unlock = try await custody.unlock(auth, until: until, dataKey: dataKey)
+            } else if let held = auth.unlock.dataKey(at: now()) {
+                caller.unlock = try await custody.unlock(auth, until: until, dataKey: held)
+            } else {
+                caller.unlock = try await custody.unlock(auth, until: until)
+            }
         }
         // Decided once: a second approve finds nothing pending.
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {

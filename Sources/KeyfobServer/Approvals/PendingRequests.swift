@@ -23,8 +23,7 @@ struct PendingRequests: Sendable {
         let nonce: [UInt8], payload: [UInt8]
         if let signerKey {
             // No nonce column value: the payload carries its own (and says it is not under the master key).
-            var key = try Self.payloadKey(signerKey)
-            defer { wipe(&key) }
+            let key = try Self.payloadKey(signerKey)
             (nonce, payload) = ([], try KeyVault.encrypt(target, key: key, aad: Self.context(id)))
         } else {
             (nonce, payload) = try vault.seal(target, for: .pendingRequests, context: Self.context(id))
@@ -41,8 +40,10 @@ struct PendingRequests: Sendable {
     static func context(_ id: String) -> String { "pending-request:\(id)" }
 
     /// The key a sealed account's waiting requests are under: one per signer key, for this purpose alone.
-    static func payloadKey(_ signerKey: SecretKey) throws -> [UInt8] {
-        try signerKey.withUnsafeSecretBytes { try KeyVault.hkdf(key: $0, salt: Array("keyfob".utf8), info: Array("keyfob pending-request v1".utf8)) }
+    static func payloadKey(_ signerKey: SecretKey) throws -> SecretBytes {
+        var bytes = signerKey.withUnsafeSecretBytes { Array($0) }
+        defer { wipe(&bytes) }
+        return try KeyVault.hkdfSecret(key: bytes, salt: Array("keyfob".utf8), info: Array("keyfob pending-request v1".utf8))
     }
 
     /// Whether the request is sealed under its owner's signer key (see `create`).
@@ -52,8 +53,7 @@ struct PendingRequests: Sendable {
     func open(_ record: PendingRequestRecord, signerKey: SecretKey? = nil) -> String? {
         let bytes: [UInt8]?
         if Self.isSealedForOwner(record) {
-            guard let signerKey, var key = try? Self.payloadKey(signerKey) else { return nil }
-            defer { wipe(&key) }
+            guard let signerKey, let key = try? Self.payloadKey(signerKey) else { return nil }
             bytes = KeyVault.decrypt(record.payload, key: key, aad: Self.context(record.id))
         } else {
             bytes = vault.open(nonce: record.nonce, sealed: record.payload, for: .pendingRequests, context: Self.context(record.id))

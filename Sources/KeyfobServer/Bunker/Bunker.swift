@@ -104,13 +104,14 @@ final class Bunker: Sendable {
     func signer(of userID: String, unlock: SessionUnlock?) async throws -> BunkerSignerRecord {
         if let existing = try await store.bunkerSigner(ofUser: userID) { return existing }
         let key = SecretKey.generate()
-        var dataKey: [UInt8]? = nil
+        let record: BunkerSignerRecord
         if try await custody.record(for: userID).passkeySealed {
-            dataKey = unlock?.dataKey(at: now())
-            if dataKey == nil { throw APIError.signerSealed }
+            guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+            record = try custody.sealSigner(key, userID: userID, dataKey: dataKey, createdAt: now())
+        } else {
+            record = try custody.sealSigner(key, userID: userID, createdAt: now())
         }
-        defer { if dataKey != nil { wipe(&dataKey!) } }
-        let stored = try await store.insertBunkerSignerIfAbsent(custody.sealSigner(key, userID: userID, dataKey: dataKey, createdAt: now()))
+        let stored = try await store.insertBunkerSignerIfAbsent(record)
         if stored.passkeySealed, stored.pubkey == key.publicKey.hex, let unlock {
             custody.unlockedSigners.open(key, userID: userID, until: unlock.session.unlockedUntil ?? now())
         }

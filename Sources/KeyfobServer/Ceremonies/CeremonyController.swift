@@ -256,8 +256,7 @@ struct CeremonyController: Sendable {
         var sealsKey: Bool?
         if !pending.existingUser {
             if body.seal == true, verified.userVerified, let prfOutput {
-                var dataKey = PasskeySeal.newDataKey()
-                defer { wipe(&dataKey) }
+                let dataKey = PasskeySeal.newDataKey()
                 nostrKey = try custody.seal(SecretKey.generate(), userID: userID, version: 1, dataKey: dataKey)
                 wrap = try PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: verified.credentialID,
                                                challenge: pending.challenge, at: created)
@@ -437,8 +436,7 @@ struct CeremonyController: Sendable {
     /// Wraps the data key the session holds for one more passkey. False when it cannot (no PRF
     /// output, or the session holds no data key).
     func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool {
-        guard let prfOutput, var dataKey = unlock.dataKey(at: now()) else { return false }
-        defer { wipe(&dataKey) }
+        guard let prfOutput, let dataKey = unlock.dataKey(at: now()) else { return false }
         return try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID,
                                                               challenge: challenge, at: now()))
     }

@@ -56,14 +56,34 @@ struct KeyCustody: Sendable {
     }
 
     func open(_ record: NostrKeyRecord, unlock: SessionUnlock?) throws -> SecretKey {
-        guard record.passkeySealed else { return try open(record, dataKey: nil) }
-        guard var dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
-        defer { wipe(&dataKey) }
+        guard record.passkeySealed else { return try open(record) }
+        guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
         return try open(record, dataKey: dataKey)
     }
 
-    /// `dataKey`: for a passkey-sealed record, the key its inner layer is encrypted under.
-    func open(_ record: NostrKeyRecord, dataKey: [UInt8]?) throws -> SecretKey {
+    /// A server-protected record's key (a sealed one: `signer_locked`).
+    func open(_ record: NostrKeyRecord) throws -> SecretKey {
+        guard !record.passkeySealed else { throw APIError.signerSealed }
+        var outer = try masterKeyLayer(record)
+        defer { wipe(&outer) }
+        return try Self.matching(SecretKey(bytes: outer), record.pubkey)
+    }
+
+    /// A passkey-sealed record's key, with the data key its inner layer is encrypted under.
+    func open(_ record: NostrKeyRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
+        guard record.passkeySealed else { return try open(record) }
+        var outer = try masterKeyLayer(record)
+        defer { wipe(&outer) }
+        // Each name that holds decrypted bytes wipes its own (a second name would wipe a copy).
+        guard var inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID, version: record.version) else {
+            throw APIError.signerSealed
+        }
+        defer { wipe(&inner) }
+        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+    }
+
+    /// What the master key opens of a record; the caller wipes it.
+    private func masterKeyLayer(_ record: NostrKeyRecord) throws -> [UInt8] {
         // Wraps exist only while a key is sealed (unsealing removes them in the same transaction):
         // a server-protected row next to them was put back from before the seal.
         if !record.passkeySealed, record.hasWraps {
@@ -73,20 +93,12 @@ struct KeyCustody: Sendable {
             ])
             throw APIError.keyRolledBack
         }
-        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+        guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
                                      version: record.version, passkeySealed: record.passkeySealed) else {
             throw APIError("internal_error", "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
                            status: .internalServerError)
         }
-        defer { wipe(&outer) }
-        // Each name that holds decrypted bytes wipes its own (a second name would wipe a copy).
-        guard record.passkeySealed else { return try Self.matching(SecretKey(bytes: outer), record.pubkey) }
-        guard let dataKey, var inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID,
-                                                              version: record.version) else {
-            throw APIError.signerSealed
-        }
-        defer { wipe(&inner) }
-        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+        return outer
     }
 
     /// `key`, when its public key is the one stored beside it.
@@ -106,27 +118,48 @@ struct KeyCustody: Sendable {
 
     private static func signerInnerContext(_ userID: String) -> String { "keyfob:bunker-key-under-data-key:v1:\(userID)" }
 
-    /// A signer key record for `key`: under the master key, and first under `dataKey` when given
-    /// (a sealed account's, like its nostr key).
-    func sealSigner(_ key: SecretKey, userID: String, dataKey: [UInt8]?, createdAt: Date) throws -> BunkerSignerRecord {
-        var inner = try key.withUnsafeSecretBytes { bytes in
-            try dataKey.map { try KeyVault.encrypt(bytes, key: $0, aad: Self.signerInnerContext(userID)) } ?? bytes
+    /// A signer key record for `key` under the master key alone.
+    func sealSigner(_ key: SecretKey, userID: String, createdAt: Date) throws -> BunkerSignerRecord {
+        let (nonce, sealed) = try key.withUnsafeSecretBytes { bytes in
+            try vault.seal(bytes, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: false))
         }
-        defer { wipe(&inner) }
-        let (nonce, sealed) = try vault.seal(inner, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: dataKey != nil))
         return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
-                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: dataKey != nil)
+                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: false)
     }
 
-    /// Opens a signer key record; a sealed one needs its data key.
-    func openSigner(_ record: BunkerSignerRecord, dataKey: [UInt8]?) throws -> SecretKey {
-        guard var outer = vault.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
+    /// A signer key record for `key` under `dataKey` first, then the master key (a sealed
+    /// account's, like its nostr key).
+    func sealSigner(_ key: SecretKey, userID: String, dataKey: borrowing SecretBytes, createdAt: Date) throws -> BunkerSignerRecord {
+        var inner = try key.withUnsafeSecretBytes { bytes in try KeyVault.encrypt(bytes, key: dataKey, aad: Self.signerInnerContext(userID)) }
+        defer { wipe(&inner) }
+        let (nonce, sealed) = try vault.seal(inner, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: true))
+        return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
+                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: true)
+    }
+
+    /// What the master key opens of a signer record; the caller wipes it.
+    private func masterKeyLayer(_ record: BunkerSignerRecord) throws -> [UInt8] {
+        guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
                                      context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed)) else {
             throw APIError("internal_error", "the bunker key cannot be opened with this server's master key", status: .internalServerError)
         }
+        return outer
+    }
+
+    /// A plain signer record's key (a sealed one: `signer_locked`).
+    func openSigner(_ record: BunkerSignerRecord) throws -> SecretKey {
+        guard !record.passkeySealed else { throw APIError.signerSealed }
+        var outer = try masterKeyLayer(record)
         defer { wipe(&outer) }
-        guard record.passkeySealed else { return try Self.matching(SecretKey(bytes: outer), record.pubkey) }
-        guard let dataKey, var inner = KeyVault.decrypt(outer, key: dataKey, aad: Self.signerInnerContext(record.userID)) else {
+        return try Self.matching(SecretKey(bytes: outer), record.pubkey)
+    }
+
+    /// A sealed signer record's key, with the data key.
+    func openSigner(_ record: BunkerSignerRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
+        guard record.passkeySealed else { return try openSigner(record) }
+        var outer = try masterKeyLayer(record)
+        defer { wipe(&outer) }
+        guard var inner = KeyVault.decrypt(outer, key: dataKey, aad: Self.signerInnerContext(record.userID)) else {
             throw APIError.signerSealed
         }
         defer { wipe(&inner) }
@@ -137,25 +170,22 @@ struct KeyCustody: Sendable {
     /// sealed one is open already (its owner unlocked), or opens with `unlock`'s data key (and
     /// stays open for that session's unlock window).
     func signerKey(_ record: BunkerSignerRecord, unlock: SessionUnlock?) throws -> SecretKey {
-        guard record.passkeySealed else { return try openSigner(record, dataKey: nil) }
+        guard record.passkeySealed else { return try openSigner(record) }
         if let open = unlockedSigners.key(userID: record.userID, pubkey: record.pubkey, now: now()) { return open }
-        guard let unlock, var dataKey = unlock.dataKey(at: now()) else { throw APIError.signerSealed }
-        defer { wipe(&dataKey) }
+        guard let unlock, let dataKey = unlock.dataKey(at: now()) else { throw APIError.signerSealed }
         let key = try openSigner(record, dataKey: dataKey)
         unlockedSigners.open(key, userID: record.userID, until: unlock.session.unlockedUntil ?? now())
         return key
     }
 
     /// A session of the user just got the data key: their sealed signer (if any) opens until `until`.
-    func openSigner(ofUser userID: String, dataKey: [UInt8], until: Date) async throws {
+    func openSigner(ofUser userID: String, dataKey: borrowing SecretBytes, until: Date) async throws {
         guard let record = try await store.bunkerSigner(ofUser: userID), record.passkeySealed else { return }
         unlockedSigners.open(try openSigner(record, dataKey: dataKey), userID: userID, until: until)
     }
 
-    /// `key` as a record of `version`: under the master key alone, or also under `dataKey`
-    /// (passkey-sealed) when one is given.
-    func seal(_ key: SecretKey, userID: String, version: Int, dataKey: [UInt8]?) throws -> NostrKeyRecord {
-        guard let dataKey else { return try seal(key, userID: userID, version: version) }
+    /// `key` as a passkey-sealed record of `version`: under `dataKey`, then the master key.
+    func seal(_ key: SecretKey, userID: String, version: Int, dataKey: borrowing SecretBytes) throws -> NostrKeyRecord {
         var inner = try key.withUnsafeSecretBytes { try PasskeySeal.encryptKey($0, dataKey: dataKey, userID: userID, version: version) }
         defer { wipe(&inner) }
         let (nonce, sealed) = try vault.seal(inner, userID: userID, version: version, passkeySealed: true)
@@ -168,11 +198,13 @@ struct KeyCustody: Sendable {
     /// the session must hold.
     func replace(userID: String, with key: SecretKey, unlock: SessionUnlock?) async throws -> NostrKeyRecord {
         let current = try await record(for: userID)
-        // Assigned straight from the call: a second name for the bytes would be wiped as a copy.
-        var dataKey = current.passkeySealed ? unlock?.dataKey(at: now()) : nil
-        if current.passkeySealed, dataKey == nil { throw APIError.signerSealed }
-        defer { if dataKey != nil { wipe(&dataKey!) } }
-        let next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
+        let next: NostrKeyRecord
+        if current.passkeySealed {
+            guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+            next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
+        } else {
+            next = try seal(key, userID: userID, version: current.version + 1)
+        }
         do {
             try await store.replaceNostrKey(next, expectedVersion: current.version)
         } catch StoreError.conflict {

@@ -16,10 +16,21 @@ public final class KeyVault: @unchecked Sendable {
         case derivedSecrets = "keyfob derived-secret key v1"
     }
 
-    /// Written once in `init`, wiped in `deinit`; read-only in between.
-    private var keys: [[UInt8]]
-    private var keyEncryptionKey: [UInt8] { keys[0] }
-    private func key(_ purpose: Purpose) -> [UInt8] { keys[Purpose.allCases.firstIndex(of: purpose)!] }
+    /// Made once in `init`; each wipes itself when the vault goes away.
+    private let nostrKeysKey: SecretBytes
+    private let bunkerKeysKey: SecretBytes
+    private let pendingRequestsKey: SecretBytes
+    private let derivedSecretsKey: SecretBytes
+
+    /// Runs `body` with `purpose`'s key.
+    private func withKey<R>(_ purpose: Purpose, _ body: (UnsafeRawBufferPointer) throws(KeyVaultError) -> R) throws(KeyVaultError) -> R {
+        switch purpose {
+        case .nostrKeys: try nostrKeysKey.withUnsafeBytes(body)
+        case .bunkerKeys: try bunkerKeysKey.withUnsafeBytes(body)
+        case .pendingRequests: try pendingRequestsKey.withUnsafeBytes(body)
+        case .derivedSecrets: try derivedSecretsKey.withUnsafeBytes(body)
+        }
+    }
     /// Identifies the master key without revealing it (a second HKDF output).
     public let checkValue: [UInt8]
 
@@ -29,16 +40,14 @@ public final class KeyVault: @unchecked Sendable {
         guard masterKey.count == Self.masterKeyLength else {
             throw KeyVaultError("the master key must be \(Self.masterKeyLength) bytes, not \(masterKey.count)")
         }
-        var derived: [[UInt8]] = []
-        for purpose in Purpose.allCases {
-            derived.append(try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array(purpose.rawValue.utf8)))
+        func derived(_ purpose: Purpose) throws(KeyVaultError) -> SecretBytes {
+            try Self.hkdfSecret(key: masterKey, salt: Array("keyfob".utf8), info: Array(purpose.rawValue.utf8))
         }
-        keys = derived
+        nostrKeysKey = try derived(.nostrKeys)
+        bunkerKeysKey = try derived(.bunkerKeys)
+        pendingRequestsKey = try derived(.pendingRequests)
+        derivedSecretsKey = try derived(.derivedSecrets)
         checkValue = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob master-key check v1".utf8))
-    }
-
-    deinit {
-        for index in keys.indices { keys[index].withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
     }
 
     /// What the ciphertext is bound to: moving a sealed key to another user or version, or
@@ -53,9 +62,8 @@ public final class KeyVault: @unchecked Sendable {
         -> (nonce: [UInt8], sealed: [UInt8]) {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
-        let sealed = try Self.gcm(encrypt: true, key: keyEncryptionKey, nonce: nonce,
-                                  aad: Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed),
-                                  input: secret)
+        let aad = Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed)
+        let sealed = try withKey(.nostrKeys) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: secret) }
         return (nonce, sealed)
     }
 
@@ -63,35 +71,42 @@ public final class KeyVault: @unchecked Sendable {
     /// The caller wipes the result.
     func open(nonce: [UInt8], sealed: [UInt8], userID: String, version: Int, passkeySealed: Bool = false) -> [UInt8]? {
         guard nonce.count == 12, sealed.count >= 16 else { return nil }
-        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce,
-                             aad: Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed),
-                             input: sealed)
+        let aad = Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed)
+        return try? withKey(.nostrKeys) { key throws(KeyVaultError) in try Self.gcm(encrypt: false, key: key, nonce: nonce, aad: aad, input: sealed) }
     }
 
     /// AES-256-GCM under `key` with a fresh nonce: returns nonce ‖ ciphertext ‖ tag.
-    static func encrypt(_ plaintext: [UInt8], key: [UInt8], aad: String) throws(KeyVaultError) -> [UInt8] {
+    static func encrypt(_ plaintext: [UInt8], key: borrowing SecretBytes, aad: String) throws(KeyVaultError) -> [UInt8] {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
-        return nonce + (try gcm(encrypt: true, key: key, nonce: nonce, aad: Array(aad.utf8), input: plaintext))
+        let sealed = try key.withUnsafeBytes { raw throws(KeyVaultError) in
+            try gcm(encrypt: true, key: raw, nonce: nonce, aad: Array(aad.utf8), input: plaintext)
+        }
+        return nonce + sealed
     }
 
     /// Opens what `encrypt` made; nil when the key, `aad` or bytes do not match. The caller wipes the result.
-    static func decrypt(_ box: [UInt8], key: [UInt8], aad: String) -> [UInt8]? {
+    static func decrypt(_ box: [UInt8], key: borrowing SecretBytes, aad: String) -> [UInt8]? {
         guard box.count >= 12 + 16 else { return nil }
-        return try? gcm(encrypt: false, key: key, nonce: Array(box.prefix(12)), aad: Array(aad.utf8), input: Array(box.dropFirst(12)))
+        return try? key.withUnsafeBytes { raw throws(KeyVaultError) in
+            try gcm(encrypt: false, key: raw, nonce: Array(box.prefix(12)), aad: Array(aad.utf8), input: Array(box.dropFirst(12)))
+        }
     }
 
     /// A value only this master key gives for `context` (e.g. a bunker secret from its expiry, so it
     /// can be shown again without being stored).
     func derive(_ context: String, length: Int = 16) throws(KeyVaultError) -> [UInt8] {
-        try Self.hkdf(key: key(.derivedSecrets), salt: Array("keyfob derive".utf8), info: Array(context.utf8), length: length)
+        try withKey(.derivedSecrets) { key throws(KeyVaultError) in
+            try Self.hkdf(key: key, salt: Array("keyfob derive".utf8), info: Array(context.utf8), length: length)
+        }
     }
 
     /// Seals other secrets (a NIP-46 signer key, a waiting request) under `purpose`'s key, bound to `context`.
     func seal(_ bytes: [UInt8], for purpose: Purpose, context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
         var nonce = [UInt8](repeating: 0, count: 12)
         guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
-        return (nonce, try Self.gcm(encrypt: true, key: key(purpose), nonce: nonce, aad: Array("keyfob:\(context)".utf8), input: bytes))
+        let aad = Array("keyfob:\(context)".utf8)
+        return (nonce, try withKey(purpose) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: bytes) })
     }
 
     /// Opens what `seal(_:for:context:)` sealed; nil when anything does not match. NIP-46 signer
@@ -100,15 +115,41 @@ public final class KeyVault: @unchecked Sendable {
     func open(nonce: [UInt8], sealed: [UInt8], for purpose: Purpose, context: String) -> [UInt8]? {
         guard nonce.count == 12, sealed.count >= 16 else { return nil }
         let aad = Array("keyfob:\(context)".utf8)
-        if let opened = try? Self.gcm(encrypt: false, key: key(purpose), nonce: nonce, aad: aad, input: sealed) { return opened }
-        guard purpose == .bunkerKeys else { return nil }
-        return try? Self.gcm(encrypt: false, key: keyEncryptionKey, nonce: nonce, aad: aad, input: sealed)
+        for candidate in purpose == .bunkerKeys ? [purpose, .nostrKeys] : [purpose] {
+            if let opened = try? withKey(candidate, { key throws(KeyVaultError) in
+                try Self.gcm(encrypt: false, key: key, nonce: nonce, aad: aad, input: sealed)
+            }) { return opened }
+        }
+        return nil
     }
 
     // MARK: OpenSSL
 
     /// HKDF-SHA256 (RFC 5869) through OpenSSL's KDF, 32 bytes out.
     static func hkdf(key: [UInt8], salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
+        try withBytes(key) { raw throws(KeyVaultError) in try hkdf(key: raw, salt: salt, info: info, length: length) }
+    }
+
+    /// HKDF-SHA256 whose output is a key: it never exists as an array past this call.
+    static func hkdfSecret(key: [UInt8], salt: [UInt8], info: [UInt8]) throws(KeyVaultError) -> SecretBytes {
+        var out = try hkdf(key: key, salt: salt, info: info)
+        return SecretBytes(taking: &out)
+    }
+
+    static func hkdfSecret(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) throws(KeyVaultError) -> SecretBytes {
+        var out = try hkdf(key: key, salt: salt, info: info)
+        return SecretBytes(taking: &out)
+    }
+
+    /// `body` with the array's bytes, keeping the typed error.
+    private static func withBytes<R>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(KeyVaultError) -> R) throws(KeyVaultError) -> R {
+        let result: Result<R, KeyVaultError> = bytes.withUnsafeBytes { raw in
+            do throws(KeyVaultError) { return .success(try body(raw)) } catch { return .failure(error) }
+        }
+        return try result.get()
+    }
+
+    static func hkdf(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
         guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "HKDF", nil) else { throw KeyVaultError("HKDF is unavailable") }
         defer { EVP_PKEY_CTX_free(ctx) }
         var out = [UInt8](repeating: 0, count: length)
@@ -116,7 +157,7 @@ public final class KeyVault: @unchecked Sendable {
         guard EVP_PKEY_derive_init(ctx) == 1,
               EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
               EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
-              EVP_PKEY_CTX_set1_hkdf_key(ctx, key, Int32(key.count)) == 1,
+              EVP_PKEY_CTX_set1_hkdf_key(ctx, key.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(key.count)) == 1,
               EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
               EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length else {
             ERR_clear_error()
@@ -127,6 +168,11 @@ public final class KeyVault: @unchecked Sendable {
 
     /// AES-256-GCM with a 12-byte nonce and a 16-byte tag appended to the ciphertext.
     static func gcm(encrypt: Bool, key: [UInt8], nonce: [UInt8], aad: [UInt8], input: [UInt8]) throws(KeyVaultError) -> [UInt8] {
+        try withBytes(key) { raw throws(KeyVaultError) in try gcm(encrypt: encrypt, key: raw, nonce: nonce, aad: aad, input: input) }
+    }
+
+    static func gcm(encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8], input: [UInt8]) throws(KeyVaultError) -> [UInt8] {
+        guard key.count == 32 else { throw KeyVaultError("an AES-256 key is 32 bytes") }
         guard let ctx = EVP_CIPHER_CTX_new() else { throw KeyVaultError("cipher context allocation failed") }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let body = encrypt ? input : Array(input.dropLast(16))
@@ -134,7 +180,8 @@ public final class KeyVault: @unchecked Sendable {
         var out = [UInt8](repeating: 0, count: body.count + 16)
         var length: Int32 = 0, finalLength: Int32 = 0
         let ok: Bool = out.withUnsafeMutableBufferPointer { buffer in
-            guard EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nil, key, nonce, encrypt ? 1 : 0) == 1,
+            guard EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nil, key.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce,
+                                    encrypt ? 1 : 0) == 1,
                   EVP_CipherUpdate(ctx, nil, &length, aad, Int32(aad.count)) == 1,
                   EVP_CipherUpdate(ctx, buffer.baseAddress, &length, body, Int32(body.count)) == 1 else { return false }
             if !encrypt {

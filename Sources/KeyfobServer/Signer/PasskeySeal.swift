@@ -54,7 +54,7 @@ struct PasskeySeal: Sendable {
 
     static let dataKeyLength = 32
 
-    static func newDataKey() -> [UInt8] { secureRandomBytes(dataKeyLength) }
+    static func newDataKey() -> SecretBytes { SecretBytes.random(dataKeyLength) }
 
     // MARK: The data key, wrapped per passkey
 
@@ -63,20 +63,21 @@ struct PasskeySeal: Sendable {
     }
 
     /// A key from one passkey's PRF output, bound to its user and credential.
-    private static func wrappingKey(prfOutput: [UInt8], context: String) throws -> [UInt8] {
-        try KeyVault.hkdf(key: prfOutput, salt: Array("keyfob prf".utf8), info: Array(context.utf8))
+    private static func wrappingKey(prfOutput: [UInt8], context: String) throws(KeyVaultError) -> SecretBytes {
+        try KeyVault.hkdfSecret(key: prfOutput, salt: Array("keyfob prf".utf8), info: Array(context.utf8))
     }
 
-    static func wrap(_ dataKey: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) throws -> [UInt8] {
+    static func wrap(_ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8]) throws -> [UInt8] {
         let context = wrapContext(userID: userID, credentialID: credentialID)
-        var key = try wrappingKey(prfOutput: prfOutput, context: context)
-        defer { wipe(&key) }
-        return try KeyVault.encrypt(dataKey, key: key, aad: context)
+        let key = try wrappingKey(prfOutput: prfOutput, context: context)
+        var plain = dataKey.exposedCopy()
+        defer { wipe(&plain) }
+        return try KeyVault.encrypt(plain, key: key, aad: context)
     }
 
     /// A new wrap for one passkey, made in the ceremony with `challenge` (whose fresh salt gave
     /// `prfOutput`): the salt is stored with it.
-    static func newWrap(_ dataKey: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
+    static func newWrap(_ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
                         at: Date) throws -> KeyWrapRecord {
         KeyWrapRecord(userID: userID, credentialID: credentialID,
                       wrapped: try wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID),
@@ -84,11 +85,11 @@ struct PasskeySeal: Sendable {
     }
 
     /// The data key, or nil when this PRF output is not the one the wrap was made with.
-    static func unwrap(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> [UInt8]? {
+    static func unwrap(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> SecretBytes? {
         let context = wrapContext(userID: userID, credentialID: credentialID)
-        guard var key = try? wrappingKey(prfOutput: prfOutput, context: context) else { return nil }
-        defer { wipe(&key) }
-        return KeyVault.decrypt(wrapped, key: key, aad: context)
+        guard let key = try? wrappingKey(prfOutput: prfOutput, context: context),
+              var plain = KeyVault.decrypt(wrapped, key: key, aad: context) else { return nil }
+        return SecretBytes(taking: &plain)
     }
 
     // MARK: The data key, held by an unlocked session
@@ -97,20 +98,21 @@ struct PasskeySeal: Sendable {
         "keyfob:session-data-key:v1:\(Base64URL.encode(tokenHash))"
     }
 
-    private static func sessionKey(token: [UInt8], tokenHash: [UInt8]) throws -> [UInt8] {
-        try KeyVault.hkdf(key: token, salt: Array("keyfob session".utf8), info: Array(sessionContext(tokenHash: tokenHash).utf8))
+    private static func sessionKey(token: [UInt8], tokenHash: [UInt8]) throws(KeyVaultError) -> SecretBytes {
+        try KeyVault.hkdfSecret(key: token, salt: Array("keyfob session".utf8), info: Array(sessionContext(tokenHash: tokenHash).utf8))
     }
 
-    static func sessionCopy(of dataKey: [UInt8], token: [UInt8], tokenHash: [UInt8]) throws -> [UInt8] {
-        var key = try sessionKey(token: token, tokenHash: tokenHash)
-        defer { wipe(&key) }
-        return try KeyVault.encrypt(dataKey, key: key, aad: sessionContext(tokenHash: tokenHash))
+    static func sessionCopy(of dataKey: borrowing SecretBytes, token: [UInt8], tokenHash: [UInt8]) throws -> [UInt8] {
+        let key = try sessionKey(token: token, tokenHash: tokenHash)
+        var plain = dataKey.exposedCopy()
+        defer { wipe(&plain) }
+        return try KeyVault.encrypt(plain, key: key, aad: sessionContext(tokenHash: tokenHash))
     }
 
-    static func openSessionCopy(_ copy: [UInt8], token: [UInt8], tokenHash: [UInt8]) -> [UInt8]? {
-        guard var key = try? sessionKey(token: token, tokenHash: tokenHash) else { return nil }
-        defer { wipe(&key) }
-        return KeyVault.decrypt(copy, key: key, aad: sessionContext(tokenHash: tokenHash))
+    static func openSessionCopy(_ copy: [UInt8], token: [UInt8], tokenHash: [UInt8]) -> SecretBytes? {
+        guard let key = try? sessionKey(token: token, tokenHash: tokenHash),
+              var plain = KeyVault.decrypt(copy, key: key, aad: sessionContext(tokenHash: tokenHash)) else { return nil }
+        return SecretBytes(taking: &plain)
     }
 
     // MARK: The nostr key under the data key
@@ -119,11 +121,12 @@ struct PasskeySeal: Sendable {
         "keyfob:nostr-key-under-data-key:v1:\(version):\(userID)"
     }
 
-    static func encryptKey(_ secret: [UInt8], dataKey: [UInt8], userID: String, version: Int) throws -> [UInt8] {
+    static func encryptKey(_ secret: [UInt8], dataKey: borrowing SecretBytes, userID: String, version: Int) throws -> [UInt8] {
         try KeyVault.encrypt(secret, key: dataKey, aad: keyContext(userID: userID, version: version))
     }
 
-    static func decryptKey(_ inner: [UInt8], dataKey: [UInt8], userID: String, version: Int) -> [UInt8]? {
+    /// The nostr secret key's bytes; the caller wipes them.
+    static func decryptKey(_ inner: [UInt8], dataKey: borrowing SecretBytes, userID: String, version: Int) -> [UInt8]? {
         KeyVault.decrypt(inner, key: dataKey, aad: keyContext(userID: userID, version: version))
     }
 }
@@ -139,8 +142,8 @@ struct SessionUnlock: Sendable {
     let token: [UInt8]
     let session: SessionRecord
 
-    /// The data key, while the session is unlocked and holds a copy. The caller wipes it.
-    func dataKey(at now: Date) -> [UInt8]? {
+    /// The data key, while the session is unlocked and holds a copy.
+    func dataKey(at now: Date) -> SecretBytes? {
         guard session.isUnlocked(at: now), let copy = session.dataKey else { return nil }
         return PasskeySeal.openSessionCopy(copy, token: token, tokenHash: session.tokenHash)
     }

@@ -75,9 +75,8 @@ struct SealController: Sendable {
                 await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
                 throw Self.noPRF
             }
-            let key = try custody.open(current, dataKey: nil)
-            var dataKey = PasskeySeal.newDataKey()
-            defer { wipe(&dataKey) }
+            let key = try custody.open(current)
+            let dataKey = PasskeySeal.newDataKey()
             let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
             let wrap = try PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                                                challenge: proof.challenge, at: now())
@@ -99,10 +98,9 @@ struct SealController: Sendable {
             if let signer {
                 custody.unlockedSigners.open(signer.key, userID: userID, until: proof.auth.session.unlockedUntil ?? now())
             }
-        } else if var opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
+        } else if let opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
                                                           challenge: proof.challenge) {
             // One of the sealing passkeys already: nothing to add; the session holds the data key now.
-            defer { wipe(&opened) }
             _ = try await custody.hold(opened, in: proof.auth)
             try await custody.openSigner(ofUser: userID, dataKey: opened, until: proof.auth.session.unlockedUntil ?? now())
         } else {
@@ -111,11 +109,10 @@ struct SealController: Sendable {
                 await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
                 throw Self.noPRF
             }
-            guard var dataKey = proof.auth.unlock.dataKey(at: now()) else {
+            guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
                 await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "signer_locked")
                 throw APIError.signerSealed
             }
-            defer { wipe(&dataKey) }
             _ = try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                                                                challenge: proof.challenge, at: now()))
         }
@@ -128,21 +125,22 @@ struct SealController: Sendable {
         let userID = proof.auth.user.id
         let current = try await custody.record(for: userID)
         guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }
-        var dataKey = proof.auth.unlock.dataKey(at: now())
-        if dataKey == nil {
-            dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf, challenge: proof.challenge)
-        }
-        defer { if dataKey != nil { wipe(&dataKey!) } }
-        guard dataKey != nil else {
+        let dataKey: SecretBytes
+        if let held = proof.auth.unlock.dataKey(at: now()) {
+            dataKey = held
+        } else if let opened = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+                                                          challenge: proof.challenge) {
+            dataKey = opened
+        } else {
             await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
             throw APIError.signerSealed
         }
         let key = try custody.open(current, dataKey: dataKey)
-        let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: nil)
+        let next = try custody.seal(key, userID: userID, version: current.version + 1)
         // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
         var signer: BunkerSignerRecord?
         if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
-            var plain = try custody.sealSigner(custody.openSigner(sealed, dataKey: dataKey), userID: userID, dataKey: nil,
+            var plain = try custody.sealSigner(custody.openSigner(sealed, dataKey: dataKey), userID: userID,
                                                createdAt: sealed.createdAt)
             (plain.secretHash, plain.secretExpiresAt) = (sealed.secretHash, sealed.secretExpiresAt)
             signer = plain
@@ -169,18 +167,17 @@ struct SealController: Sendable {
         let proof = try await proven(request, context: context, .unlock)
         let userID = proof.auth.user.id
         let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
-        var dataKey: [UInt8]?
         if try await custody.record(for: userID).passkeySealed {
-            dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
-                                                 challenge: proof.challenge)
-            guard dataKey != nil else {
+            guard let dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+                                                           challenge: proof.challenge) else {
                 ceremonies.events.logger.notice("an unlock did not open the sealed key (no PRF output, or another one)",
                                                 metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
                 throw proof.prf.first == nil ? Self.noPRF : APIError.signerSealed
             }
+            _ = try await custody.unlock(proof.auth, until: until, dataKey: dataKey)
+        } else {
+            _ = try await custody.unlock(proof.auth, until: until)
         }
-        defer { if dataKey != nil { wipe(&dataKey!) } }
-        _ = try await custody.unlock(proof.auth, until: until, dataKey: dataKey)
         return jsonResponse(Unlocked(signerLocked: false, signerUnlockedUntil: until))
     }
 }
@@ -210,8 +207,8 @@ extension KeyCustody {
     /// The data key, opened with one passkey's PRF output and its wrap; nil when that passkey
     /// has no wrap or the output does not open it. A wrap made under the deployment's old single
     /// salt is made again under the ceremony's fresh salt when the ceremony gave `second` for it
-    /// (`challenge` is the ceremony's). The caller wipes the result.
-    func openWrap(userID: String, credentialID: [UInt8], prf: PRFOutputs, challenge: [UInt8]?) async throws -> [UInt8]? {
+    /// (`challenge` is the ceremony's).
+    func openWrap(userID: String, credentialID: [UInt8], prf: PRFOutputs, challenge: [UInt8]?) async throws -> SecretBytes? {
         guard let first = prf.first,
               let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }),
               let dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: first, userID: userID, credentialID: credentialID) else {
@@ -228,7 +225,7 @@ extension KeyCustody {
 
     /// Gives a signed-in session its copy of the data key (a sealing passkey was just proven);
     /// returns the unlock that now opens the key.
-    func hold(_ dataKey: [UInt8], in auth: Sessions.Authenticated) async throws -> SessionUnlock {
+    func hold(_ dataKey: borrowing SecretBytes, in auth: Sessions.Authenticated) async throws -> SessionUnlock {
         var session = auth.session
         session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: session.tokenHash)
         try await store.setSessionDataKey(tokenHash: session.tokenHash, dataKey: session.dataKey)
@@ -236,15 +233,27 @@ extension KeyCustody {
     }
 
     /// A fresh passkey assertion on this session (with user verification): its signer unlocks
-    /// until `until`, holding `dataKey` (a sealed key's, opened by that passkey) when given.
-    func unlock(_ auth: Sessions.Authenticated, until: Date, dataKey: [UInt8]?) async throws -> SessionUnlock {
+    /// until `until` (a server-protected key; a sealed one stays shut without its data key).
+    func unlock(_ auth: Sessions.Authenticated, until: Date) async throws -> SessionUnlock {
+        try await unlock(auth, until: until, sessionCopy: nil)
+    }
+
+    /// The same, holding `dataKey` (a sealed key's, opened by that passkey): the session keeps a
+    /// copy and the user's sealed NIP-46 signer opens for the window.
+    func unlock(_ auth: Sessions.Authenticated, until: Date, dataKey: borrowing SecretBytes) async throws -> SessionUnlock {
+        let copy = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: auth.session.tokenHash)
+        let unlocked = try await unlock(auth, until: until, sessionCopy: copy)
+        try await openSigner(ofUser: auth.user.id, dataKey: dataKey, until: until)
+        return unlocked
+    }
+
+    private func unlock(_ auth: Sessions.Authenticated, until: Date, sessionCopy: [UInt8]?) async throws -> SessionUnlock {
         var session = auth.session
         session.unlockedUntil = until
-        session.dataKey = try dataKey.map { try PasskeySeal.sessionCopy(of: $0, token: auth.token, tokenHash: session.tokenHash) }
-        guard try await store.unlockSession(tokenHash: session.tokenHash, until: until, dataKey: session.dataKey) else {
+        session.dataKey = sessionCopy
+        guard try await store.unlockSession(tokenHash: session.tokenHash, until: until, dataKey: sessionCopy) else {
             throw APIError("unauthorized", "this session ended; sign in again", status: .unauthorized)
         }
-        if let dataKey { try await openSigner(ofUser: auth.user.id, dataKey: dataKey, until: until) }
         return SessionUnlock(token: auth.token, session: session)
     }
 
@@ -252,9 +261,7 @@ extension KeyCustody {
     /// session holds no data key.
     func canOpen(_ userID: String, unlock: SessionUnlock?) async throws -> Bool {
         guard try await record(for: userID).passkeySealed else { return true }
-        guard var dataKey = unlock?.dataKey(at: now()) else { return false }
-        wipe(&dataKey)
-        return true
+        return unlock?.dataKey(at: now()) != nil
     }
 
     func protection(of userID: String, unlock: SessionUnlock?) async throws -> KeyProtection {
@@ -264,12 +271,7 @@ extension KeyCustody {
                                  signerSealed: unlock.map { _ in false })
         }
         let wraps = try await store.keyWraps(ofUser: userID)
-        var open: Bool?
-        if let unlock {
-            var dataKey = unlock.dataKey(at: now())
-            open = dataKey != nil
-            if dataKey != nil { wipe(&dataKey!) }
-        }
+        let open: Bool? = unlock.map { $0.dataKey(at: now()) != nil }
         return KeyProtection(level: "passkeys", sealedBy: wraps.count,
                              summary: "sealed by \(wraps.count) passkey\(wraps.count == 1 ? "" : "s")",
                              sealingCredentials: wraps.map { Base64URL.encode($0.credentialID) },
