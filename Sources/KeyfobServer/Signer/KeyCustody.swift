@@ -64,22 +64,30 @@ struct KeyCustody: Sendable {
     /// A server-protected record's key (a sealed one: `signer_locked`).
     func open(_ record: NostrKeyRecord) throws -> SecretKey {
         guard !record.passkeySealed else { throw APIError.signerSealed }
-        var outer = try masterKeyLayer(record)
-        defer { wipe(&outer) }
-        return try Self.matching(SecretKey(bytes: outer), record.pubkey)
+        return try Self.secretKey(in: masterKeyLayer(record), pubkey: record.pubkey)
     }
 
     /// A passkey-sealed record's key, with the data key its inner layer is encrypted under.
     func open(_ record: NostrKeyRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
         guard record.passkeySealed else { return try open(record) }
-        var outer = try masterKeyLayer(record)
-        defer { wipe(&outer) }
-        // Each name that holds decrypted bytes wipes its own (a second name would wipe a copy).
-        guard var inner = PasskeySeal.decryptKey(outer, dataKey: dataKey, userID: record.userID, version: record.version) else {
-            throw APIError.signerSealed
-        }
+        return try Self.secretKey(in: masterKeyLayer(record), under: dataKey,
+                                  aad: PasskeySeal.keyContext(userID: record.userID, version: record.version), pubkey: record.pubkey)
+    }
+
+    /// The key in `layer` (what the master key opened). The buffer becomes the `SecretKey`'s own
+    /// (it wipes it when released); if the bytes are no key, they are wiped here.
+    private static func secretKey(in layer: consuming [UInt8], pubkey: String) throws -> SecretKey {
+        defer { wipe(&layer) }
+        return try matching(SecretKey(bytes: copy layer), pubkey)
+    }
+
+    /// The key in `layer` under `dataKey`: the layer is wiped here, and what it opens to becomes the
+    /// `SecretKey`'s own (or is wiped here when it is no key).
+    private static func secretKey(in layer: consuming [UInt8], under dataKey: borrowing SecretBytes, aad: String, pubkey: String) throws -> SecretKey {
+        defer { wipe(&layer) }
+        guard var inner = KeyVault.decrypt(layer, key: dataKey, aad: aad) else { throw APIError.signerSealed }
         defer { wipe(&inner) }
-        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+        return try matching(SecretKey(bytes: inner), pubkey)
     }
 
     /// What the master key opens of a record; the caller wipes it.
@@ -149,21 +157,14 @@ struct KeyCustody: Sendable {
     /// A plain signer record's key (a sealed one: `signer_locked`).
     func openSigner(_ record: BunkerSignerRecord) throws -> SecretKey {
         guard !record.passkeySealed else { throw APIError.signerSealed }
-        var outer = try masterKeyLayer(record)
-        defer { wipe(&outer) }
-        return try Self.matching(SecretKey(bytes: outer), record.pubkey)
+        return try Self.secretKey(in: masterKeyLayer(record), pubkey: record.pubkey)
     }
 
     /// A sealed signer record's key, with the data key.
     func openSigner(_ record: BunkerSignerRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
         guard record.passkeySealed else { return try openSigner(record) }
-        var outer = try masterKeyLayer(record)
-        defer { wipe(&outer) }
-        guard var inner = KeyVault.decrypt(outer, key: dataKey, aad: Self.signerInnerContext(record.userID)) else {
-            throw APIError.signerSealed
-        }
-        defer { wipe(&inner) }
-        return try Self.matching(SecretKey(bytes: inner), record.pubkey)
+        return try Self.secretKey(in: masterKeyLayer(record), under: dataKey, aad: Self.signerInnerContext(record.userID),
+                                  pubkey: record.pubkey)
     }
 
     /// The signer key of `record` for this request: a plain one opens with the master key; a

@@ -117,7 +117,7 @@ struct PasskeySeal: Sendable {
 
     // MARK: The nostr key under the data key
 
-    private static func keyContext(userID: String, version: Int) -> String {
+    static func keyContext(userID: String, version: Int) -> String {
         "keyfob:nostr-key-under-data-key:v1:\(version):\(userID)"
     }
 
@@ -125,10 +125,6 @@ struct PasskeySeal: Sendable {
         try KeyVault.encrypt(secret, key: dataKey, aad: keyContext(userID: userID, version: version))
     }
 
-    /// The nostr secret key's bytes; the caller wipes them.
-    static func decryptKey(_ inner: [UInt8], dataKey: borrowing SecretBytes, userID: String, version: Int) -> [UInt8]? {
-        KeyVault.decrypt(inner, key: dataKey, aad: keyContext(userID: userID, version: version))
-    }
 }
 
 /// Overwrites secret bytes before they are released.
