@@ -372,8 +372,10 @@ public struct BunkerReplyRecord: Sendable, Equatable {
 
 /// How long rows that exist only to be handed on are kept.
 public enum Retention {
-    /// A queued NIP-46 reply: another instance reads it within seconds; past this it is swept.
-    public static let bunkerReplies: TimeInterval = 600
+    /// A queued NIP-46 reply: every instance reads the last 30 s of them (`BunkerReplyQueue.window`),
+    /// so past twice that it has been handed on wherever it will be; then it goes (the next append
+    /// drops it, the sweeper removes what is left).
+    public static let bunkerReplies: TimeInterval = 60
 }
 
 /// A NIP-46 client a user connected: its key, what it says it is (unverified), what it asked for.
