@@ -15,17 +15,49 @@ function isUnlocked() {
   return account && !account.signerLocked && new Date(account.signerUnlockedUntil) > new Date();
 }
 
-/** Runs `action`; a locked signer is explained with the unlock button at hand, other errors shown. */
+/** The button pressed last: its action's result is shown right after it, and it is busy meanwhile. */
+let pressed = null;
+
+/** Moves the one status line next to `button` (after the row or list that holds it), so a result
+ *  appears where the person is looking, not a page away. Tests and screen readers keep #status. */
+function placeStatusNear(button) {
+  const status = $("status");
+  const anchor = button.closest("ul, .actions, .npub-row, .row") || button;
+  if (anchor.nextElementSibling !== status) anchor.after(status);
+  status.textContent = "";
+  status.dataset.status = "";
+}
+
+document.addEventListener("click", (event) => {
+  const button = event.target.closest("button");
+  if (!button || button.id === "signout") return;
+  pressed = button;
+  placeStatusNear(button);
+}, true);
+
+/** Runs `action` with the pressed button busy. Step up on demand: a locked signer is unlocked with
+ *  the passkey (one prompt) and the action runs again; other errors are shown beside the button. */
 async function guarded(action) {
+  const button = pressed;
+  if (button) { button.disabled = true; button.setAttribute("aria-busy", "true"); }
   try {
-    await action();
-  } catch (error) {
-    if (error.code === "signer_locked") {
+    try {
+      await action();
+    } catch (error) {
+      if (error.code !== "signer_locked") throw error;
+      const sealed = account && account.protection && account.protection.level === "passkeys";
+      const names = sealed ? sealingNames() : [];
+      showStatus("", names.length ? `Your signer is locked: unlock it with one of the passkeys that seal your key (${names.join(", ")})…`
+        : "Your signer is locked: unlock it with your passkey…");
+      await unlockSigner();
       await refreshSession();
-      showStatus("error", "Your signer is locked. Unlock it with your passkey, then try again.");
-    } else {
-      showStatus("error", describeError(error));
+      await action();
     }
+  } catch (error) {
+    if (error.code === "signer_locked") await refreshSession();
+    showStatus("error", describeError(error));
+  } finally {
+    if (button) { button.disabled = false; button.removeAttribute("aria-busy"); }
   }
 }
 
@@ -409,12 +441,15 @@ $("unseal").addEventListener("click", () => guarded(async () => {
 }));
 
 $("sign-note").addEventListener("click", () => guarded(async () => {
+  // The previous note goes first: a failure must not leave it standing for a new one.
+  $("signed").textContent = "";
+  $("signed").hidden = true;
   const reply = await api("/api/signer/sign_event", {
     method: "POST", body: { event: { kind: 1, content: $("note").value, tags: [] } },
   });
   $("signed").textContent = JSON.stringify(reply.event, null, 2);
   $("signed").hidden = false;
-  showStatus("ok", "Signed. The event above verifies against your npub.");
+  showStatus("ok", "Signed. The event below verifies against your npub.");
   loadHistory();
 }));
 

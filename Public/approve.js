@@ -24,21 +24,67 @@ function row(list, name, value, isCode) {
   list.append(dt, dd);
 }
 
+/** "npub1abcd…wxyz": enough of a key to tell it apart. */
+function shortKey(npub) {
+  return npub && npub.length > 20 ? `${npub.slice(0, 12)}…${npub.slice(-6)}` : (npub || "");
+}
+
+/** The one-line summary of what the request does, and the fields it replaces (kind 0). */
+function describe(r) {
+  const e = r.event;
+  const quote = (text) => `“${text.length > 140 ? text.slice(0, 140) + "…" : text}”`;
+  if (r.method === "get_public_key") return { what: "See your public key (npub)" };
+  if (r.method === "nip04_encrypt" || r.method === "nip44_encrypt") return { what: `Encrypt a message for ${shortKey(r.peerNpub)}`, line: quote(r.plaintext || "") };
+  if (r.method === "nip04_decrypt" || r.method === "nip44_decrypt") return { what: `Read a message from ${shortKey(r.peerNpub)}`, line: "It will see the decrypted text." };
+  if (r.method === "decrypt_zap_event") return { what: "Read a private zap" };
+  if (!e) return { what: methodText[r.method] || r.method };
+  const tags = e.tags || [];
+  const hashtags = tags.filter((t) => t[0] === "t" && t[1]).map((t) => "#" + t[1]);
+  switch (e.kind) {
+    case 0: {
+      let profile = {};
+      try { profile = JSON.parse(e.content || "{}") || {}; } catch { profile = {}; }
+      const fields = Object.entries(profile).filter(([, v]) => typeof v === "string" || typeof v === "number")
+        .map(([k, v]) => `${k}: ${String(v).length > 60 ? String(v).slice(0, 60) + "…" : v}`);
+      return { what: "Replace your profile", line: "Your whole profile becomes exactly this:", fields: fields.length ? fields : ["(an empty profile)"] };
+    }
+    case 1: return { what: "Sign a note", line: [quote(e.content || ""), ...hashtags].join(" · ") };
+    case 3: {
+      const follows = tags.filter((t) => t[0] === "p").length;
+      return { what: "Replace your follow list", line: `With ${follows} account${follows === 1 ? "" : "s"}: whoever you follow now and is not among them is unfollowed.` };
+    }
+    case 5: return { what: "Delete events", line: `${tags.filter((t) => t[0] === "e" || t[0] === "a").length} of your events.` };
+    case 6: case 16: return { what: "Repost" };
+    case 7: return { what: "React", line: quote(e.content || "+") };
+    case 22242: return { what: "Log in to a relay", line: (tags.find((t) => t[0] === "relay") || [])[1] || "" };
+    default: return { what: `Sign ${/^[aeiou]/i.test(r.kindName || "") ? "an" : "a"} ${r.kindName || "event"} (kind ${e.kind})`, line: e.content ? quote(e.content) : "" };
+  }
+}
+
 function render(r) {
   current = r;
   $("signin-card").hidden = true;
   $("request-card").hidden = false;
   $("choices-card").hidden = false;
   $("who").textContent = `Signed in as ${r.account.username}.`;
-  // A bunker client is its key (nip46:<hex>): its start is enough to tell it apart.
-  $("client").textContent = r.client.startsWith("nip46:") ? `Bunker client ${r.client.slice(6, 22)}…` : r.client;
+  $("account-name").textContent = r.account.username;
+  // A bunker client is its key: shown as an npub.
+  $("client").textContent = r.client.startsWith("nip46:") ? `Bunker client ${shortKey(r.clientNpub)}` : r.client;
   if (r.clientName) {
     $("client-claimed").hidden = false;
     $("client-claimed").textContent = `calls itself “${r.clientName}” (not verified)`;
   }
-  let what = methodText[r.method] || r.method;
-  if (r.method === "sign_event") what = `sign a ${r.kindName} (kind ${r.kind})`;
-  $("what").textContent = `It wants to ${what}.`;
+  const summary = describe(r);
+  $("title").textContent = "Approve this?";
+  $("what").textContent = summary.what;
+  $("summary").hidden = !summary.line;
+  $("summary").textContent = summary.line || "";
+  $("fields").hidden = !summary.fields;
+  $("fields").replaceChildren(...(summary.fields || []).map((text) => {
+    const li = document.createElement("li");
+    li.textContent = text;
+    return li;
+  }));
   $("npub").textContent = r.account.npub;
   $("warnings").replaceChildren(...(r.warnings || []).map((w) => {
     const li = document.createElement("li");
@@ -55,9 +101,10 @@ function render(r) {
   }
   if (r.plaintext !== undefined) row(details, "Message it will encrypt", r.plaintext, true);
   if (r.ciphertext !== undefined) row(details, "It will read the decrypted message", r.ciphertext.slice(0, 120) + (r.ciphertext.length > 120 ? "…" : ""), true);
-  if (r.peer) row(details, "With", r.peer, true);
+  if (r.peerNpub) row(details, "With", r.peerNpub, true);
+  if (r.client.startsWith("nip46:")) row(details, "Client key", r.clientNpub || r.client.slice(6), true);
   row(details, "Expires", new Date(r.expiresAt).toLocaleTimeString());
-  $("presets").hidden = !r.firstFromClient;
+  $("presets-card").hidden = !r.firstFromClient;
   const requested = r.requestedPerms || [];
   $("preset-requested").hidden = requested.length === 0;
   $("requested-perms").textContent = requested.join(", ");
@@ -65,7 +112,21 @@ function render(r) {
   for (const option of remember.options) option.disabled = !r.remember.includes(option.value);
   if (!r.remember.includes(remember.value)) remember.value = "once";
   $("passkey-note").hidden = !r.needsPasskey;
+  $("approve").textContent = r.needsPasskey ? "Approve with passkey" : "Approve";
+  presetChanged();
 }
+
+/** One control decides what is remembered: a preset other than "ask" replaces the "Allow" choice. */
+function presetChanged() {
+  const preset = document.querySelector("input[name=preset]:checked");
+  const decides = current && current.firstFromClient && preset && preset.value !== "ask";
+  // A kind asked every time has nothing to remember: no control for it.
+  const onlyOnce = current && current.remember.length <= 1;
+  $("remember-row").hidden = Boolean(decides) || Boolean(onlyOnce);
+  $("preset-decides").hidden = !decides;
+}
+
+for (const input of document.querySelectorAll("input[name=preset]")) input.addEventListener("change", presetChanged);
 
 async function load() {
   try {

@@ -112,3 +112,44 @@ def test_a_browser_at_127_0_0_1_is_sent_to_localhost(server, driver):
     wait_for(driver, lambda d: d.current_url.startswith(f"http://localhost:{server.port}/"))
     driver.get(server.url + "/no-such-page")
     assert driver.find_element(By.TAG_NAME, "h1").text == "Page not found"
+
+
+def test_every_account_action_answers_beside_its_button_and_sign_it_steps_up(driver):
+    """#27: on a phone, what an action did (or why not) appears in the viewport of the button
+    pressed, the button is busy meanwhile, and "Sign it" on a locked signer asks for the passkey
+    and then signs (the old note is gone first, so a failure never passes for a new one)."""
+    # A short unlock window, so the signer locks during the test.
+    server = Server(args=["--signer-unlock-ttl", "4"]).start()
+    sign_up(driver, server, "beside")
+    driver.set_window_size(390, 844)
+    try:
+        def press(button_id):
+            button = driver.find_element(By.ID, button_id)
+            driver.execute_script("const d = arguments[0].closest('details'); if (d) d.open = true", button)
+            driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", button)
+            driver.execute_script("document.getElementById('status').textContent = ''")
+            button.click()
+            wait_for(driver, lambda d: d.find_element(By.ID, "status").text.strip() != ""
+                     and d.find_element(By.ID, "status").get_attribute("data-status") in ("ok", "error"))
+            return driver.execute_script(
+                "const s = document.getElementById('status').getBoundingClientRect();"
+                "const b = document.getElementById(arguments[0]).getBoundingClientRect();"
+                "return [s.top >= 0 && s.bottom <= innerHeight, Math.abs(s.top - b.bottom)];", button_id)
+
+        for button_id in ("copy-npub", "sign-note", "export"):
+            visible, distance = press(button_id)
+            assert visible, f"the result of {button_id} is outside the viewport"
+            assert distance < 200, f"the result of {button_id} is {distance}px from the button"
+        assert "password" in driver.find_element(By.ID, "status").text  # export without one says why, beside it
+
+        # Locked (the window ended): "Sign it" unlocks with the passkey and signs.
+        wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true", timeout=10)
+        visible, _ = press("sign-note")
+        assert visible and driver.find_element(By.ID, "status").get_attribute("data-status") == "ok"
+        assert driver.find_element(By.ID, "signed").text.strip().startswith("{")
+        folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
+        os.makedirs(folder, exist_ok=True)
+        driver.save_screenshot(os.path.join(folder, "account-sign-beside.png"))
+    finally:
+        driver.set_window_size(1280, 900)
+        server.stop()

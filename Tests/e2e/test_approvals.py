@@ -190,3 +190,54 @@ def test_a_profile_change_needs_the_passkey_and_leaves_a_receipt(server, driver)
     assert verify_es256_receipt(receipt)
     tampered = dict(receipt, committed=receipt["committed"].replace("nonce:", "nonce:0"))
     assert not verify_es256_receipt(tampered)
+
+
+def approval_page(driver, server, event):
+    payload = base64.urlsafe_b64encode(json.dumps(event).encode()).decode().rstrip("=")
+    cb = urllib.parse.quote("http://127.0.0.1:9/cb-not-served", safe="")
+    driver.get(f"{server.url}/app/sign?payload={payload}&cb={cb}")
+    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+
+
+def in_first_viewport(driver, element_id):
+    """Whether the element is wholly inside the viewport with the page scrolled to the top."""
+    driver.execute_script("window.scrollTo(0, 0)")
+    return driver.execute_script(
+        "const r = document.getElementById(arguments[0]).getBoundingClientRect();"
+        "return r.top >= 0 && r.left >= 0 && r.bottom <= innerHeight && r.right <= innerWidth;", element_id)
+
+
+@pytest.mark.parametrize("width", [390, 320])
+def test_on_a_phone_the_approval_page_says_what_in_a_line_and_approve_is_in_reach(server, driver, width):
+    """#27: the summary first (what, in words; a profile change lists the fields it replaces), the
+    details behind a disclosure, one "Allow" control, Approve and Reject in the first viewport."""
+    sign_up(driver, server, f"phone{width}")
+    driver.set_window_size(width, 844)
+    try:
+        tags = [["t", "gm"]] + [["p", "a" * 64]] * 12
+        approval_page(driver, server, {"kind": 1, "content": "gm from my phone " + "and a long tail " * 20, "tags": tags})
+        assert driver.find_element(By.ID, "what").text == "Sign a note"
+        assert driver.find_element(By.ID, "summary").text.startswith("“gm from my phone")
+        assert "#gm" in driver.find_element(By.ID, "summary").text
+        assert not driver.find_element(By.ID, "details").is_displayed()  # behind "Details"
+        assert driver.find_element(By.ID, "account-name").text == f"phone{width}"
+        for control in ("approve", "reject", "remember"):
+            assert in_first_viewport(driver, control), f"{control} is not in the first viewport at {width}×844"
+        driver.save_screenshot(os.path.join(server.data, f"approve-note-{width}.png"))
+        shutil_copy_screenshot(driver, f"approve-note-{width}.png")
+
+        approval_page(driver, server, {"kind": 0, "content": json.dumps({"name": "rosa", "about": "hi", "picture": "https://x/p.png"}), "tags": []})
+        assert driver.find_element(By.ID, "what").text == "Replace your profile"
+        assert [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#fields li")] == ["name: rosa", "about: hi", "picture: https://x/p.png"]
+        assert driver.find_element(By.ID, "approve").text == "Approve with passkey"
+        assert not driver.find_element(By.ID, "remember").is_displayed()  # asked every time: nothing to remember
+        assert in_first_viewport(driver, "approve")
+        shutil_copy_screenshot(driver, f"approve-profile-{width}.png")
+    finally:
+        driver.set_window_size(1280, 900)
+
+
+def shutil_copy_screenshot(driver, name):
+    folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
+    os.makedirs(folder, exist_ok=True)
+    driver.save_screenshot(os.path.join(folder, name))

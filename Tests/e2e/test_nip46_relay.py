@@ -193,9 +193,12 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         driver.execute_script("document.getElementById('waiting-card').scrollIntoView()")
         driver.save_screenshot(os.path.join(folder, "account-waiting.png"))
         driver.find_element(By.CSS_SELECTOR, "#waiting a").click()
-        wait_for(driver, lambda d: "from Coracle, via the bunker" in d.find_element(By.ID, "details").text)
+        wait_for(driver, lambda d: "from Coracle, via the bunker" in d.find_element(By.ID, "summary").text)
         assert "sign_event:1, nip44_encrypt" in driver.find_element(By.ID, "preset-requested").text
-        driver.find_element(By.CSS_SELECTOR, "input[value=requested]").click()
+        requested = driver.find_element(By.CSS_SELECTOR, "input[value=requested]")
+        # The decision bar stays at the bottom of the screen: scroll the choice above it, as a person does.
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", requested)
+        requested.click()
         driver.save_screenshot(os.path.join(folder, "approve-nip46.png"))
         driver.find_element(By.ID, "approve").click()
         answer = client.next_reply()

@@ -203,6 +203,8 @@ struct ApprovalController: Sendable {
             view["requestedPerms"] = try await requestedPerms(address, userID: auth.user.id).map(\.string)
         }
         if let kind = record.kind { view["kind"] = kind; view["kindName"] = KindNames.name(kind) }
+        // A bunker client is its key: shown as an npub, as people know keys.
+        if case .nip46(let address) = incoming.reply, let key = try? PublicKey(hex: address.client) { view["clientNpub"] = NIP19.npub(key) }
         var warnings: [String] = []
         switch incoming.call {
         case .signEvent(let unsigned):
@@ -214,10 +216,10 @@ struct ApprovalController: Sendable {
             }
         case .encrypt(_, let plaintext, let peer):
             view["plaintext"] = plaintext
-            view["peer"] = peer.hex
+            (view["peer"], view["peerNpub"]) = (peer.hex, NIP19.npub(peer))
         case .decrypt(_, let ciphertext, let peer):
             view["ciphertext"] = ciphertext
-            view["peer"] = peer.hex
+            (view["peer"], view["peerNpub"]) = (peer.hex, NIP19.npub(peer))
         case .decryptZap(let zap):
             view["event"] = SignerController.eventObject(zap)
         case .getPublicKey:
@@ -228,7 +230,8 @@ struct ApprovalController: Sendable {
         }
         if let name = claimed {
             if case .nip46(let address) = incoming.reply {
-                warnings.append("The client calls itself \"\(name)\"; that name is not verified. It is the bunker client you connected with key \(address.client.prefix(16))….")
+                let key = (try? PublicKey(hex: address.client)).map { String(NIP19.npub($0).prefix(16)) } ?? String(address.client.prefix(16))
+                warnings.append("The client calls itself \"\(name)\"; that name is not verified. It is the bunker client you connected with key \(key)….")
             } else {
                 warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
             }
