@@ -83,9 +83,11 @@ public func buildApplication(
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
+    let routerServices = RouterServices()
     let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
                              challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate,
-                             hub: hub, external: external)
+                             hub: hub, external: external, services: routerServices)
+    services += routerServices.all
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = budget.http
@@ -162,7 +164,16 @@ struct StartUpService: Service {
     }
 }
 
-/// The routes alone, for tests that talk to the router directly.
+/// Services the routes need running beside them (the NIP-46 bunker): collected while the router is
+/// built, then run by the application's service group.
+public final class RouterServices: @unchecked Sendable {
+    public private(set) var all: [any Service] = []
+    public init() {}
+    func append(_ service: any Service) { all.append(service) }
+}
+
+/// The routes, for the server and for tests that talk to the router directly; what must run beside
+/// them goes into `services`.
 public func buildRouter(
     configuration: ServerConfiguration,
     store: any KeyfobStore,
@@ -174,7 +185,8 @@ public func buildRouter(
     connections: ConnectionCounter = ConnectionCounter(),
     gate: ReadinessGate = ReadinessGate(open: true),
     hub: RelayHub = RelayHub(),
-    external: ExternalRelays? = nil
+    external: ExternalRelays? = nil,
+    services: RouterServices = RouterServices()
 ) -> Router<KeyfobRequestContext> {
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
@@ -209,6 +221,7 @@ public func buildRouter(
                         relayPolicy: configuration.relayAddressPolicy, configuredRelays: configuration.relays,
                         logger: logger, now: clock)
     bunker.attach()
+    services.append(bunker)
     ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
                        grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
                        bunker: bunker, now: clock).addRoutes(to: router)

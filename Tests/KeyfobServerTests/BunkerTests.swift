@@ -6,6 +6,7 @@ import KeyfobStore
 import Logging
 import NIOConcurrencyHelpers
 import Nostr
+import ServiceLifecycle
 import Testing
 import WebAuthn
 @testable import KeyfobServer
@@ -324,6 +325,33 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             #expect(try await nip46.reply(to: nip46.send("connect", [url.signer.hex, url.secret!]), wait: 0.3) == nil)
             // The real one still answers (the secret was not used by the dropped request).
             _ = try await client.connectedClient(token: token, hub: hub)
+        }
+    }
+}
+
+/// #28: the bunker handles requests in child tasks of its service, so graceful shutdown stops it
+/// (no request task outlives the server).
+@Suite struct BunkerServiceTests {
+    @Test func gracefulShutdownStopsTheBunker() async throws {
+        let harness = try Harness()
+        let hub = RelayHub()
+        try await harness.run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("alice")
+            let url = try await client.bunkerURL(token: token)
+            // A second bunker on the same store, on a hub of its own, run by a group of its own.
+            let own = RelayHub()
+            let bunker = Bunker.standalone(store: harness.store, vault: harness.vault, hub: own)
+            bunker.attach()
+            let group = ServiceGroup(services: [bunker], logger: Logger(label: "test"))
+            try await withThrowingTaskGroup(of: Void.self) { tasks in
+                tasks.addTask { try await group.run() }
+                let nip46 = try NIP46TestClient(hub: own, signer: url.signer)
+                let connect = try nip46.send("connect", [url.signer.hex, url.secret!])
+                #expect(try await nip46.reply(to: connect, wait: 15)?["result"] as? String == "ack")
+                await group.triggerGracefulShutdown()
+                try await tasks.next()  // the service returned
+                #expect(try await nip46.reply(to: nip46.send("ping", []), wait: 0.3) == nil)
+            }
         }
     }
 }

@@ -652,6 +652,10 @@ final class NIOLockedBox: @unchecked Sendable {
             #expect(try await harness.store.lockAllSessions() > 0)
             let laterID = try nip46.send("ping", [])
             #expect(try await nip46.reply(to: laterID, wait: 0.3) == nil)
+            // Handled in the bunker's own task: wait until it has put the request aside.
+            for _ in 0..<500 where !harness.logs.lines.contains(where: { $0.contains("nip46.sealed_signer_shut") }) {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             #expect(harness.logs.lines.contains { $0.contains("nip46.sealed_signer_shut") })
             let again = try #require(try await client.signIn(&passkey)["token"] as? String)
             #expect(try await nip46.reply(to: laterID, wait: 0.2) == nil)

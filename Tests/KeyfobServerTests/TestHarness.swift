@@ -53,9 +53,10 @@ struct Harness {
         let logs = self.logs
         var logger = Logger(label: "keyfob") { _ in logs }
         logger.logLevel = .trace
+        let services = RouterServices()
         let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now }, logger: logger,
-                                 admins: admins, hub: hub)
-        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)))
+                                 admins: admins, hub: hub, services: services)
+        let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), services: services.all)
         try await app.test(framework) { client in try await test(Client(raw: client, harness: self)) }
     }
 

@@ -69,6 +69,8 @@ class Server:
     def __init__(self, args=(), env=None, preexec_fn=None):
         self.port = free_port()
         self.nip46_port = free_port()  # the built-in relay's listener (default --port + 10 might be taken)
+        while self.nip46_port == self.port:  # the kernel may hand the same free port out twice
+            self.nip46_port = free_port()
         self.data = tempfile.mkdtemp(prefix="keyfob-e2e-")
         self.args = [BINARY, "serve", "--host", "127.0.0.1", "--port", str(self.port), "--nip46-port", str(self.nip46_port),
                      "--data-dir", self.data,

@@ -4,6 +4,7 @@ import Logging
 import NIOConcurrencyHelpers
 import Nostr
 import COpenSSL
+import ServiceLifecycle
 import WebAuthn
 
 /// The NIP-46 remote signer behind the built-in relay: it reads every kind-24133 event p-tagged to
@@ -11,7 +12,10 @@ import WebAuthn
 /// answer through the relay. Each user has one signer key (not their nostr key: clients learn that
 /// with `get_public_key`). A client is connected once it sends `connect` with the user's current
 /// secret (single use, 10 minutes); requests from any other key get no answer.
-final class Bunker: Sendable {
+///
+/// A `Service`: requests are handled in child tasks of `run()`, so graceful shutdown stops taking
+/// new ones and waits for those in flight.
+final class Bunker: Sendable, Service {
     let store: any KeyfobStore
     let vault: KeyVault
     let custody: KeyCustody
@@ -38,6 +42,8 @@ final class Bunker: Sendable {
     /// events from a public relay must not grow tasks without bound; clients retry).
     let maxInFlight: Int
     private let inFlight = NIOLockedValueBox(0)
+    /// Admitted requests on their way to `run()`.
+    private let admittedEvents: (stream: AsyncStream<Event>, continuation: AsyncStream<Event>.Continuation)
     /// Wrong `connect` secrets answered per signer: 5 a minute. Past it a wrong guess costs no
     /// signed reply (silence), and none costs a database write (the hash is compared first).
     private let refusedConnects = RateLimiter(rate: 5, per: 60)
@@ -69,6 +75,7 @@ final class Bunker: Sendable {
         self.maxInFlight = maxInFlight
         self.logger = logger
         self.now = now
+        admittedEvents = AsyncStream.makeStream(of: Event.self, bufferingPolicy: .bufferingNewest(max(1, maxInFlight)))
     }
 
     /// Starts reading the relay (and answering, when a sealed signer opens, what waited for it).
@@ -77,22 +84,37 @@ final class Bunker: Sendable {
             let waiting = custody.unlockedSigners.takeWaiting(userID: userID, now: now())
             guard !waiting.isEmpty else { return }
             logger.info("nip46.answering_waited", metadata: ["count": "\(waiting.count)"])
-            Task { for event in waiting { await self.handle(event) } }
+            for event in waiting { admit(event) }
         }
         hub.listen { [self] event in
             guard event.kind == NIP46.kind else { return }
-            let admitted = inFlight.withLockedValue { count in
-                guard count < maxInFlight else { return false }
-                count += 1
-                return true
-            }
-            guard admitted else {
-                logger.notice("nip46.dropped", metadata: ["reason": "too many requests in flight"])
-                return
-            }
-            Task {
-                await self.handle(event)
-                self.inFlight.withLockedValue { $0 -= 1 }
+            admit(event)
+        }
+    }
+
+    /// Hands `event` to `run()` unless `maxInFlight` are being handled already.
+    private func admit(_ event: Event) {
+        let admitted = inFlight.withLockedValue { count in
+            guard count < maxInFlight else { return false }
+            count += 1
+            return true
+        }
+        guard admitted else {
+            logger.notice("nip46.dropped", metadata: ["reason": "too many requests in flight"])
+            return
+        }
+        admittedEvents.continuation.yield(event)
+    }
+
+    /// Handles admitted requests, each in a child task, until graceful shutdown; then waits for
+    /// those in flight.
+    func run() async throws {
+        await withDiscardingTaskGroup { group in
+            for await event in admittedEvents.stream.cancelOnGracefulShutdown() {
+                group.addTask {
+                    await self.handle(event)
+                    self.inFlight.withLockedValue { $0 -= 1 }
+                }
             }
         }
     }
