@@ -140,6 +140,19 @@ async function loadPasskeys() {
     const facts = [c.name ? c.authenticatorName : null, c.createdOn ? `made on ${c.createdOn}` : null,
                    `created ${when(c.createdAt)}`, `last used ${when(c.lastUsedAt)}`, c.backedUp ? "synced" : null];
     text.querySelector(".meta").textContent = facts.filter(Boolean).join(" · ");
+    const here = deviceCredentials();
+    const tags = [c.current ? "Signed in with this one" : null, here.has(c.id) ? "This device" : null].filter(Boolean);
+    if (tags.length) {
+      const badges = document.createElement("div");
+      badges.className = "passkey-badges";
+      for (const tag of tags) {
+        const badge = document.createElement("span");
+        badge.className = "badge";
+        badge.textContent = tag;
+        badges.append(badge);
+      }
+      text.append(badges);
+    }
     if (sealed) {
       const badge = document.createElement("div");
       badge.className = c.sealsKey ? "seal-badge" : "seal-badge none";
@@ -176,7 +189,10 @@ async function loadPasskeys() {
     remove.setAttribute("aria-label", `Remove passkey ${label}`);
     remove.disabled = credentials.length < 2;
     remove.addEventListener("click", () => guarded(async () => {
-      if (!confirm(`Remove the passkey "${label}"? You can no longer sign in with it, and its sessions end.`)) return;
+      const warning = c.current
+        ? `Remove the passkey "${label}"? You are signed in with it: removing it signs you out here, and you can no longer sign in with it.`
+        : `Remove the passkey "${label}"? You can no longer sign in with it, and its sessions end.`;
+      if (!confirm(warning)) return;
       const confirmation = await confirmAction("passkey.remove", c.id);
       await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE", body: { confirmation } });
       showStatus("ok", "Passkey removed.");

@@ -131,10 +131,24 @@ async function registerPasskey(username, hints, adding = false, seal = false) {
     }
   }
   const credential = await navigator.credentials.create({ publicKey });
+  rememberDeviceCredential(credential.id);
   return api("/verify-registration", {
     method: "POST",
     body: { username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential), seal: seal || undefined },
   });
+}
+
+/** Passkeys used in this browser (their ids), so the account page can say "This device". */
+function rememberDeviceCredential(id) {
+  try {
+    const known = new Set(JSON.parse(localStorage.getItem("keyfob-device-credentials") || "[]"));
+    known.add(id);
+    localStorage.setItem("keyfob-device-credentials", JSON.stringify([...known].slice(-20)));
+  } catch { /* private mode: no badge */ }
+}
+
+function deviceCredentials() {
+  try { return new Set(JSON.parse(localStorage.getItem("keyfob-device-credentials") || "[]")); } catch { return new Set(); }
 }
 
 /** Signs in with a passkey; `mediation` "conditional" lets the browser offer passkeys in the username field. */
@@ -142,6 +156,7 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
   const options = await api("/generate-authentication-options", { method: "POST", body: {} });
   if (onOptions) onOptions(options);
   const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
+  rememberDeviceCredential(credential.id);
   try {
     return await api("/verify-authentication", {
       method: "POST",

@@ -62,4 +62,17 @@ import WebAuthnTestSupport
             #expect(api.status == .notFound && api.error == "invalid_request")
         }
     }
+
+    /// #27: a passkey no catalog names is a "Security key" when it travels only by USB, NFC or
+    /// Bluetooth; a catalogued one keeps its name.
+    @Test func anUnnamedKeyThatTravelsByUSBOrNFCIsASecurityKey() {
+        let unknown = PasskeyNames.unknown
+        #expect(AccountController.fallbackName(unknown, transports: ["usb"]).name == "Security key")
+        #expect(AccountController.fallbackName(unknown, transports: ["nfc", "usb"]).name == "Security key")
+        #expect(AccountController.fallbackName(unknown, transports: ["internal"]).name == "Passkey")
+        #expect(AccountController.fallbackName(unknown, transports: ["hybrid", "usb"]).name == "Passkey")
+        #expect(AccountController.fallbackName(unknown, transports: []).name == "Passkey")
+        let named = PasskeyNames.Provider(name: "YubiKey 5", icon: "yubikey")
+        #expect(AccountController.fallbackName(named, transports: ["usb"]) == named)
+    }
 }

@@ -53,7 +53,7 @@ def test_sign_up_sign_out_and_sign_in_without_a_username(server, driver):
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     assert driver.find_element(By.ID, "username").text == "alice"
     meta = driver.find_element(By.CSS_SELECTOR, "#passkeys li.passkey .meta").text
-    assert "created" in meta and "last used never" in meta
+    assert "created" in meta and "last used never" not in meta  # making it was its first use (#27)
 
     # Sign out.
     driver.find_element(By.ID, "signout").click()

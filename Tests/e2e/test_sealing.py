@@ -122,6 +122,29 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     wait_for(driver, lambda d: "cannot open your sealed key yet" in status(d)[1])
     remove_authenticator(driver, with_prf)
     assert "Cannot open your sealed key" in driver.find_element(By.ID, "passkeys").text
+    # Passkeys you can tell apart (#27): a USB key is a "Security key"; the one this session signed
+    # in with and those used in this browser say so; at 320 wide nothing in a row overlaps.
+    rows = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")
+    assert "Security key" in rows[1].text and "This device" in rows[1].text, rows[1].text
+    assert "Signed in with this one" in rows[0].text and "This device" in rows[0].text, rows[0].text
+    driver.set_window_size(320, 800)
+    try:
+        driver.execute_script("document.getElementById('passkeys').scrollIntoView()")
+        overlaps = driver.execute_script('''
+            const hits = [];
+            for (const li of document.querySelectorAll('#passkeys li.passkey')) {
+              const parts = [li.querySelector('.passkey-name'), ...li.querySelectorAll('.passkey-actions button')];
+              const boxes = parts.map((e) => e.getBoundingClientRect());
+              boxes.forEach((a, i) => boxes.slice(i + 1).forEach((b) => {
+                if (a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom) hits.push(li.textContent.slice(0, 40));
+              }));
+              if (li.querySelector('.passkey-name').getBoundingClientRect().width < 100) hits.push('narrow name');
+            }
+            return hits;''')
+        assert overlaps == [], overlaps
+        save(driver, "passkeys-320.png")
+    finally:
+        driver.set_window_size(1280, 900)
 
     # Signing in with it works, and the page explains the signer stays sealed.
     driver.find_element(By.ID, "signout").click()

@@ -97,18 +97,30 @@ struct AccountController: Sendable {
         let lastUsedAt: Date?
         /// Whether this passkey can open the account's passkey-sealed key.
         let sealsKey: Bool
+        /// The passkey the asking session signed in with (removing it signs that session out).
+        let current: Bool
+    }
+
+    /// A name for a passkey no catalog names: a security key when it only travels by USB, NFC or
+    /// Bluetooth, else "Passkey".
+    static func fallbackName(_ provider: PasskeyNames.Provider, transports: [String]) -> PasskeyNames.Provider {
+        guard provider == PasskeyNames.unknown, !transports.isEmpty,
+              transports.allSatisfy({ ["usb", "nfc", "ble"].contains($0) }) else { return provider }
+        return PasskeyNames.Provider(name: "Security key", icon: provider.icon)
     }
 
     @Sendable func credentials(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let sealing = Set(try await store.keyWraps(ofUser: auth.user.id).map(\.credentialID))
         let list = try await store.credentials(ofUser: auth.user.id).map {
-            CredentialInfo(id: Base64URL.encode($0.id), name: $0.name, authenticatorName: names.provider(aaguid: $0.aaguid).name,
-                           icon: names.provider(aaguid: $0.aaguid).icon, createdOn: $0.createdOn,
+            let provider = Self.fallbackName(names.provider(aaguid: $0.aaguid), transports: $0.transports)
+            return CredentialInfo(id: Base64URL.encode($0.id), name: $0.name, authenticatorName: provider.name,
+                           icon: provider.icon, createdOn: $0.createdOn,
                            algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
                            aaguid: Hex.encode($0.aaguid), transports: $0.transports,
                            backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
-                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id))
+                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id),
+                           current: $0.id == auth.session.credentialID)
         }
         return jsonResponse(["credentials": list])
     }

@@ -241,6 +241,8 @@ struct CeremonyController: Sendable {
             transports: (body.cred.response.transports ?? []).filter { $0.count <= 32 }.prefix(8).map { $0 },
             aaguid: verified.aaguid, attestationFormat: verified.attestation.format,
             backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created,
+            // Making the passkey was its first use (the account page says so, not "never").
+            lastUsedAt: created,
             attestationTrusted: verified.attestation.trust == .trusted,
             createdOn: PasskeyNames.createdOn(userAgent: request.headers[.userAgent]))
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
