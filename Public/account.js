@@ -55,7 +55,7 @@ async function guarded(action) {
     }
   } catch (error) {
     if (error.code === "signer_locked") await refreshSession();
-    showStatus("error", describeError(error));
+    showError(error);
   } finally {
     if (button) { button.disabled = false; button.removeAttribute("aria-busy"); }
   }
@@ -236,7 +236,7 @@ async function addPasskey(hints) {
       await refreshSession();
       showStatus("error", "Adding a passkey needs an unlocked signer: unlock it with your passkey, then try again.");
     } else {
-      showStatus("error", describeError(error));
+      showError(error);
     }
   }
 }
@@ -520,7 +520,7 @@ $("signout").addEventListener("click", async () => {
 $("signout-all").addEventListener("click", async () => {
   if (!confirm("Sign out on every device and app?")) return;
   let confirmation;
-  try { confirmation = await confirmAction("sessions.revoke"); } catch (error) { showStatus("error", describeError(error)); return; }
+  try { confirmation = await confirmAction("sessions.revoke"); } catch (error) { showError(error); return; }
   try { await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } finally { location.assign("/?signedout"); }
 });
 

@@ -191,14 +191,14 @@ async function approve() {
 $("approve").addEventListener("click", async () => {
   try { await approve(); } catch (error) {
     if (error.code === "signer_locked") { current.signerLocked = true; }
-    showStatus("error", describeError(error));
+    showError(error);
   }
 });
 
 $("reject").addEventListener("click", async () => {
   try {
     go(await api(`/api/requests/${encodeURIComponent(requestID)}/reject`, { method: "POST", body: { remember: $("remember").value } }));
-  } catch (error) { showStatus("error", describeError(error)); }
+  } catch (error) { showError(error); }
 });
 
 $("signin").addEventListener("click", async () => {
@@ -206,7 +206,7 @@ $("signin").addEventListener("click", async () => {
     await unlockSigner();
     $("signin-card").hidden = true;
     load();
-  } catch (error) { showStatus("error", describeError(error)); }
+  } catch (error) { showError(error); }
 });
 
 load();

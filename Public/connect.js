@@ -44,6 +44,6 @@ if (show()) {
   // Already signed in with an unlocked signer: one step less.
   api("/session").then((session) => { if (!session.signerLocked) $("connect").textContent = "Connect"; }).catch(() => {});
   $("connect").addEventListener("click", async () => {
-    try { await connect(); } catch (error) { showStatus("error", describeError(error)); }
+    try { await connect(); } catch (error) { showError(error); }
   });
 }

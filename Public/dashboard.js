@@ -56,7 +56,7 @@ async function loadUsers(more = false) {
     revoke.textContent = "End sessions";
     revoke.setAttribute("aria-label", `End every session of ${u.username}`);
     revoke.addEventListener("click", async () => {
-      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}/revoke-sessions`, { method: "POST", body: { confirmation: await confirmAction("admin.revoke_sessions", u.username) } }); showStatus("ok", `Sessions of ${u.username} ended.`); } catch (e) { showStatus("error", describeError(e)); }
+      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}/revoke-sessions`, { method: "POST", body: { confirmation: await confirmAction("admin.revoke_sessions", u.username) } }); showStatus("ok", `Sessions of ${u.username} ended.`); } catch (e) { showError(e); }
     });
     const remove = document.createElement("button");
     remove.type = "button";
@@ -65,7 +65,7 @@ async function loadUsers(more = false) {
     remove.setAttribute("aria-label", `Remove the account ${u.username}`);
     remove.addEventListener("click", async () => {
       if (!confirm(`Remove ${u.username}, its passkeys and its nostr key for good?`)) return;
-      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}`, { method: "DELETE", body: { confirmation: await confirmAction("admin.remove_user", u.username) } }); showStatus("ok", `${u.username} removed.`); loadUsers(); } catch (e) { showStatus("error", describeError(e)); }
+      try { await api(`/api/admin/users/${encodeURIComponent(u.username)}`, { method: "DELETE", body: { confirmation: await confirmAction("admin.remove_user", u.username) } }); showStatus("ok", `${u.username} removed.`); loadUsers(); } catch (e) { showError(e); }
     });
     const actions = document.createElement("span");
     actions.className = "passkey-actions";
@@ -94,7 +94,7 @@ $("lock-all").addEventListener("click", async () => {
   try {
     const r = await api("/api/admin/lock-all", { method: "POST", body: {} });
     showStatus("ok", `Locked ${r.locked} unlocked signer${r.locked === 1 ? "" : "s"}.`);
-  } catch (e) { showStatus("error", describeError(e)); }
+  } catch (e) { showError(e); }
 });
 
 (async () => {
@@ -105,6 +105,6 @@ $("lock-all").addEventListener("click", async () => {
     connect();
     setInterval(loadStats, 30000);
   } catch (e) {
-    showStatus("error", describeError(e));
+    showError(e);
   }
 })();

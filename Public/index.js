@@ -8,10 +8,11 @@ function done(result) {
   location.assign("/account.html");
 }
 
-function fieldError(id, message) {
+function fieldError(id, message, code) {
   const el = document.getElementById(id);
   el.hidden = !message;
   el.textContent = message || "";
+  if (message && code) el.append(codeDetails(code));
   if (id === "username-error") document.getElementById("username").setAttribute("aria-invalid", message ? "true" : "false");
 }
 
@@ -32,7 +33,7 @@ async function startAutofill(retried = false) {
   } catch (error) {
     if (controller.signal.aborted || (error && error.name === "AbortError")) return;
     if (error.code === "challenge_expired" && !retried) { startAutofill(true); return; }
-    fieldError("signin-error", describeError(error));
+    fieldError("signin-error", describeError(error), error && error.code);
   }
 }
 
@@ -47,7 +48,7 @@ document.getElementById("signin").addEventListener("click", async () => {
   showStatus("", "Waiting for your passkey…");
   try { done(await signInWithPasskey()); } catch (error) {
     showStatus("", "");
-    fieldError("signin-error", describeError(error));
+    fieldError("signin-error", describeError(error), error && error.code);
   }
 });
 
@@ -67,7 +68,7 @@ document.getElementById("signup-form").addEventListener("submit", async (event) 
     location.assign(seal && result.sealsKey === false ? "/account.html?welcome&notsealed" : "/account.html?welcome");
   } catch (error) {
     showStatus("", "");
-    fieldError("username-error", describeError(error));
+    fieldError("username-error", describeError(error), error && error.code);
   }
 });
 

@@ -212,19 +212,32 @@ const friendlyErrors = {
   user_verification_required: "Your device must check it is you (PIN, fingerprint or face). Try again and confirm.",
 };
 
-/** Shows a result in #status; tests wait on data-status. */
-function showStatus(kind, message) {
+/** Shows a result in #status; tests wait on data-status. An error's code (DESIGN.md §7) is there
+ *  for support, behind "Details", not in the sentence a person reads. */
+function showStatus(kind, message, code) {
   const el = document.getElementById("status");
   el.textContent = message;
+  if (code) el.append(codeDetails(code));
   el.dataset.status = kind;
+}
+
+/** An error, in a sentence, with its code behind "Details". */
+function showError(error) {
+  showStatus("error", describeError(error), error && error.code);
+}
+
+function codeDetails(code) {
+  const details = document.createElement("details");
+  details.className = "error-code";
+  const summary = document.createElement("summary");
+  summary.textContent = "Details";
+  details.append(summary, `Error code: ${code}`);
+  return details;
 }
 
 function describeError(error) {
   if (error && error.name === "NotAllowedError") return "The passkey prompt was closed or timed out. Try again.";
   if (error && error.name === "InvalidStateError") return "This device already has a passkey for this account.";
-  if (error && error.code) {
-    const sentence = friendlyErrors[error.code] || error.message;
-    return `${sentence} (${error.code})`;
-  }
+  if (error && error.code) return friendlyErrors[error.code] || error.message;
   return (error && error.message) || String(error);
 }

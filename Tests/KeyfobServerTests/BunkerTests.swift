@@ -62,7 +62,7 @@ final class NIP46TestClient: @unchecked Sendable {
     private let consumed = NIOLockedValueBox<Set<Int>>([])
 
     /// The next reply to request `id` (decrypted from the signer), or nil when none comes within `wait`.
-    func reply(to id: String?, wait: TimeInterval = 2) async throws -> [String: Any]? {
+    func reply(to id: String?, wait: TimeInterval = 10) async throws -> [String: Any]? {
         let deadline = Date().addingTimeInterval(wait)
         while Date() < deadline {
             for (index, frame) in frames.withLockedValue({ $0 }).enumerated() where !consumed.withLockedValue({ $0.contains(index) }) {

@@ -141,6 +141,13 @@ import WebAuthnTestSupport
                 let reply = try await client.registrationOptions(username: bad)
                 #expect(reply.status == .badRequest && reply.error == "invalid_request", "\(bad.unicodeScalars.map { String($0.value, radix: 16) })")
             }
+            // The message names what is wrong (#27): the character and its code point, or the length.
+            #expect(try await client.registrationOptions(username: "\u{0430}lice")["message"] as? String
+                    == "\"\u{0430}\" (U+0430) cannot be in a username: use a-z, 0-9 and . _ - @ + (letters are not case-sensitive)")
+            #expect((try await client.registrationOptions(username: "ali\u{200B}ce")["message"] as? String)?
+                        .hasPrefix("an invisible character (U+200B)") == true)
+            #expect((try await client.registrationOptions(username: String(repeating: "a", count: 65))["message"] as? String)?
+                        .contains("this one has 65 bytes") == true)
             var b = SoftwareAuthenticator()
             #expect(try await client.signUp(&b, username: "John_Doe+nostr@example.com")["username"] as? String == "john_doe+nostr@example.com")
         }

@@ -70,13 +70,17 @@ def test_errors_are_shown_beside_the_username(server, driver):
     driver.find_element(By.ID, "signup").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "username-error").is_displayed())
     error = driver.find_element(By.ID, "username-error").text
-    assert "taken" in error and "sign in instead" in error and "(username_taken)" in error
+    sentence = error.splitlines()[0]
+    assert "taken" in sentence and "sign in instead" in sentence and "username_taken" not in sentence  # a sentence (#27)
+    assert driver.execute_script("return document.querySelector('#username-error details').open") is False
+    assert "username_taken" in driver.find_element(By.ID, "username-error").get_attribute("textContent")  # behind Details
     assert field.get_attribute("aria-invalid") == "true"
     shoot(driver, server, "signup-error")
     field.clear()
     field.send_keys("\u0430lice")    # Cyrillic а
     driver.find_element(By.ID, "signup").click()
     wait_for(driver, lambda d: "a-z" in d.find_element(By.ID, "username-error").text)
+    assert "\"\u0430\" (U+0430) cannot be in a username" in driver.find_element(By.ID, "username-error").text  # named
     field.clear()
     field.send_keys("x" * 70)       # refused, not cut
     driver.find_element(By.ID, "signup").click()

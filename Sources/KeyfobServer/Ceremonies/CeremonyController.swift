@@ -463,6 +463,11 @@ struct CeremonyController: Sendable {
     }
 }
 
+extension String {
+    /// Zeros in front up to `width` characters.
+    func leftPadded(to width: Int) -> String { count >= width ? self : String(repeating: "0", count: width - count) + self }
+}
+
 /// Usernames people choose, and the ones anonymous accounts get.
 enum Usernames {
     static let anonymousPrefix = "anon-"
@@ -474,8 +479,18 @@ enum Usernames {
     static func normalize(_ name: String) throws -> String {
         let folded = name.precomposedStringWithCompatibilityMapping.lowercased()
         let allowed: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789._-@+".unicodeScalars)
-        guard (1...64).contains(folded.utf8.count), folded.unicodeScalars.allSatisfy(allowed.contains) else {
-            throw APIError.invalid("username must be 1 to 64 of a-z, 0-9 and . _ - @ + (letters are not case-sensitive)")
+        let rule = "a-z, 0-9 and . _ - @ + (letters are not case-sensitive)"
+        guard (1...64).contains(folded.utf8.count) else {
+            throw APIError.invalid("a username is 1 to 64 characters of \(rule); this one has \(folded.utf8.count) bytes")
+        }
+        // Name the first character that is not allowed, as the person typed it (and its code point,
+        // so a look-alike such as Cyrillic "а" is told apart from "a").
+        if let bad = folded.unicodeScalars.first(where: { !allowed.contains($0) }) {
+            let code = "U+" + String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)
+            let shown = bad == " " ? "a space"
+                : bad.properties.generalCategory == .control || bad.properties.isWhitespace || bad.value == 0x200B
+                ? "an invisible character (\(code))" : "\"\(String(bad))\" (\(code))"
+            throw APIError.invalid("\(shown) cannot be in a username: use \(rule)")
         }
         guard !folded.hasPrefix(anonymousPrefix) else {
             throw APIError.invalid("usernames starting with \"\(anonymousPrefix)\" are reserved for anonymous accounts")
