@@ -671,3 +671,27 @@ final class NIOLockedBox: @unchecked Sendable {
         }
     }
 }
+
+/// Opened signer keys leave memory when their window ends, not when someone next asks (#24).
+@Suite struct UnlockedSignersTests {
+    @Test func keysPastTheirWindowAreDroppedAndWaitingRequestsAreBounded() throws {
+        let signers = UnlockedSigners()
+        let t0 = Date()
+        let (a, b) = (SecretKey.generate(), SecretKey.generate())
+        signers.open(a, userID: "a", until: t0.addingTimeInterval(10))
+        signers.open(b, userID: "b", until: t0.addingTimeInterval(100))
+        #expect(signers.key(userID: "a", pubkey: a.publicKey.hex, now: t0)?.publicKey == a.publicKey)
+        #expect(signers.key(userID: "a", pubkey: b.publicKey.hex, now: t0) == nil)  // another key: not this one
+        signers.open(a, userID: "a", until: t0.addingTimeInterval(10))
+        signers.closeExpired(now: t0.addingTimeInterval(11))
+        #expect(signers.openCount == 1 && signers.key(userID: "b", pubkey: b.publicKey.hex, now: t0.addingTimeInterval(11)) != nil)
+        signers.closeAll()
+        #expect(signers.openCount == 0)
+        // Requests for a shut signer: 16 per user, 5 minutes.
+        let event = try Event.parse(json: Array(#"{"id":"\#(String(repeating: "0", count: 64))","pubkey":"\#(a.publicKey.hex)","created_at":1,"kind":24133,"tags":[],"content":"","sig":"\#(String(repeating: "0", count: 128))"}"#.utf8))
+        for _ in 0..<UnlockedSigners.maxWaitingPerUser { #expect(signers.wait(event, userID: "a", now: t0)) }
+        #expect(!signers.wait(event, userID: "a", now: t0))
+        #expect(signers.waitingCount(userID: "a", now: t0.addingTimeInterval(UnlockedSigners.waitingLifetime + 1)) == 0)
+        #expect(signers.takeWaiting(userID: "a", now: t0).count == UnlockedSigners.maxWaitingPerUser)
+    }
+}

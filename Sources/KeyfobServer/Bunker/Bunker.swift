@@ -53,6 +53,8 @@ final class Bunker: Sendable, Service {
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
+    /// How often sealed signers' keys past their unlock window are dropped from memory.
+    static let closeInterval: TimeInterval = 5
     /// How long a queued reply waits for the instance holding its client's connection.
     static let replyLifetime = Retention.bunkerReplies
 
@@ -109,13 +111,24 @@ final class Bunker: Sendable, Service {
     /// Handles admitted requests, each in a child task, until graceful shutdown; then waits for
     /// those in flight.
     func run() async throws {
-        await withDiscardingTaskGroup { group in
-            for await event in admittedEvents.stream.cancelOnGracefulShutdown() {
-                group.addTask {
-                    await self.handle(event)
-                    self.inFlight.withLockedValue { $0 -= 1 }
+        await withTaskGroup(of: Void.self) { housekeeping in
+            // Sealed signers' keys leave memory when their unlock window ends.
+            housekeeping.addTask { [self] in
+                while !Task.isCancelled {
+                    custody.unlockedSigners.closeExpired(now: now())
+                    try? await Task.sleep(for: .seconds(Self.closeInterval))
                 }
             }
+            await withDiscardingTaskGroup { group in
+                for await event in admittedEvents.stream.cancelOnGracefulShutdown() {
+                    group.addTask {
+                        await self.handle(event)
+                        self.inFlight.withLockedValue { $0 -= 1 }
+                    }
+                }
+            }
+            // Every request handled: the housekeeping stops too.
+            housekeeping.cancelAll()
         }
     }
 

@@ -37,6 +37,16 @@ final class UnlockedSigners: Sendable {
         openHandler.withLockedValue { $0 }?(userID)
     }
 
+    /// Forgets every key whose unlock window has ended (the bunker calls this every few seconds),
+    /// so a key leaves memory when its window ends, not when someone next asks for it. The
+    /// `SecretKey` wipes itself when released.
+    func closeExpired(now: Date) {
+        entries.withLockedValue { entries in entries = entries.filter { $0.value.until > now } }
+    }
+
+    /// How many signer keys are open (tests, metrics).
+    var openCount: Int { entries.withLockedValue { $0.count } }
+
     /// The user's opened signer key when it is still open and is the one named `pubkey`.
     func key(userID: String, pubkey: String, now: Date) -> SecretKey? {
         entries.withLockedValue { entries in
