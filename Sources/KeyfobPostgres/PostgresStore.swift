@@ -481,15 +481,6 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
     }
 
-    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws {
-        _ = try await call { [self] in
-            try await touched("""
-                UPDATE sessions SET data_key = \(dataKey.map { ByteBuffer(bytes: $0) })
-                WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1
-                """)
-        }
-    }
-
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try await call { [self] in
             try await touched("""

@@ -486,13 +486,6 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         }
     }
 
-    public func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws {
-        try write {
-            try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ?",
-                                 [dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
-        }
-    }
-
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try write {
             try connection.query("UPDATE sessions SET unlocked_until = ?, data_key = ? WHERE token_hash = ?",

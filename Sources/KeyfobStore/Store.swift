@@ -50,8 +50,6 @@ public protocol SessionStore: Sendable {
     /// The kill switch: every unlocked signer is locked now; each user unlocks again with a passkey.
     /// Returns how many sessions were unlocked.
     func lockAllSessions() async throws -> Int
-    /// Sets (or with nil, deletes) the session's copy of a sealed key's data key.
-    func setSessionDataKey(tokenHash: [UInt8], dataKey: [UInt8]?) async throws
     /// A fresh passkey assertion on a signed-in session: its signer is unlocked until `until`,
     /// with `dataKey` (a sealed key's data key, under the token) when given. False when the
     /// session is gone.

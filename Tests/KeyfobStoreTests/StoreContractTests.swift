@@ -233,12 +233,14 @@ import Testing
         #expect(try await store.keyWraps(ofUser: alice.id).map(\.credentialID) == [[2, 2]])
         try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(3, of: alice), session: session(3, of: alice))
         await #expect(throws: StoreError.lastSealingPasskey) { _ = try await store.deleteCredential(id: [2, 2], ofUser: alice.id) }
-        // The session copy: set, cleared by the kill switch, and swept when the window ends.
-        try await store.setSessionDataKey(tokenHash: [UInt8](repeating: 3, count: 32), dataKey: [6])
+        // The session copy: set with the unlock window, cleared by the kill switch, and swept when the window ends.
+        #expect(try await store.unlockSession(tokenHash: [UInt8](repeating: 3, count: 32), until: t0 + 600, dataKey: [6]))
+        #expect(try await store.unlockSession(tokenHash: [UInt8](repeating: 9, count: 32), until: t0 + 600, dataKey: [6]) == false)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0)?.dataKey == [6])
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0)?.isUnlocked(at: t0 + 599) == true)
         _ = try await store.sweepExpired(now: t0 + 601, limit: 100)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0 + 601)?.dataKey == nil)
-        try await store.setSessionDataKey(tokenHash: [UInt8](repeating: 3, count: 32), dataKey: [6])
+        #expect(try await store.unlockSession(tokenHash: [UInt8](repeating: 3, count: 32), until: t0 + 600, dataKey: [6]))
         _ = try await store.lockAllSessions()
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0)?.dataKey == nil)
         // Unsealing drops every wrap.

@@ -351,7 +351,7 @@ struct ApprovalController: Sendable {
         var prf: PRFInputs?
         if try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
             let challenge = sha256(Array(committed.utf8))
-            prf = PasskeySeal(rpID: configuration.rpID).inputs(for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
+            prf = confirmations.ceremonies.seal.inputs(for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
                                                                challenge: challenge, newWraps: false)
         }
         let options = configuration.relyingParty.requestOptions(

@@ -100,9 +100,9 @@ struct SealController: Sendable {
             }
         } else if let opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
                                                           challenge: proof.challenge) {
-            // One of the sealing passkeys already: nothing to add; the session holds the data key now.
-            _ = try await custody.hold(opened, in: proof.auth)
-            try await custody.openSigner(ofUser: userID, dataKey: opened, until: proof.auth.session.unlockedUntil ?? now())
+            // One of the sealing passkeys already: nothing to add; the session holds the data key now
+            // (for the unlock window it already has).
+            _ = try await custody.unlock(proof.auth, until: proof.auth.session.unlockedUntil ?? now(), dataKey: opened)
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
@@ -221,15 +221,6 @@ extension KeyCustody {
             _ = try await store.putKeyWrap(moved)
         }
         return dataKey
-    }
-
-    /// Gives a signed-in session its copy of the data key (a sealing passkey was just proven);
-    /// returns the unlock that now opens the key.
-    func hold(_ dataKey: borrowing SecretBytes, in auth: Sessions.Authenticated) async throws -> SessionUnlock {
-        var session = auth.session
-        session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: auth.token, tokenHash: session.tokenHash)
-        try await store.setSessionDataKey(tokenHash: session.tokenHash, dataKey: session.dataKey)
-        return SessionUnlock(token: auth.token, session: session)
     }
 
     /// A fresh passkey assertion on this session (with user verification): its signer unlocks
