@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test test-swift test-browser test-fuzz test-chaos fuzz bench load chaos
+.PHONY: serve test test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -9,8 +9,9 @@ serve:
 	swift run keyfob serve
 
 ## Run every test: Swift unit and HTTP tests, the real binary in headless Chromium, a 30-second
-## version of the chaos probes, then each libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
-test: test-swift test-browser test-chaos test-fuzz
+## version of the chaos probes, a smoke run of the load harness (speed not asserted), then each
+## libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
+test: test-swift test-browser test-chaos test-load test-fuzz
 
 ## The store contract tests and the multi-instance tests need PostgreSQL: scripts/postgres.sh
 ## starts a throwaway cluster (unless KEYFOB_TEST_POSTGRES names one) and stops it after.
@@ -56,8 +57,20 @@ test-fuzz:
 bench:
 	Benchmarks/compare.sh
 
-## The load harness against a release build it starts and stops (BENCHMARKS.md). Needs wrk and
-## python3-cryptography; a few minutes. CREDENTIALS=1000000 seeds a million passkeys first.
+## The load harness (BENCHMARKS.md): Keyfob, a bare Hummingbird app, a Go and a Python relying
+## party, and Keyfob again, one after the other in this one invocation, with the same pre-signed
+## logins; one table and the ratios between them. Needs wrk, Go and py_webauthn (install-deps.sh
+## --test); about 8 minutes. Knobs: SECONDS_EACH, CONNECTIONS, USERS, SYSTEMS, DATABASE, PROFILE=1.
 load:
+	@scripts/install-deps.sh --test
 	swift build -c release --product keyfob
-	scripts/load.sh
+	swift build -c release --product keyfob-floor
+	scripts/python scripts/load/run.py
+
+## The same harness for 3 seconds a run on the debug build, so it cannot rot (part of make test;
+## no speed is asserted, but every run must answer 2xx).
+test-load:
+	@scripts/install-deps.sh --test
+	swift build --product keyfob
+	swift build --product keyfob-floor
+	SMOKE=1 BUILD=debug OUT=/tmp/keyfob-load-smoke scripts/python scripts/load/run.py

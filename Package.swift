@@ -78,6 +78,13 @@ let package = Package(
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strict),
 
+        // The load harness's floor: a bare Hummingbird app (Benchmarks/floor, BENCHMARKS.md).
+        .executableTarget(
+            name: "keyfob-floor",
+            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+                           .product(name: "NIOPosix", package: "swift-nio")],
+            path: "Benchmarks/floor", swiftSettings: strict),
+
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
         .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn"], swiftSettings: strict),
         .executableTarget(name: "NostrFuzz", dependencies: ["Nostr"], swiftSettings: strict),
@@ -97,6 +104,9 @@ let package = Package(
                 "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
+                .product(name: "NIOEmbedded", package: "swift-nio"),
+                .product(name: "NIOHTTPTypes", package: "swift-nio-extras"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
             ],
             swiftSettings: strict),
     ]

@@ -4,7 +4,10 @@
 #   scripts/install-deps.sh --test   plus headless Chromium, chromedriver and Selenium for the browser tests
 set -euo pipefail
 packages=(libssl-dev libcbor-dev libsecp256k1-dev libsqlite3-dev zlib1g-dev pkg-config)
-[ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver openssl nginx systemd postgresql zbar-tools)
+# --test: the browser tests' Chromium, the deployment and PostgreSQL tests' servers, and the load
+# harness's wrk and Go peer (built offline against Debian's Go packages).
+[ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver openssl nginx systemd postgresql zbar-tools wrk
+  golang-go golang-github-duo-labs-webauthn-dev golang-github-mattn-go-sqlite3-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -18,15 +21,15 @@ if [ "${1:-}" = "--test" ]; then
   # Python refuses pip (PEP 668, stock Debian 12), a virtual environment in .venv/ that the
   # Makefile then uses (scripts/python).
   # nostr-sdk (rust-nostr) is the third-party NIP-46 client, nostr-relay the third-party relay;
-  # cryptography the software passkey's.
+  # cryptography the software passkey's; webauthn (py_webauthn) and uvicorn the Python peer's.
   py=python3; [ -x .venv/bin/python3 ] && py=.venv/bin/python3
-  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography" 2>/dev/null; then
-    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography 2>/dev/null; then :; else
+  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn" 2>/dev/null; then
+    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn 2>/dev/null; then :; else
       if [ ! -x .venv/bin/python3 ]; then
         dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
         python3 -m venv .venv
       fi
-      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography
+      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn
     fi
   fi
 fi

@@ -80,6 +80,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections: Int?
     /// The load harness's ceiling: `POST`/`GET /bench/echo` answer at once (hidden `--bench-echo`).
     public var benchEcho = false
+    /// Only with `benchEcho`, to measure what each layer costs (BENCHMARKS.md): the layers left out,
+    /// of "log", "metrics", "headers", "files", "guard".
+    public var benchWithout: Set<String> = []
     /// Every approval (not only dangerous kinds) needs a fresh passkey assertion bound to the request.
     public var confirmWithPasskey = false
     /// Apple app ids (`TEAMID.bundle.id`) for /.well-known/apple-app-site-association.

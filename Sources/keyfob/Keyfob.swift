@@ -118,6 +118,7 @@ struct Serve: AsyncParsableCommand {
     @Option(name: .customLong("max-connections"), help: "Connections held at once. (env: KEYFOB_MAX_CONNECTIONS; default: just below the open-file limit)")
     var maxConnections: Int?
     @Flag(name: .customLong("bench-echo"), help: .hidden) var benchEcho = false
+    @Option(name: .customLong("bench-without"), help: .hidden) var benchWithout: [String] = []
 
     func run() async throws {
         let settings: ServerConfiguration
@@ -276,6 +277,8 @@ struct Serve: AsyncParsableCommand {
             || (file["allow-legacy-algorithms"] as? Bool ?? false)
         c.maxConnections = try int(maxConnections, "KEYFOB_MAX_CONNECTIONS", "max-connections")
         c.benchEcho = benchEcho
+        c.benchWithout = Set(benchWithout.flatMap { $0.split(separator: ",").map(String.init) })
+        if !c.benchWithout.isEmpty && !benchEcho { throw ValidationError("--bench-without is for the load harness: it needs --bench-echo") }
         c.appleAppIDs = list(appleAppIDs, "KEYFOB_APPLE_APP_IDS", "apple-app-id") ?? []
         c.androidPackage = string(androidPackage, "KEYFOB_ANDROID_PACKAGE", "android-package")
         c.androidCertFingerprints = list(androidCertFingerprints, "KEYFOB_ANDROID_CERT_FINGERPRINTS", "android-cert-fingerprint") ?? []

@@ -45,4 +45,27 @@ import Testing
         output.flush()
         #expect(readAvailable(readEnd).hasSuffix("[KeyfobServerTests] last\n"))
     }
+
+    /// The request log's direct path (`LineLogHandler.write`, no metadata dictionary) writes the
+    /// very line `logger.info` with the same metadata writes, escaping included.
+    @Test func theDirectLineIsTheLineLoggerInfoWrites() throws {
+        let (readEnd, writeEnd) = pipe()
+        defer { close(readEnd); close(writeEnd) }
+        let output = LogOutput(descriptor: writeEnd, interval: 60)
+        let handler = LineLogHandler(label: "keyfob", output: output)
+        let logger = Logger(label: "keyfob") { _ in handler }
+        logger.info("request", metadata: ["status": "200", "route": "/x", "ip": "10.0.0.1\nforged=1", "method": "GET"],
+                    source: "KeyfobServer")
+        handler.write(level: .info, source: "KeyfobServer", message: "request") { line in
+            line.field("ip", "10.0.0.1\nforged=1")
+            line.field("method", "GET")
+            line.field("route", "/x")
+            line.field("status", "200")
+        }
+        output.flush()
+        let lines = readAvailable(readEnd).split(separator: "\n")
+        #expect(lines.count == 2)
+        #expect(lines[0].dropFirst(24) == lines[1].dropFirst(24))  // all but the timestamp
+        #expect(lines[1].hasSuffix(#" info keyfob : ip=10.0.0.1\nforged=1 method=GET route=/x status=200 [KeyfobServer] request"#))
+    }
 }

@@ -34,7 +34,7 @@ class Session:
     def call(self, path, body=None, token=None, client=None):
         headers = {"Content-Type": "application/json", "Origin": self.origin, "Keyfob-Session": "bearer"}
         if client:
-            headers["X-Forwarded-For"] = client  # the server trusts 127.0.0.1 as a proxy (scripts/load.sh)
+            headers["X-Forwarded-For"] = client  # the server trusts 127.0.0.1 as a proxy (scripts/load/run.py)
         if token:
             headers["Authorization"] = f"Bearer {token}"
         data = None if body is None else json.dumps(body).encode()
@@ -42,7 +42,7 @@ class Session:
         response = self.connection.getresponse()
         payload = response.read()
         if response.status >= 300:
-            raise SystemExit(f"{path}: HTTP {response.status} {payload[:300]!r} (are the server's limits raised? see scripts/load.sh)")
+            raise SystemExit(f"{path}: HTTP {response.status} {payload[:300]!r} (are the server's limits raised? see scripts/load/run.py)")
         return json.loads(payload)
 
 

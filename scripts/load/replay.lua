@@ -1,4 +1,4 @@
--- wrk script for every run of scripts/load.sh.
+-- wrk script for every run of the load harness (scripts/load/run.py).
 --   BODIES   file of request bodies, one JSON per line (unset: the request as wrk's command line has it)
 --   THREADS  with BODIES: each of the THREADS threads takes every THREADS-th line and sends each
 --            once (a login's challenge is single use); when its lines run out the thread stops

@@ -64,17 +64,22 @@ func jsonResponse(body: ByteBuffer, status: HTTPResponse.Status = .ok, headers: 
 
 /// The encoding every JSON answer uses: sorted keys, slashes as they are, ISO 8601 dates.
 func jsonBytes(_ value: some Encodable) -> [UInt8] {
+    Array((try? sharedEncoder.encode(value)) ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8))
+}
+
+/// One encoder for every answer (its settings never change; `encode` is safe from any thread).
+private let sharedEncoder: JSONEncoder = {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
     encoder.dateEncodingStrategy = .iso8601
-    return Array((try? encoder.encode(value)) ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8))
-}
+    return encoder
+}()
 
 /// Turns every error into the JSON error shape, so no handler can answer with HTML or a bare 500.
-struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+enum ErrorReplies {
+    static func response(to error: any Error, request: Request, context: some RequestContext) throws -> Response {
         do {
-            return try await next(request, context)
+            throw error
         } catch let error as APIError {
             if error.status.code >= 500 && error.status != .serviceUnavailable {
                 context.logger.error("request failed", metadata: ["code": "\(error.code)"])

@@ -19,7 +19,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let headerTimeout: TimeAmount
     private let bodyTimeout: TimeAmount
-    private var deadline: Scheduled<Void>?
+    /// When the connection is closed unless a request moves it on (nil: no deadline now).
+    private var closesAt: NIODeadline?
+    private var timer: Scheduled<Void>?
+    private var timerAt: NIODeadline?
     /// A response head has been written and its end not yet: parse errors then just close.
     private var responding = false
 
@@ -48,10 +51,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelActive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { disarm(); count(false) }
+    func handlerRemoved(context: ChannelHandlerContext) { stopTimer(); count(false) }
 
     func channelInactive(context: ChannelHandlerContext) {
-        disarm()
+        stopTimer()
         count(false)
         context.fireChannelInactive()
     }
@@ -91,7 +94,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
             (.badRequest, "invalid_request", "the request is not valid HTTP/1.1")
         }
         let body = ByteBuffer(string: #"{"error":"\#(code)","message":"\#(message)"}"#)
-        var headers = SecurityHeadersMiddleware<KeyfobRequestContext>.headers
+        var headers = SecurityHeaders.fields
         headers[.contentType] = "application/json; charset=utf-8"
         headers[.contentLength] = String(body.readableBytes)
         headers[.connection] = "close"
@@ -102,16 +105,40 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
+    /// Sets the connection's deadline. One timer per connection, moved only when the new deadline
+    /// is earlier than the one it is set for: a keep-alive connection re-arms twice a request, and
+    /// scheduling (and cancelling) a task each time was a measurable share of a small request.
     private func arm(_ context: ChannelHandlerContext, _ timeout: TimeAmount) {
-        disarm()
-        let channel = context.channel
-        deadline = context.eventLoop.scheduleTask(in: timeout) {
-            channel.close(promise: nil)
+        let deadline = context.eventLoop.now + timeout  // the loop's clock: tests advance it
+        closesAt = deadline
+        if let timerAt, timerAt <= deadline { return }
+        timer?.cancel()
+        schedule(context, at: deadline)
+    }
+
+    private func schedule(_ context: ChannelHandlerContext, at deadline: NIODeadline) {
+        timerAt = deadline
+        let loop = context.eventLoop.assumeIsolated()
+        timer = loop.scheduleTask(deadline: deadline) { [self] in
+            timer = nil
+            timerAt = nil
+            guard let closesAt else { return }  // disarmed since: nothing to do until the next arm
+            if closesAt <= context.eventLoop.now {
+                context.channel.close(promise: nil)
+            } else {
+                schedule(context, at: closesAt)
+            }
         }
     }
 
-    private func disarm() {
-        deadline?.cancel()
-        deadline = nil
+    /// No deadline until the next `arm`; the timer, if any, finds nothing to do when it fires.
+    private func disarm() { closesAt = nil }
+
+    /// The connection is gone: its timer goes too.
+    private func stopTimer() {
+        closesAt = nil
+        timer?.cancel()
+        timer = nil
+        timerAt = nil
     }
 }

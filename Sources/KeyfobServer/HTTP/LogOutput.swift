@@ -107,24 +107,48 @@ public struct LineLogHandler: LogHandler {
         var all = metadata
         if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
         if let explicit, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
-        var text = Timestamp.now()
-        text += " "
-        text += level.rawValue
-        text += " "
-        text += label
-        text += " :"
-        for key in all.keys.sorted() {
-            text += " "
-            text += key
-            text += "="
-            text += LogText.escaped(all[key]!.description)
+        write(level: level, source: source, message: message.description) { line in
+            for key in all.keys.sorted() { line.field(key, all[key]!.description) }
         }
-        text += " ["
-        text += source
-        text += "] "
-        text += LogText.escaped(message.description)
-        text += "\n"
-        output.append(Array(text.utf8), urgent: level >= .error)
+    }
+
+    /// One line: the timestamp, level and label, the fields `fields` adds (in the order it adds
+    /// them: sorted by key, as `log` sorts), the source and the message.
+    func write(level: Logger.Level, source: String, message: String, fields: (inout Line) -> Void) {
+        var line = Line()
+        line.append(Timestamp.now())
+        line.append(" ")
+        line.append(level.rawValue)
+        line.append(" ")
+        line.append(label)
+        line.append(" :")
+        fields(&line)
+        line.append(" [")
+        line.append(source)
+        line.append("] ")
+        line.append(LogText.escaped(message))
+        line.append("\n")
+        output.append(line.bytes, urgent: level >= .error)
+    }
+
+    /// The bytes of one line as they are built.
+    struct Line {
+        var bytes: [UInt8]
+
+        init() {
+            bytes = []
+            bytes.reserveCapacity(256)
+        }
+
+        mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+
+        /// ` key=value`, the value escaped.
+        mutating func field(_ key: String, _ value: String) {
+            bytes.append(0x20)
+            append(key)
+            bytes.append(0x3D)
+            append(LogText.escaped(value))
+        }
     }
 
     /// `2026-11-23T21:00:00+0000`, recomputed when the second changes.

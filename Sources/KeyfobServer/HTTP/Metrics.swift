@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import Prometheus
 
@@ -9,8 +10,16 @@ final class KeyfobMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     /// The registry builds a name and sorts labels for every lookup; a request records three
     /// metrics or more, so the handles are kept here by their label values.
-    private let counters = Handles<Counter>()
-    private let histograms = Handles<DurationHistogram>()
+    private let counters = Handles<[String], Counter>()
+    private let histograms = Handles<[String], DurationHistogram>()
+    private let requestCounters = Handles<RequestKey, Counter>()
+    private let routeHistograms = Handles<String, DurationHistogram>()
+
+    private struct RequestKey: Hashable {
+        let method: HTTPRequest.Method
+        let route: String
+        let status: Int
+    }
     static var requests: MetricNameDescriptor {
         MetricNameDescriptor(namespace: "keyfob", metricName: "http_requests", unitName: "total",
             helpText: "HTTP requests by method, route pattern and status")
@@ -35,17 +44,17 @@ final class KeyfobMetrics: Sendable {
                                       .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
                                       .milliseconds(500), .seconds(1), .seconds(5)]
 
-    func request(method: String, route: String, status: Int, duration: Duration) {
-        let code = String(status)
-        counters.get(["r", method, route, code]) {
-            registry.makeCounter(descriptor: Self.requests, labels: [("method", method), ("route", route), ("status", code)])
+    func request(method: HTTPRequest.Method, route: String, status: Int, duration: Duration) {
+        // Typed keys: no array or string built per request to find the handles.
+        requestCounters.get(RequestKey(method: method, route: route, status: status)) {
+            registry.makeCounter(descriptor: Self.requests,
+                                 labels: [("method", method.rawValue), ("route", route), ("status", String(status))])
         }.increment()
-        histograms.get(["r", route]) {
+        routeHistograms.get(route) {
             registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("route", route)], buckets: Self.buckets)
         }.record(duration)
     }
 
-    /// A ceremony or session event (`registration.verified`, `authentication.failed`, …) and its code.
     func event(_ name: String, code: String?) {
         counters.get(["e", name, code ?? ""]) {
             registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")])
@@ -77,11 +86,11 @@ final class KeyfobMetrics: Sendable {
 
 /// Metric handles by their label values (the first element names the metric). Label values come
 /// from route patterns, codes and method names, never from raw input, so the set stays small.
-private final class Handles<Handle>: @unchecked Sendable {
+private final class Handles<Key: Hashable, Handle>: @unchecked Sendable {
     private let lock = NSLock()
-    private var handles: [[String]: Handle] = [:]
+    private var handles: [Key: Handle] = [:]
 
-    func get(_ key: [String], make: () -> Handle) -> Handle {
+    func get(_ key: Key, make: () -> Handle) -> Handle {
         lock.withLock {
             if let handle = handles[key] { return handle }
             let handle = make()

@@ -14,7 +14,7 @@ public final class ReadinessGate: Sendable {
 }
 
 /// Until the gate opens, every route but `/healthz` and `/metrics` answers 503 (pages are
-/// served, and their calls get the 503).
+/// served, and their calls get the 503). Added only where the gate starts closed (PostgreSQL).
 struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
     let gate: ReadinessGate
 

@@ -4,26 +4,45 @@ import Logging
 
 /// One structured log line per request: method, route (the pattern, never the raw path or
 /// query, which may carry payloads), status, milliseconds, client IP.
-struct RequestLogMiddleware: RouterMiddleware {
+struct RequestLog: Sendable {
     let addresses: ClientAddress
     let logger: Logger
-    let metrics: KeyfobMetrics
+    let metrics: KeyfobMetrics?
+    /// The process's own line handler, when it is the logger's: the line is then written straight
+    /// into its buffer, the same text without a metadata dictionary per request (BENCHMARKS.md).
+    private let lines: LineLogHandler?
 
-    func handle(_ request: Request, context: KeyfobRequestContext,
-                next: (Request, KeyfobRequestContext) async throws -> Response) async throws -> Response {
-        let start = ContinuousClock.now
-        let response = try await next(request, context)
-        let elapsed = ContinuousClock.now - start
+    init(addresses: ClientAddress, logger: Logger, metrics: KeyfobMetrics?) {
+        self.addresses = addresses
+        self.logger = logger
+        self.metrics = metrics
+        let handler = logger.handler as? LineLogHandler
+        lines = logger.logLevel <= .info && handler?.metadata.isEmpty == true && handler?.metadataProvider == nil ? handler : nil
+    }
+
+    /// The line and the metrics for one answered request, `elapsed` after it came in.
+    func record(_ request: Request, context: KeyfobRequestContext, response: Response, elapsed: Duration) {
         // Tenths of a millisecond, formatted by hand (String(format:) showed in the profile).
         let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
-        metrics.request(method: request.method.rawValue, route: context.endpointPath ?? "static",
-                        status: Int(response.status.code), duration: elapsed)
+        let route = context.endpointPath ?? "static"
+        metrics?.request(method: request.method, route: route, status: response.status.code, duration: elapsed)
+        if let lines {
+            // The keys in the order LineLogHandler sorts them.
+            lines.write(level: .info, source: "KeyfobServer", message: "request") { line in
+                line.field("ip", addresses.resolve(request, peer: context.remoteAddress))
+                line.field("method", request.method.rawValue)
+                line.field("ms", "\(tenths / 10).\(tenths % 10)")
+                line.field("request", context.logger[metadataKey: "hb.request.id"]?.description ?? "-")
+                line.field("route", route)
+                line.field("status", String(response.status.code))
+            }
+            return
+        }
         logger.info("request", metadata: [
             "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
             "status": "\(response.status.code)", "ms": "\(tenths / 10).\(tenths % 10)",
             "ip": "\(addresses.resolve(request, peer: context.remoteAddress))",
             "request": "\(context.logger[metadataKey: "hb.request.id"]?.description ?? "-")",
         ])
-        return response
     }
 }

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""The load harness (`make load`; BENCHMARKS.md has the figures and how to read them).
+
+Starts each system on a fresh data folder, measures it with wrk, stops it, and goes on to the next,
+all in this one invocation: Keyfob, the bare Hummingbird floor (Benchmarks/floor), the Go and the
+Python relying parties (Benchmarks/peers), and Keyfob again (this VM's speed moves within minutes:
+the two Keyfob passes show by how much). Then one table, and the ratios — each computed only from
+two figures measured in this invocation; a side that did not run prints "not measured" instead.
+
+Every relying party gets the same work: USERS accounts registered with a software ES256 passkey,
+then LOGINS assertions signed ahead of time (scripts/load/prepare.py) and each posted once by wrk
+(scripts/load/replay.lua). A run with any non-2xx answer is invalid; the table says so.
+
+Settings (environment): SECONDS_EACH (10), CONNECTIONS (32), USERS (1000), LOGINS (enough for
+two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load), KEYFOB and
+FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
+CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
+each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted).
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SMOKE = bool(os.environ.get("SMOKE"))
+SECONDS_EACH = int(os.environ.get("SECONDS_EACH", "3" if SMOKE else "10"))
+CONNECTIONS = int(os.environ.get("CONNECTIONS", "32"))
+USERS = int(os.environ.get("USERS", "20" if SMOKE else "1000"))
+# Enough signed logins for two runs at up to 8,000 logins/s each: a run that uses them all up says so.
+LOGINS = int(os.environ.get("LOGINS", 2000 if SMOKE else SECONDS_EACH * 8000 * 2))
+OUT = os.environ.get("OUT", "/tmp/keyfob-load")
+BUILD = os.environ.get("BUILD", "release")
+KEYFOB = os.environ.get("KEYFOB", os.path.join(ROOT, ".build", BUILD, "keyfob"))
+FLOOR = os.environ.get("FLOOR", os.path.join(ROOT, ".build", BUILD, "keyfob-floor"))
+SYSTEMS = os.environ.get("SYSTEMS", "keyfob,floor,go,python,keyfob").split(",")
+PORTS = {"keyfob": 18080, "go": 18081, "python": 18082, "floor": 18083}
+HZ = os.sysconf("SC_CLK_TCK")
+
+LOGIN, LOGIN_256, OPTIONS = "logins", "logins, 256 connections", "options"
+POST_CEILING, GET_CEILING, SIGN = "trivial POST", "trivial GET", "sign_event"
+# What each system is measured on, in order. sign_event before the logins: those start many
+# sessions per user and the oldest (the tokens sign_event uses) end.
+RUNS = {
+    "keyfob": [POST_CEILING, SIGN, LOGIN, LOGIN_256, GET_CEILING, OPTIONS],
+    "floor": [POST_CEILING, GET_CEILING],
+    "go": [LOGIN, LOGIN_256, OPTIONS],
+    "python": [LOGIN, LOGIN_256, OPTIONS],
+}
+LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "go": "Go peer", "python": "Python peer"}
+
+
+def process_tree(pid):
+    """pid and its descendants (uvicorn's workers)."""
+    pids, frontier = [pid], [pid]
+    while frontier:
+        parent = frontier.pop()
+        try:
+            with open(f"/proc/{parent}/task/{parent}/children") as f:
+                children = [int(c) for c in f.read().split()]
+        except OSError:
+            children = []
+        pids += children
+        frontier += children
+    return pids
+
+
+def over_tree(pid, path, read):
+    """The sum of read(text of /proc/<p>/<path>) over pid and its descendants (those gone count 0)."""
+    total = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/{path}") as f:
+                total += read(f.read())
+        except (OSError, StopIteration):
+            pass
+    return total
+
+
+def cpu_ticks(pid):
+    def user_and_system(stat):
+        fields = stat.rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    return over_tree(pid, "stat", user_and_system)
+
+
+def peak_rss_mb(pid):
+    return over_tree(pid, "status", lambda text: next(int(l.split()[1]) for l in text.splitlines() if l.startswith("VmHWM"))) / 1024
+
+
+class System:
+    """One server this invocation starts, measures and stops."""
+
+    def __init__(self, name, folder):
+        self.name, self.folder, self.port = name, folder, PORTS[name]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.origin = f"http://localhost:{self.port}"
+        self.process = None
+        os.makedirs(folder, exist_ok=True)
+
+    def command(self):
+        data = os.path.join(self.folder, "data")
+        os.makedirs(data, exist_ok=True)
+        if self.name == "keyfob":
+            database = ["--database", os.environ["DATABASE"]] if os.environ.get("DATABASE") else []
+            return [KEYFOB, "serve", "--port", str(self.port), "--data-dir", data, *database,
+                    "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
+                    "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
+                    "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
+                    "--max-live-challenges", "1000000", "--sign-rate", "100000000"], {}
+        if self.name == "floor":
+            return [FLOOR, str(self.port)], {}
+        if self.name == "go":
+            return [os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
+                    "-db", os.path.join(data, "peer.sqlite")], {}
+        return [sys.executable, "-m", "uvicorn", "--app-dir", os.path.join(ROOT, "Benchmarks", "peers", "python"),
+                "peer:app", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "2", "--log-level", "warning",
+                "--no-access-log"], {"PEER_DB": os.path.join(data, "peer.sqlite"), "PEER_ORIGIN": self.origin}
+
+    def start(self):
+        argv, extra = self.command()
+        self.log = open(os.path.join(self.folder, "server.log"), "ab")
+        self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **extra},
+                                        start_new_session=True)
+        for _ in range(300):
+            if self.process.poll() is not None:
+                raise SystemExit(f"{self.name} stopped at start-up; its log: {self.folder}/server.log")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=1):
+                    return
+            except OSError:
+                time.sleep(0.1)
+        raise SystemExit(f"{self.name} did not answer /healthz; its log: {self.folder}/server.log")
+
+    def stop(self):
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait()
+        self.process = None
+
+
+def wrk(system, run, connections, path, env, limit=None):
+    """One wrk run; returns the figures, or None when wrk printed no result."""
+    pid = system.process.pid
+    perf = None
+    if os.environ.get("PROFILE") and system.name == "keyfob":
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o",
+                                 os.path.join(system.folder, run.replace(" ", "_").replace(",", "") + ".perf.data"),
+                                 "--", "sleep", str(SECONDS_EACH)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    before = cpu_ticks(pid)
+    output = subprocess.run(["wrk", "-t2", f"-c{connections}", "--timeout", "10s", f"-d{SECONDS_EACH}s", "--latency", "-s",
+                             os.path.join(HERE, "replay.lua"), system.url + path],
+                            env={**os.environ, **env}, capture_output=True, text=True).stdout
+    after = cpu_ticks(pid)
+    if perf:
+        perf.wait()
+    with open(os.path.join(system.folder, run.replace(" ", "_").replace(",", "") + ".wrk.txt"), "w") as f:
+        f.write(output)
+    line = next((l for l in output.splitlines() if l.startswith("RESULT")), None)
+    if line is None:
+        return None
+    rps, p50, p99, p999, status, errors, duration = (float(x) for x in line.split()[1:])
+    figure = {"rps": rps, "p50": p50, "p99": p99, "p999": p999, "bad": int(status + errors),
+              "cores": (after - before) / HZ / duration, "rss": peak_rss_mb(pid), "short": False}
+    if limit and rps * duration >= 0.98 * limit:
+        figure["short"] = True  # used up its pre-signed logins before the time was over
+    return figure
+
+
+def measure(system, results, key):
+    """Prepares `system`'s logins (relying parties), then runs each of its runs into results[key]."""
+    runs = RUNS[system.name]
+    half = LOGINS // 2
+    if LOGIN in runs or SIGN in runs:
+        subprocess.run([sys.executable, os.path.join(HERE, "prepare.py"), system.url, "--origin", system.origin,
+                        "--users", str(USERS), "--logins", str(LOGINS), "--out", system.folder], check=True)
+        with open(os.path.join(system.folder, "logins.jsonl")) as f:
+            lines = f.readlines()
+        for name, part in (("logins-a.jsonl", lines[:half]), ("logins-b.jsonl", lines[half:])):
+            with open(os.path.join(system.folder, name), "w") as f:
+                f.writelines(part)
+    echo = os.path.join(system.folder, "echo.jsonl")
+    with open(echo, "w") as f:  # a body the size of a login
+        f.write(lines[0] if LOGIN in runs else json.dumps({"challengeKey": "x" * 22, "cred": {"id": "x" * 600}}) + "\n")
+    sign = os.path.join(system.folder, "sign.jsonl")
+    with open(sign, "w") as f:
+        f.write('{"event":{"kind":1,"content":"load test note","tags":[]}}\n')
+    folder = system.folder
+    plans = {
+        POST_CEILING: (CONNECTIONS, "/bench/echo", {"BODIES": echo}, None),
+        GET_CEILING: (CONNECTIONS, "/bench/echo", {}, None),
+        SIGN: (CONNECTIONS, "/api/signer/sign_event", {"BODIES": sign, "TOKENS": os.path.join(folder, "tokens.txt")}, None),
+        LOGIN: (CONNECTIONS, "/verify-authentication", {"BODIES": os.path.join(folder, "logins-a.jsonl"), "THREADS": "2"}, half),
+        LOGIN_256: (256, "/verify-authentication", {"BODIES": os.path.join(folder, "logins-b.jsonl"), "THREADS": "2"}, LOGINS - half),
+        # Options from many client addresses (X-Forwarded-For through the trusted proxy 127.0.0.1),
+        # as a crowd's would be: Keyfob caps the unfinished ceremonies of one address.
+        OPTIONS: (CONNECTIONS, "/generate-authentication-options", {"SPREAD": "1"}, None),
+    }
+    for run in runs:
+        connections, path, env, limit = plans[run]
+        figure = wrk(system, run, connections, path, env, limit)
+        if figure is not None:
+            results[(key, run)] = figure
+            print(f"  {LABELS[system.name]:<17} {run:<24} {figure['rps']:>9,.0f}/s  p99 {figure['p99']:>7.1f} ms  "
+                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f}  peak {figure['rss']:.0f} MB"
+                  + ("  (used up its logins: raise LOGINS)" if figure["short"] else ""), flush=True)
+
+
+def build_go_peer():
+    target = os.path.join(OUT, "peer-go")
+    env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOCACHE": os.path.join(OUT, "go-cache")}
+    subprocess.run(["go", "build", "-o", target, "."], cwd=os.path.join(ROOT, "Benchmarks", "peers", "go"), env=env, check=True)
+
+
+def table(results, keys):
+    runs = [POST_CEILING, GET_CEILING, LOGIN, LOGIN_256, OPTIONS, SIGN]
+    lines = ["| system | " + " | ".join(runs) + " | peak RSS |", "|---" * (len(runs) + 2) + "|"]
+    for key in keys:
+        cells = []
+        for run in runs:
+            f = results.get((key, run))
+            if f is None:
+                cells.append("—")
+            else:
+                cells.append(f"{f['rps']:,.0f}/s, p99 {f['p99']:.1f} ms" + (f", **{f['bad']} non-2xx: invalid**" if f["bad"] else "")
+                             + (" (logins ran out)" if f["short"] else ""))
+        peak = max((f["rss"] for (k, _), f in results.items() if k == key), default=0)
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {peak:.0f} MB |")
+    return lines
+
+
+def ratios(results, keys):
+    """Each ratio from two figures of this invocation, for every Keyfob pass; a missing side says so."""
+    keyfob_keys = [k for k in keys if k.startswith("Keyfob")]
+    checks = [
+        ("logins, Keyfob / Go peer", LOGIN, "Go peer", LOGIN, 1.25),
+        ("logins, Keyfob / Python peer", LOGIN, "Python peer", LOGIN, 5.0),
+        ("options, Keyfob / Go peer", OPTIONS, "Go peer", OPTIONS, 1.0),
+        ("trivial POST, Keyfob / bare Hummingbird", POST_CEILING, "bare Hummingbird", POST_CEILING, 0.8),
+        ("trivial GET, Keyfob / bare Hummingbird", GET_CEILING, "bare Hummingbird", GET_CEILING, None),
+        ("logins / Keyfob's trivial POST", LOGIN, None, POST_CEILING, 0.45),
+        ("sign_event / Keyfob's logins", SIGN, None, LOGIN, 1.0),
+        ("logins, 256 / 32 connections", LOGIN_256, None, LOGIN, None),
+    ]
+    lines = []
+    for label, run, other, other_run, target in checks:
+        parts = []
+        for k in keyfob_keys:
+            a, b = results.get((k, run)), results.get((other or k, other_run))
+            if a is None or b is None or not b["rps"]:
+                parts.append(f"{k}: not measured in this run, no ratio")
+            elif a["bad"] or b["bad"]:
+                parts.append(f"{k}: a side had non-2xx answers, no ratio")
+            else:
+                value = a["rps"] / b["rps"]
+                verdict = "" if target is None else (" (met)" if value >= target else " (missed)")
+                parts.append(f"{k}: {value:.2f}×{verdict}")
+        goal = "" if target is None else f" — target ≥ {target}×"
+        lines.append(f"- {label}{goal}: " + "; ".join(parts))
+    for k in keyfob_keys:
+        for run, limit in ((LOGIN, 25), (LOGIN_256, 100)):
+            f = results.get((k, run))
+            if f:
+                lines.append(f"- {k} {run} p99: {f['p99']:.1f} ms (target ≤ {limit} ms: {'met' if f['p99'] <= limit else 'missed'})")
+        peak = max((f["rss"] for (key, _), f in results.items() if key == k), default=None)
+        if peak:
+            lines.append(f"- {k} peak RSS: {peak:.0f} MB (target ≤ 150 MB: {'met' if peak <= 150 else 'missed'})")
+    return lines
+
+
+def main():
+    for tool in ("wrk",) + (("go",) if "go" in SYSTEMS else ()):
+        if shutil.which(tool) is None:
+            raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
+    for path in [KEYFOB] * ("keyfob" in SYSTEMS) + [FLOOR] * ("floor" in SYSTEMS):
+        if not os.access(path, os.X_OK):
+            raise SystemExit(f"no {path}: `make load` builds it (swift build -c {BUILD} --product {os.path.basename(path)})")
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    if "go" in SYSTEMS:
+        build_go_peer()
+    started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    print(f"== {started}: {', '.join(SYSTEMS)}; each run {SECONDS_EACH} s, {CONNECTIONS} connections "
+          f"(and 256), 2 wrk threads on the same machine ==", flush=True)
+    results, keys, seen = {}, [], {}
+    for name in SYSTEMS:
+        seen[name] = seen.get(name, 0) + 1
+        key = LABELS[name] + (" (again)" if seen[name] > 1 else "")
+        system = System(name, os.path.join(OUT, f"{name}-{seen[name]}"))
+        try:
+            system.start()
+            if name == "keyfob" and int(os.environ.get("CREDENTIALS", "0")) > 0:
+                system.stop()
+                subprocess.run([sys.executable, os.path.join(HERE, "seed.py"), os.path.join(system.folder, "data", "keyfob.sqlite"),
+                                os.environ["CREDENTIALS"]], check=True)
+                system.start()
+            measure(system, results, key)
+        finally:
+            system.stop()
+        keys.append(key)
+    report = [f"Same-run table, {started}, {os.cpu_count()} cores, {SECONDS_EACH} s per run, "
+              f"{USERS} accounts, {CONNECTIONS} connections unless named:", ""]
+    report += table(results, keys) + ["", "Ratios (both sides from this invocation):"] + ratios(results, keys)
+    if SMOKE:
+        report.append("SMOKE run (debug build, few logins, 3 s): it shows the harness works; no figure here is a measurement.")
+    invalid = [f"{k} {r}" for (k, r), f in results.items() if f["bad"]]
+    if invalid:
+        report.append(f"INVALID runs (non-2xx answers): {', '.join(invalid)}")
+    print("\n" + "\n".join(report))
+    with open(os.path.join(OUT, "summary.md"), "w") as f:
+        f.write("\n".join(report) + "\n")
+    missing = [f"{LABELS[n]} {r}" for n in set(SYSTEMS) for r in RUNS[n]
+               if not any(k.startswith(LABELS[n]) and run == r for (k, run) in results)]
+    if invalid or missing:
+        if missing:
+            print(f"no result from: {', '.join(missing)}")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
