@@ -2,7 +2,7 @@ import COpenSSL
 
 // OpenSSL's symmetric primitives that NIP-04, NIP-44 and NIP-49 need, each one call.
 
-enum Symmetric {
+public enum Symmetric {
     /// AES-256-CBC with PKCS#7 padding. Returns nil on a bad key/IV size or (decrypting) bad padding.
     static func aes256CBC(encrypt: Bool, key: [UInt8], iv: [UInt8], input: [UInt8]) -> [UInt8]? {
         guard key.count == 32, iv.count == 16 else { return nil }
@@ -30,7 +30,7 @@ enum Symmetric {
     }
 
     /// HMAC-SHA256 over the concatenation of `parts`.
-    static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
+    public static func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
         var message = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
         // The joined copy may hold key material (HKDF's input, a previous block): wiped.
         defer { if parts.count != 1 { wipe(&message) } }
@@ -43,7 +43,7 @@ enum Symmetric {
     }
 
     /// HKDF-Extract (RFC 5869) with SHA-256.
-    static func hkdfExtract(salt: [UInt8], ikm: [UInt8]) -> [UInt8] { hmacSHA256(key: salt, ikm) }
+    public static func hkdfExtract(salt: [UInt8], ikm: [UInt8]) -> [UInt8] { hmacSHA256(key: salt, ikm) }
 
     /// HKDF-Expand (RFC 5869) with SHA-256. Every intermediate block is wiped.
     static func hkdfExpand(prk: [UInt8], info: [UInt8], length: Int) -> [UInt8] {

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import Nostr
 import WebAuthn
 
 /// A browser that has signed in here before: a long-lived cookie holding a random value and the
@@ -13,12 +14,14 @@ struct ReturningDevice: Sendable {
     /// 400 days, the most browsers keep a cookie.
     static let lifetime = 400 * 24 * 3600
 
-    private let key: [UInt8]
+    /// HKDF-Extract of the MAC key (empty salt), done once: a cookie's MAC is then one HMAC.
+    private let pseudorandomKey: [UInt8]
 
     /// The MAC key comes from the master key, so every instance of a deployment knows its cookies.
     /// (Were OpenSSL's HKDF to fail, a random key: cookies then are recognised by this process only.)
     init(vault: KeyVault) {
-        key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? secureRandomBytes(32)
+        let key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? secureRandomBytes(32)
+        pseudorandomKey = Symmetric.hkdfExtract(salt: [], ikm: key)
     }
 
     /// A new cookie's `Set-Cookie` value (nil if the MAC could not be computed: no cookie then).
@@ -40,7 +43,9 @@ struct ReturningDevice: Sendable {
     }
 
     /// HKDF-Expand keyed by the server's derived key is a PRF of the nonce: a MAC.
-    private func mac(_ nonce: [UInt8]) -> [UInt8]? {
-        try? KeyVault.hkdf(key: key, salt: [], info: nonce, length: 16)
+    /// HKDF-SHA256(key, salt: empty, info: nonce), 16 bytes — the first block of HKDF-Expand,
+    /// computed as that one HMAC (the cookies of earlier versions stay valid; a test compares).
+    func mac(_ nonce: [UInt8]) -> [UInt8]? {
+        Array(Symmetric.hmacSHA256(key: pseudorandomKey, nonce, [1]).prefix(16))
     }
 }

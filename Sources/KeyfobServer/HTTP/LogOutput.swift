@@ -112,6 +112,14 @@ public struct LineLogHandler: LogHandler {
         }
     }
 
+    /// The logger's handler when lines can be written to it directly (`write`): a LineLogHandler
+    /// logging at info with no metadata of its own to merge in.
+    static func direct(for logger: Logger) -> LineLogHandler? {
+        guard logger.logLevel <= .info, let handler = logger.handler as? LineLogHandler,
+              handler.metadata.isEmpty, handler.metadataProvider == nil else { return nil }
+        return handler
+    }
+
     /// One line: the timestamp, level and label, the fields `fields` adds (in the order it adds
     /// them: sorted by key, as `log` sorts), the source and the message.
     func write(level: Logger.Level, source: String, message: String, fields: (inout Line) -> Void) {

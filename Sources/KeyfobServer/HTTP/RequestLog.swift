@@ -16,8 +16,7 @@ struct RequestLog: Sendable {
         self.addresses = addresses
         self.logger = logger
         self.metrics = metrics
-        let handler = logger.handler as? LineLogHandler
-        lines = logger.logLevel <= .info && handler?.metadata.isEmpty == true && handler?.metadataProvider == nil ? handler : nil
+        lines = LineLogHandler.direct(for: logger)
     }
 
     /// The line and the metrics for one answered request, `elapsed` after it came in.
