@@ -195,10 +195,9 @@ public func buildRouter(
     let log = without.contains("log") ? nil : RequestLog(
         addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)), logger: logger,
         metrics: without.contains("metrics") ? nil : metrics)
-    router.add(middleware: FrontDoorMiddleware(log: log, rpID: configuration.rpID, headers: !without.contains("headers")))
-    if !without.contains("files") {
-        router.add(middleware: FileMiddleware(configuration.publicDirectory, searchForIndexHtml: true, logger: logger))
-    }
+    let files = without.contains("files") ? nil
+        : FileMiddleware<KeyfobRequestContext, LocalFileSystem>(configuration.publicDirectory, searchForIndexHtml: true, logger: logger)
+    router.add(middleware: FrontDoorMiddleware(log: log, rpID: configuration.rpID, files: files, headers: !without.contains("headers")))
     // With SQLite the gate is open before the server listens: no layer for it then.
     if !gate.open { router.add(middleware: ReadinessMiddleware(gate: gate)) }
     let feed = ActivityFeed()

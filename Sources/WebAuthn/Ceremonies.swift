@@ -1,13 +1,26 @@
 import Foundation
 
-extension RelyingParty {
-    /// The challenge a response answers, read from its client data, so a store can
-    /// find the pending ceremony by value before verifying.
-    public static func challenge(inClientDataJSON base64url: String) throws(WebAuthnError) -> [UInt8] {
-        let clientData = try CollectedClientData.parse(Base64URL.decode(base64url, field: "clientDataJSON"))
-        return try Base64URL.decode(clientData.challenge, field: "clientDataJSON.challenge")
+/// A response's clientDataJSON, decoded and parsed once: finding the pending ceremony by its
+/// challenge and verifying the response then share one parse.
+public struct ClientDataJSON: Sendable {
+    /// The field as the client sent it (base64url).
+    public let text: String
+    public let bytes: [UInt8]
+    public let parsed: CollectedClientData
+
+    public init(_ base64url: String) throws(WebAuthnError) {
+        text = base64url
+        bytes = try Base64URL.decode(base64url, field: "clientDataJSON")
+        parsed = try CollectedClientData.parse(bytes)
     }
 
+    /// The challenge the response answers, so a store can find the pending ceremony by value.
+    public func challenge() throws(WebAuthnError) -> [UInt8] {
+        try Base64URL.decode(parsed.challenge, field: "clientDataJSON.challenge")
+    }
+}
+
+extension RelyingParty {
     // MARK: - Registration (WebAuthn Level 3 §7.1)
 
     /// Verifies a registration response step by step as §7.1 says.
@@ -97,7 +110,8 @@ extension RelyingParty {
         challenge: [UInt8],
         stored: StoredCredential,
         requireUserVerification: Bool = true,
-        requireUserPresence: Bool = true
+        requireUserPresence: Bool = true,
+        clientData parsedClientData: ClientDataJSON? = nil
     ) throws(WebAuthnError) -> VerifiedAuthentication {
         guard credential.type == "public-key" else { throw .malformed("credential type must be public-key") }
         let id = try Base64URL.decode(credential.id, field: "id")
@@ -114,12 +128,19 @@ extension RelyingParty {
             }
         }
 
-        // Steps 7-9: decode the three fields, parse client data.
-        let clientDataJSON = try Base64URL.decode(credential.response.clientDataJSON, field: "clientDataJSON")
+        // Steps 7-9: decode the three fields, parse client data (unless the caller parsed this very field).
+        let given = parsedClientData?.text == credential.response.clientDataJSON ? parsedClientData : nil
+        let clientDataJSON: [UInt8]
+        let clientData: CollectedClientData
+        if let given {
+            (clientDataJSON, clientData) = (given.bytes, given.parsed)
+        } else {
+            clientDataJSON = try Base64URL.decode(credential.response.clientDataJSON, field: "clientDataJSON")
+            clientData = try CollectedClientData.parse(clientDataJSON)
+        }
         let authData = try AuthenticatorData(
             bytes: Base64URL.decode(credential.response.authenticatorData, field: "authenticatorData"))
         let signature = try Base64URL.decode(credential.response.signature, field: "signature")
-        let clientData = try CollectedClientData.parse(clientDataJSON)
 
         // Step 11: C.type is webauthn.get.
         guard clientData.type == "webauthn.get" else {

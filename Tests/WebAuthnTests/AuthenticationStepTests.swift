@@ -66,6 +66,25 @@ import WebAuthnTestSupport
             #expect(error.code == .signatureInvalid)
         }
     }
+    /// The caller's parse of the client data (made to find the ceremony) is used only for the
+    /// very field it came from: a parse of other client data is ignored, never trusted.
+    @Test func aParsedClientDataIsUsedOnlyForItsOwnField() throws {
+        let credential = authenticator.authenticate(fields)
+        let own = try ClientDataJSON(credential.response.clientDataJSON)
+        #expect(try own.challenge() == challenge)
+        #expect(try rp.verifyAuthentication(credential, challenge: challenge, stored: stored, clientData: own).newSignCount == 6)
+        // Another response's client data, naming another origin: the signed field decides.
+        var other = fields
+        other.origin = "https://evil.example"
+        let foreign = try ClientDataJSON(authenticator.authenticate(other).response.clientDataJSON)
+        #expect(try rp.verifyAuthentication(credential, challenge: challenge, stored: stored, clientData: foreign).newSignCount == 6)
+        var tampered = credential
+        tampered.response.clientDataJSON = foreign.text
+        do {
+            _ = try rp.verifyAuthentication(tampered, challenge: challenge, stored: stored, clientData: own)
+            Issue.record("verified client data that was not signed")
+        } catch { #expect(error.code == .originMismatch || error.code == .signatureInvalid, "\(error)") }
+    }
     @Test func counterMustMoveForward() { expectFailure(.counterRegression) { $0.signCount = 5 } }
     @Test func counterMayNotGoBack() { expectFailure(.counterRegression) { $0.signCount = 4 } }
     @Test func userHandleMustBeTheCredentialsUser() {

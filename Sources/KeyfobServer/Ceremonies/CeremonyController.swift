@@ -361,8 +361,9 @@ struct CeremonyController: Sendable {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
-        let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
-                                                 ceremony: .authentication, key: body.challengeKey)
+        let clientData: ClientDataJSON
+        do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw APIError(error) }
+        let pending = try await consumeChallenge(clientData, ceremony: .authentication, key: body.challengeKey)
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
             throw APIError("challenge_not_found", "this challenge was issued to confirm an action, not to sign in; request sign-in options")
@@ -382,7 +383,7 @@ struct CeremonyController: Sendable {
         do {
             verified = try relyingParty.verifyAuthentication(
                 body.cred, challenge: pending.challenge, stored: try keys.stored(record, userID: user.id),
-                requireUserVerification: configuration.requireUserVerification)
+                requireUserVerification: configuration.requireUserVerification, clientData: clientData)
         } catch {
             if error.code == .counterRegression {
                 context.logger.warning("sign counter regression: possible cloned authenticator",
@@ -448,8 +449,14 @@ struct CeremonyController: Sendable {
     /// Finds the pending ceremony by the challenge inside the client data and consumes it,
     /// so a challenge is used once whether or not verification succeeds.
     func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
+        let clientData: ClientDataJSON
+        do { clientData = try ClientDataJSON(clientDataJSON) } catch { throw APIError(error) }
+        return try await consumeChallenge(clientData, ceremony: ceremony, key: key)
+    }
+
+    func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
         let value: [UInt8]
-        do { value = try RelyingParty.challenge(inClientDataJSON: clientDataJSON) } catch { throw APIError(error) }
+        do { value = try clientData.challenge() } catch { throw APIError(error) }
         guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony else {
             throw APIError("challenge_not_found", "no pending \(ceremony.rawValue) has this challenge; request new options")
         }

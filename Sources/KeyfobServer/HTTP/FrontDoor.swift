@@ -1,12 +1,15 @@
 import Hummingbird
 
 /// What every request goes through before its route, in one middleware: the loopback page, the
-/// error replies, the security headers, the request's log line and metrics. One layer instead of
-/// five: each middleware is an async call of its own around the rest, and five of them cost a
-/// trivial request a fifth of its time (BENCHMARKS.md).
+/// error replies, the files of `Public/` for paths no route has, the security headers, the
+/// request's log line and metrics. One layer instead of six: each middleware is an async call of
+/// its own around the rest, and six of them cost a trivial request a fifth of its time
+/// (BENCHMARKS.md).
 struct FrontDoorMiddleware: RouterMiddleware {
     let log: RequestLog?
     let rpID: String
+    /// Asked only when no route answers (404), as Hummingbird's own layer would.
+    let files: FileMiddleware<KeyfobRequestContext, LocalFileSystem>?
     /// Only for the load harness's measurements (`--bench-without headers`).
     var headers = true
 
@@ -19,6 +22,12 @@ struct FrontDoorMiddleware: RouterMiddleware {
         } else {
             do {
                 response = try await next(request, context)
+            } catch let error as HTTPResponseError where error.status == .notFound && files != nil {
+                do {
+                    response = try await files!.handle(request, context: context) { _, _ in throw error }
+                } catch {
+                    response = try ErrorReplies.response(to: error, request: request, context: context)
+                }
             } catch {
                 response = try ErrorReplies.response(to: error, request: request, context: context)
             }
