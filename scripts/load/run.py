@@ -16,6 +16,11 @@ two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load)
 FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
 each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted).
+
+What each of Keyfob's layers costs a request: SYSTEMS=floor,keyfob,keyfob-without:log,...,floor
+measures the trivial requests of Keyfob started with the hidden `--bench-without LAYER` (log,
+metrics, headers, files, guard; several joined by "+"); the table's CPU column is the server's own
+CPU time per request.
 """
 import json
 import os
@@ -97,8 +102,8 @@ def peak_rss_mb(pid):
 class System:
     """One server this invocation starts, measures and stops."""
 
-    def __init__(self, name, folder):
-        self.name, self.folder, self.port = name, folder, PORTS[name]
+    def __init__(self, name, folder, without=""):
+        self.name, self.folder, self.port, self.without = name, folder, PORTS[name], without
         self.url = f"http://127.0.0.1:{self.port}"
         self.origin = f"http://localhost:{self.port}"
         self.process = None
@@ -113,7 +118,8 @@ class System:
                     "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
                     "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
                     "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
-                    "--max-live-challenges", "1000000", "--sign-rate", "100000000"], {}
+                    "--max-live-challenges", "1000000", "--sign-rate", "100000000",
+                    *(["--bench-without", self.without.replace("+", ",")] if self.without else [])], {}
         if self.name == "floor":
             return [FLOOR, str(self.port)], {}
         if self.name == "go":
@@ -179,7 +185,7 @@ def wrk(system, run, connections, path, env, limit=None):
 
 def measure(system, results, key):
     """Prepares `system`'s logins (relying parties), then runs each of its runs into results[key]."""
-    runs = RUNS[system.name]
+    runs = [POST_CEILING, GET_CEILING] if system.without else RUNS[system.name]
     half = LOGINS // 2
     if LOGIN in runs or SIGN in runs:
         subprocess.run([sys.executable, os.path.join(HERE, "prepare.py"), system.url, "--origin", system.origin,
@@ -211,8 +217,9 @@ def measure(system, results, key):
         figure = wrk(system, run, connections, path, env, limit)
         if figure is not None:
             results[(key, run)] = figure
-            print(f"  {LABELS[system.name]:<17} {run:<24} {figure['rps']:>9,.0f}/s  p99 {figure['p99']:>7.1f} ms  "
-                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f}  peak {figure['rss']:.0f} MB"
+            print(f"  {key:<17} {run:<24} {figure['rps']:>9,.0f}/s  p99 {figure['p99']:>7.1f} ms  "
+                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f} ({1e6 * figure['cores'] / max(figure['rps'], 1):.0f} µs CPU a request)  "
+                  f"peak {figure['rss']:.0f} MB"
                   + ("  (used up its logins: raise LOGINS)" if figure["short"] else ""), flush=True)
 
 
@@ -224,7 +231,9 @@ def build_go_peer():
 
 def table(results, keys):
     runs = [POST_CEILING, GET_CEILING, LOGIN, LOGIN_256, OPTIONS, SIGN]
-    lines = ["| system | " + " | ".join(runs) + " | peak RSS |", "|---" * (len(runs) + 2) + "|"]
+    runs = [r for r in runs if any(run == r for (_, run) in results)]
+    lines = ["| system (requests/s, p99, server CPU a request) | " + " | ".join(runs) + " | peak RSS |",
+             "|---" * (len(runs) + 2) + "|"]
     for key in keys:
         cells = []
         for run in runs:
@@ -232,7 +241,8 @@ def table(results, keys):
             if f is None:
                 cells.append("—")
             else:
-                cells.append(f"{f['rps']:,.0f}/s, p99 {f['p99']:.1f} ms" + (f", **{f['bad']} non-2xx: invalid**" if f["bad"] else "")
+                cells.append(f"{f['rps']:,.0f}/s, p99 {f['p99']:.1f} ms, {1e6 * f['cores'] / max(f['rps'], 1):.0f} µs"
+                             + (f", **{f['bad']} non-2xx: invalid**" if f["bad"] else "")
                              + (" (logins ran out)" if f["short"] else ""))
         peak = max((f["rss"] for (k, _), f in results.items() if k == key), default=0)
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {peak:.0f} MB |")
@@ -241,7 +251,7 @@ def table(results, keys):
 
 def ratios(results, keys):
     """Each ratio from two figures of this invocation, for every Keyfob pass; a missing side says so."""
-    keyfob_keys = [k for k in keys if k.startswith("Keyfob")]
+    keyfob_keys = [k for k in keys if k in ("Keyfob", "Keyfob (again)")]
     checks = [
         ("logins, Keyfob / Go peer", LOGIN, "Go peer", LOGIN, 1.25),
         ("logins, Keyfob / Python peer", LOGIN, "Python peer", LOGIN, 5.0),
@@ -253,9 +263,18 @@ def ratios(results, keys):
         ("logins, 256 / 32 connections", LOGIN_256, None, LOGIN, None),
     ]
     lines = []
+    # Keyfob runs first and last and the others between: the VM's speed drifts within a run, so
+    # the mean of the two passes is the fairest figure to set beside the others.
+    mean_key = None
+    if len(keyfob_keys) == 2:
+        mean_key = "Keyfob (mean of both passes)"
+        for run in RUNS["keyfob"]:
+            a, b = results.get((keyfob_keys[0], run)), results.get((keyfob_keys[1], run))
+            if a and b:
+                results[(mean_key, run)] = {"rps": (a["rps"] + b["rps"]) / 2, "bad": a["bad"] + b["bad"]}
     for label, run, other, other_run, target in checks:
         parts = []
-        for k in keyfob_keys:
+        for k in keyfob_keys + ([mean_key] if mean_key else []):
             a, b = results.get((k, run)), results.get((other or k, other_run))
             if a is None or b is None or not b["rps"]:
                 parts.append(f"{k}: not measured in this run, no ratio")
@@ -279,24 +298,26 @@ def ratios(results, keys):
 
 
 def main():
-    for tool in ("wrk",) + (("go",) if "go" in SYSTEMS else ()):
+    names = {entry.partition("-without:")[0] for entry in SYSTEMS}
+    for tool in ("wrk",) + (("go",) if "go" in names else ()):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
-    for path in [KEYFOB] * ("keyfob" in SYSTEMS) + [FLOOR] * ("floor" in SYSTEMS):
+    for path in [KEYFOB] * ("keyfob" in names) + [FLOOR] * ("floor" in names):
         if not os.access(path, os.X_OK):
             raise SystemExit(f"no {path}: `make load` builds it (swift build -c {BUILD} --product {os.path.basename(path)})")
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
-    if "go" in SYSTEMS:
+    if "go" in names:
         build_go_peer()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"== {started}: {', '.join(SYSTEMS)}; each run {SECONDS_EACH} s, {CONNECTIONS} connections "
           f"(and 256), 2 wrk threads on the same machine ==", flush=True)
     results, keys, seen = {}, [], {}
-    for name in SYSTEMS:
-        seen[name] = seen.get(name, 0) + 1
-        key = LABELS[name] + (" (again)" if seen[name] > 1 else "")
-        system = System(name, os.path.join(OUT, f"{name}-{seen[name]}"))
+    for entry in SYSTEMS:
+        name, _, without = entry.partition("-without:")
+        seen[entry] = seen.get(entry, 0) + 1
+        key = LABELS[name] + (f" without {without}" if without else "") + (" (again)" if seen[entry] > 1 else "")
+        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-')}-{seen[entry]}"), without)
         try:
             system.start()
             if name == "keyfob" and int(os.environ.get("CREDENTIALS", "0")) > 0:
@@ -319,8 +340,9 @@ def main():
     print("\n" + "\n".join(report))
     with open(os.path.join(OUT, "summary.md"), "w") as f:
         f.write("\n".join(report) + "\n")
-    missing = [f"{LABELS[n]} {r}" for n in set(SYSTEMS) for r in RUNS[n]
-               if not any(k.startswith(LABELS[n]) and run == r for (k, run) in results)]
+    missing = [f"{LABELS[n]} {r}" for n in names for r in RUNS[n]
+               if not any(k.startswith(LABELS[n]) and run == r for (k, run) in results)
+               and any(entry == n for entry in SYSTEMS)]
     if invalid or missing:
         if missing:
             print(f"no result from: {', '.join(missing)}")

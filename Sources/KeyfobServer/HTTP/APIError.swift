@@ -56,11 +56,19 @@ func jsonResponse(_ value: some Encodable, status: HTTPResponse.Status = .ok, he
 
 /// A JSON response from bytes already encoded.
 func jsonResponse(body: ByteBuffer, status: HTTPResponse.Status = .ok, headers: HTTPFields = [:]) -> Response {
+    guard !headers.isEmpty else { return Response(status: status, headers: jsonHeaders, body: .init(byteBuffer: body)) }
     var fields = headers
     fields[.contentType] = "application/json; charset=utf-8"
     fields[.cacheControl] = "no-store"
     return Response(status: status, headers: fields, body: .init(byteBuffer: body))
 }
+
+/// A JSON answer's headers with the security headers already in (checked once, not per answer).
+private let jsonHeaders: HTTPFields = {
+    var fields: HTTPFields = [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"]
+    fields.append(contentsOf: SecurityHeaders.fields)
+    return fields
+}()
 
 /// The encoding every JSON answer uses: sorted keys, slashes as they are, ISO 8601 dates.
 func jsonBytes(_ value: some Encodable) -> [UInt8] {

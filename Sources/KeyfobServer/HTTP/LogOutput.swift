@@ -188,7 +188,10 @@ public struct LineLogHandler: LogHandler {
 public enum LogText {
     public static func escaped(_ text: String) -> String {
         // Nearly every value is plain: one pass over the bytes decides.
-        guard text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7f || $0 == 0xc2 || $0 == 0xe2 }) else { return text }
+        func needsEscaping(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7f || byte == 0xc2 || byte == 0xe2 }
+        let plain = text.utf8.withContiguousStorageIfAvailable { bytes in !bytes.contains(where: needsEscaping) }
+            ?? !text.utf8.contains(where: needsEscaping)
+        guard !plain else { return text }
         var out = ""
         out.reserveCapacity(text.utf8.count + 8)
         for scalar in text.unicodeScalars {

@@ -10,10 +10,23 @@ final class KeyfobMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     /// The registry builds a name and sorts labels for every lookup; a request records three
     /// metrics or more, so the handles are kept here by their label values.
-    private let counters = Handles<[String], Counter>()
-    private let histograms = Handles<[String], DurationHistogram>()
+    // Handles found by typed keys: no array built per request or store call to find them.
+    private let eventCounters = Handles<LabelPair, Counter>()
+    private let signerCounters = Handles<SignerKey, Counter>()
+    private let storeHistograms = Handles<String, DurationHistogram>()
     private let requestCounters = Handles<RequestKey, Counter>()
     private let routeHistograms = Handles<String, DurationHistogram>()
+
+    private struct LabelPair: Hashable {
+        let name: String
+        let code: String?
+    }
+
+    private struct SignerKey: Hashable {
+        let method: String
+        let outcome: String
+        let code: String?
+    }
 
     private struct RequestKey: Hashable {
         let method: HTTPRequest.Method
@@ -45,7 +58,6 @@ final class KeyfobMetrics: Sendable {
                                       .milliseconds(500), .seconds(1), .seconds(5)]
 
     func request(method: HTTPRequest.Method, route: String, status: Int, duration: Duration) {
-        // Typed keys: no array or string built per request to find the handles.
         requestCounters.get(RequestKey(method: method, route: route, status: status)) {
             registry.makeCounter(descriptor: Self.requests,
                                  labels: [("method", method.rawValue), ("route", route), ("status", String(status))])
@@ -56,13 +68,13 @@ final class KeyfobMetrics: Sendable {
     }
 
     func event(_ name: String, code: String?) {
-        counters.get(["e", name, code ?? ""]) {
+        eventCounters.get(LabelPair(name: name, code: code)) {
             registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")])
         }.increment()
     }
 
     func signer(method: String, outcome: String, code: String?) {
-        counters.get(["s", method, outcome, code ?? ""]) {
+        signerCounters.get(SignerKey(method: method, outcome: outcome, code: code)) {
             registry.makeCounter(descriptor: Self.signerOperations, labels: [("method", method), ("outcome", outcome), ("code", code ?? "")])
         }.increment()
     }
@@ -71,7 +83,7 @@ final class KeyfobMetrics: Sendable {
     func store<T>(_ operation: String, _ body: () async throws -> T) async rethrows -> T {
         let start = ContinuousClock.now
         defer {
-            histograms.get(["s", operation]) {
+            storeHistograms.get(operation) {
                 registry.makeDurationHistogram(descriptor: Self.storeDuration, labels: [("operation", operation)], buckets: Self.buckets)
             }.record(ContinuousClock.now - start)
         }
