@@ -7,7 +7,8 @@ extension Request {
     /// The body, refused with `payload_too_large` before it is read whole when it is
     /// (or declares itself) larger than `limit`.
     func bodyBytes(limit: Int) async throws -> [UInt8] {
-        if let declared = headers[.contentLength].flatMap(Int.init), declared > limit {
+        // One pass over the fields: a lookup by name would build the request's header index.
+        if let declared = headers.first(where: { $0.name == .contentLength }).flatMap({ Int($0.value) }), declared > limit {
             throw APIError("payload_too_large", "request body is over \(limit) bytes", status: .contentTooLarge)
         }
         do {
