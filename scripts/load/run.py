@@ -17,6 +17,9 @@ FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
 each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted).
 
+Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
+starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
+
 What each of Keyfob's layers costs a request: SYSTEMS=floor,keyfob,keyfob-without:log,...,floor
 measures the trivial requests of Keyfob started with the hidden `--bench-without LAYER` (log,
 metrics, headers, files, guard; several joined by "+"); the table's CPU column is the server's own
@@ -26,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -102,8 +106,8 @@ def peak_rss_mb(pid):
 class System:
     """One server this invocation starts, measures and stops."""
 
-    def __init__(self, name, folder, without=""):
-        self.name, self.folder, self.port, self.without = name, folder, PORTS[name], without
+    def __init__(self, name, folder, without="", database=None):
+        self.name, self.folder, self.port, self.without, self.database = name, folder, PORTS[name], without, database
         self.url = f"http://127.0.0.1:{self.port}"
         self.origin = f"http://localhost:{self.port}"
         self.process = None
@@ -113,7 +117,8 @@ class System:
         data = os.path.join(self.folder, "data")
         os.makedirs(data, exist_ok=True)
         if self.name == "keyfob":
-            database = ["--database", os.environ["DATABASE"]] if os.environ.get("DATABASE") else []
+            url = self.database or os.environ.get("DATABASE")
+            database = ["--database", url] if url else []
             return [KEYFOB, "serve", "--port", str(self.port), "--data-dir", data, *database,
                     "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
                     "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
@@ -223,6 +228,17 @@ def measure(system, results, key):
                   + ("  (used up its logins: raise LOGINS)" if figure["short"] else ""), flush=True)
 
 
+def start_postgres():
+    """A throwaway cluster with fsync on (the durability of SQLite's synchronous=NORMAL: see BENCHMARKS.md)."""
+    folder = os.path.join(OUT, "postgres")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "start", folder, str(port)],
+                   env={**os.environ, "POSTGRES_FSYNC": "on"}, check=True)
+    return folder, port
+
+
 def build_go_peer():
     target = os.path.join(OUT, "peer-go")
     env = {**os.environ, "GO111MODULE": "off", "GOPATH": "/usr/share/gocode", "GOCACHE": os.path.join(OUT, "go-cache")}
@@ -284,8 +300,16 @@ def ratios(results, keys):
                 value = a["rps"] / b["rps"]
                 verdict = "" if target is None else (" (met)" if value >= target else " (missed)")
                 parts.append(f"{k}: {value:.2f}×{verdict}")
+        if not parts:
+            parts.append("Keyfob not measured in this run, no ratio")
         goal = "" if target is None else f" — target ≥ {target}×"
         lines.append(f"- {label}{goal}: " + "; ".join(parts))
+    if ("Keyfob on postgres", LOGIN) in results:
+        pg = results[("Keyfob on postgres", LOGIN)]
+        for k in keyfob_keys:
+            if (k, LOGIN) in results:
+                lines.append(f"- logins, Keyfob on PostgreSQL / {k} on SQLite — target ≥ 0.5×: "
+                             f"{pg['rps'] / results[(k, LOGIN)]['rps']:.2f}×")
     for k in keyfob_keys:
         for run, limit in ((LOGIN, 25), (LOGIN_256, 100)):
             f = results.get((k, run))
@@ -298,7 +322,7 @@ def ratios(results, keys):
 
 
 def main():
-    names = {entry.partition("-without:")[0] for entry in SYSTEMS}
+    names = {entry.partition("-without:")[0].partition("-on:")[0] for entry in SYSTEMS}
     for tool in ("wrk",) + (("go",) if "go" in names else ()):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
@@ -313,11 +337,18 @@ def main():
     print(f"== {started}: {', '.join(SYSTEMS)}; each run {SECONDS_EACH} s, {CONNECTIONS} connections "
           f"(and 256), 2 wrk threads on the same machine ==", flush=True)
     results, keys, seen = {}, [], {}
+    cluster = None
     for entry in SYSTEMS:
         name, _, without = entry.partition("-without:")
+        name, _, on = name.partition("-on:")
         seen[entry] = seen.get(entry, 0) + 1
-        key = LABELS[name] + (f" without {without}" if without else "") + (" (again)" if seen[entry] > 1 else "")
-        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-')}-{seen[entry]}"), without)
+        key = LABELS[name] + (f" on {on}" if on else "") + (f" without {without}" if without else "") \
+            + (" (again)" if seen[entry] > 1 else "")
+        database = None
+        if on == "postgres":
+            cluster = cluster or start_postgres()
+            database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}"
+        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-')}-{seen[entry]}"), without, database)
         try:
             system.start()
             if name == "keyfob" and int(os.environ.get("CREDENTIALS", "0")) > 0:
@@ -326,9 +357,15 @@ def main():
                                 os.environ["CREDENTIALS"]], check=True)
                 system.start()
             measure(system, results, key)
+        except BaseException:
+            if cluster:
+                subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "stop", cluster[0]], check=False)
+            raise
         finally:
             system.stop()
         keys.append(key)
+    if cluster:
+        subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "stop", cluster[0]], check=False)
     report = [f"Same-run table, {started}, {os.cpu_count()} cores, {SECONDS_EACH} s per run, "
               f"{USERS} accounts, {CONNECTIONS} connections unless named:", ""]
     report += table(results, keys) + ["", "Ratios (both sides from this invocation):"] + ratios(results, keys)
