@@ -86,29 +86,28 @@ struct EventLog: Sendable {
     var metrics: KeyfobMetrics? = nil
     var feed: ActivityFeed? = nil
     var now: @Sendable () -> Date = { Date() }
-    private var lines: LineLogHandler? { LineLogHandler.direct(for: logger) }
+    /// The logger's line handler when lines can go straight into it, found once.
+    private let lines: LineLogHandler?
+
+    init(logger: Logger, metrics: KeyfobMetrics? = nil, feed: ActivityFeed? = nil, now: @escaping @Sendable () -> Date = { Date() }) {
+        self.logger = logger
+        self.metrics = metrics
+        self.feed = feed
+        self.now = now
+        lines = LineLogHandler.direct(for: logger)
+    }
 
     func record(_ kind: Kind, ip: String? = nil, username: String?, code: String? = nil, detail: String? = nil) {
         metrics?.event(kind.rawValue, code: code)
         let category = kind == .signedOut || kind == .credentialRemoved ? "session" : "ceremony"
         feed?.publish(Activity(time: now(), category: category, event: kind.rawValue, user: username, client: nil, method: nil,
                                kind: nil, outcome: code == nil ? "ok" : "failed", code: code, ip: ip))
-        if let lines {
-            // The keys in the order LineLogHandler sorts them, without a metadata dictionary.
-            lines.write(level: code == nil ? .info : .notice, source: "KeyfobServer", message: kind.rawValue) { line in
-                if let code { line.field("code", code) }
-                if let detail { line.field("detail", detail) }
-                line.field("event", kind.rawValue)
-                if let ip { line.field("ip", ip) }
-                if let username { line.field("user", username) }
-            }
-            return
+        logger.log(code == nil ? .info : .notice, kind.rawValue, direct: lines) { fields in
+            if let code { fields.add("code", code) }
+            if let detail { fields.add("detail", detail) }
+            fields.add("event", kind.rawValue)
+            if let ip { fields.add("ip", ip) }
+            if let username { fields.add("user", username) }
         }
-        var metadata: Logger.Metadata = ["event": "\(kind.rawValue)"]
-        if let username { metadata["user"] = "\(username)" }
-        if let ip { metadata["ip"] = "\(ip)" }
-        if let code { metadata["code"] = "\(code)" }
-        if let detail { metadata["detail"] = "\(detail)" }
-        logger.log(level: code == nil ? .info : .notice, "\(kind.rawValue)", metadata: metadata)
     }
 }

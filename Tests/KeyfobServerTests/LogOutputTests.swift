@@ -56,11 +56,11 @@ import Testing
         let logger = Logger(label: "keyfob") { _ in handler }
         logger.info("request", metadata: ["status": "200", "route": "/x", "ip": "10.0.0.1\nforged=1", "method": "GET"],
                     source: "KeyfobServer")
-        handler.write(level: .info, source: "KeyfobServer", message: "request") { line in
-            line.field("ip", "10.0.0.1\nforged=1")
-            line.field("method", "GET")
-            line.field("route", "/x")
-            line.field("status", "200")
+        handler.write(level: .info, source: "KeyfobServer", message: "request") { fields in
+            fields.add("ip", "10.0.0.1\nforged=1")
+            fields.add("method", "GET")
+            fields.add("route", "/x")
+            fields.add("status", "200")
         }
         output.flush()
         let lines = readAvailable(readEnd).split(separator: "\n")

@@ -163,10 +163,11 @@ class System:
 def wrk(system, run, connections, path, env, limit=None):
     """One wrk run; returns the figures, or None when wrk printed no result."""
     pid = system.process.pid
+    file = os.path.join(system.folder, run.replace(" ", "_").replace(",", ""))
     perf = None
     if os.environ.get("PROFILE") and system.name == "keyfob":
         perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o",
-                                 os.path.join(system.folder, run.replace(" ", "_").replace(",", "") + ".perf.data"),
+                                 file + ".perf.data",
                                  "--", "sleep", str(SECONDS_EACH)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     before = cpu_ticks(pid)
     output = subprocess.run(["wrk", "-t2", f"-c{connections}", "--timeout", "10s", f"-d{SECONDS_EACH}s", "--latency", "-s",
@@ -175,7 +176,7 @@ def wrk(system, run, connections, path, env, limit=None):
     after = cpu_ticks(pid)
     if perf:
         perf.wait()
-    with open(os.path.join(system.folder, run.replace(" ", "_").replace(",", "") + ".wrk.txt"), "w") as f:
+    with open(file + ".wrk.txt", "w") as f:
         f.write(output)
     line = next((l for l in output.splitlines() if l.startswith("RESULT")), None)
     if line is None:

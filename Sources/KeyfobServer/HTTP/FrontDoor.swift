@@ -21,12 +21,11 @@ struct FrontDoorMiddleware: RouterMiddleware {
             response = page
         } else {
             do {
-                response = try await next(request, context)
-            } catch let error as HTTPResponseError where error.status == .notFound && files != nil {
                 do {
-                    response = try await files!.handle(request, context: context) { _, _ in throw error }
-                } catch {
-                    response = try ErrorReplies.response(to: error, request: request, context: context)
+                    response = try await next(request, context)
+                } catch let error as HTTPResponseError where error.status == .notFound {
+                    guard let files else { throw error }
+                    response = try await files.handle(request, context: context) { _, _ in throw error }
                 }
             } catch {
                 response = try ErrorReplies.response(to: error, request: request, context: context)

@@ -107,8 +107,8 @@ public struct LineLogHandler: LogHandler {
         var all = metadata
         if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
         if let explicit, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
-        write(level: level, source: source, message: message.description) { line in
-            for key in all.keys.sorted() { line.field(key, all[key]!.description) }
+        write(level: level, source: source, message: message.description) { fields in
+            for key in all.keys.sorted() { fields.add(key, all[key]!.description) }
         }
     }
 
@@ -122,41 +122,23 @@ public struct LineLogHandler: LogHandler {
 
     /// One line: the timestamp, level and label, the fields `fields` adds (in the order it adds
     /// them: sorted by key, as `log` sorts), the source and the message.
-    func write(level: Logger.Level, source: String, message: String, fields: (inout Line) -> Void) {
-        var line = Line()
+    func write(level: Logger.Level, source: String, message: String, fields: (inout LogFields) -> Void) {
+        var line = LogFields.Line()
         line.append(Timestamp.now())
         line.append(" ")
         line.append(level.rawValue)
         line.append(" ")
         line.append(label)
         line.append(" :")
-        fields(&line)
+        var added = LogFields(line: line)
+        fields(&added)
+        line = added.line!
         line.append(" [")
         line.append(source)
         line.append("] ")
         line.append(LogText.escaped(message))
         line.append("\n")
         output.append(line.bytes, urgent: level >= .error)
-    }
-
-    /// The bytes of one line as they are built.
-    struct Line {
-        var bytes: [UInt8]
-
-        init() {
-            bytes = []
-            bytes.reserveCapacity(256)
-        }
-
-        mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
-
-        /// ` key=value`, the value escaped.
-        mutating func field(_ key: String, _ value: String) {
-            bytes.append(0x20)
-            append(key)
-            bytes.append(0x3D)
-            append(LogText.escaped(value))
-        }
     }
 
     /// `2026-11-23T21:00:00+0000`, recomputed when the second changes.
@@ -185,6 +167,53 @@ public struct LineLogHandler: LogHandler {
 /// A log value made safe for a one-line-per-entry log: control characters (a newline that would
 /// start a forged line, an escape sequence for a terminal, C1 and the Unicode line separators)
 /// are written as `\n`, `\r`, `\t` or `\u{…}`. Values come from relays, clients and errors.
+/// The fields of one log line, added in key order: bytes of the line when it is written straight
+/// into a `LineLogHandler`'s buffer, else the metadata of an ordinary `Logger` call.
+struct LogFields {
+    fileprivate var line: Line?
+    fileprivate var metadata: Logger.Metadata = [:]
+
+    /// ` key=value`, the value escaped (or the metadata entry).
+    mutating func add(_ key: String, _ value: String) {
+        if line == nil { metadata[key] = .string(value) } else { line?.field(key, value) }
+    }
+
+    /// The bytes of one line as they are built.
+    struct Line {
+        var bytes: [UInt8]
+
+        init() {
+            bytes = []
+            bytes.reserveCapacity(256)
+        }
+
+        mutating func append(_ text: String) { bytes.append(contentsOf: text.utf8) }
+
+        mutating func field(_ key: String, _ value: String) {
+            bytes.append(0x20)
+            append(key)
+            bytes.append(0x3D)
+            append(LogText.escaped(value))
+        }
+    }
+}
+
+extension Logger {
+    /// One line at `level` with the fields `fields` adds (in key order): straight into `direct`'s
+    /// buffer when there is one (`LineLogHandler.direct(for:)`, found once by the caller), else
+    /// through this logger with the fields as metadata. The text is the same either way.
+    func log(_ level: Level, _ message: String, direct: LineLogHandler?, source: String = "KeyfobServer",
+             fields: (inout LogFields) -> Void) {
+        if let direct {
+            direct.write(level: level, source: source, message: message, fields: fields)
+            return
+        }
+        var collected = LogFields()
+        fields(&collected)
+        log(level: level, "\(message)", metadata: collected.metadata, source: source)
+    }
+}
+
 public enum LogText {
     public static func escaped(_ text: String) -> String {
         // Nearly every value is plain: one pass over the bytes decides.

@@ -9,8 +9,8 @@ import Prometheus
 final class KeyfobMetrics: Sendable {
     let registry = PrometheusCollectorRegistry()
     /// The registry builds a name and sorts labels for every lookup; a request records three
-    /// metrics or more, so the handles are kept here by their label values.
-    // Handles found by typed keys: no array built per request or store call to find them.
+    /// metrics or more, so the handles are kept here, found by typed keys of their label values
+    /// (no array built per request or store call to find them).
     private let eventCounters = Handles<LabelPair, Counter>()
     private let signerCounters = Handles<SignerKey, Counter>()
     private let storeHistograms = Handles<String, DurationHistogram>()
@@ -67,6 +67,7 @@ final class KeyfobMetrics: Sendable {
         }.record(duration)
     }
 
+    /// A ceremony or session event (`registration.verified`, `authentication.failed`, …) and its code.
     func event(_ name: String, code: String?) {
         eventCounters.get(LabelPair(name: name, code: code)) {
             registry.makeCounter(descriptor: Self.events, labels: [("event", name), ("code", code ?? "")])
@@ -96,7 +97,7 @@ final class KeyfobMetrics: Sendable {
     }
 }
 
-/// Metric handles by their label values (the first element names the metric). Label values come
+/// Metric handles by their label values, one table per metric. Label values come
 /// from route patterns, codes and method names, never from raw input, so the set stays small.
 private final class Handles<Key: Hashable, Handle>: @unchecked Sendable {
     private let lock = NSLock()

@@ -25,23 +25,13 @@ struct RequestLog: Sendable {
         let tenths = elapsed.components.seconds * 10_000 + elapsed.components.attoseconds / 100_000_000_000_000
         let route = context.endpointPath ?? "static"
         metrics?.request(method: request.method, route: route, status: response.status.code, duration: elapsed)
-        if let lines {
-            // The keys in the order LineLogHandler sorts them.
-            lines.write(level: .info, source: "KeyfobServer", message: "request") { line in
-                line.field("ip", addresses.resolve(request, peer: context.remoteAddress))
-                line.field("method", request.method.rawValue)
-                line.field("ms", "\(tenths / 10).\(tenths % 10)")
-                line.field("request", context.logger[metadataKey: "hb.request.id"]?.description ?? "-")
-                line.field("route", route)
-                line.field("status", String(response.status.code))
-            }
-            return
+        logger.log(.info, "request", direct: lines) { fields in
+            fields.add("ip", addresses.resolve(request, peer: context.remoteAddress))
+            fields.add("method", request.method.rawValue)
+            fields.add("ms", "\(tenths / 10).\(tenths % 10)")
+            fields.add("request", context.logger[metadataKey: "hb.request.id"]?.description ?? "-")
+            fields.add("route", route)
+            fields.add("status", String(response.status.code))
         }
-        logger.info("request", metadata: [
-            "method": "\(request.method.rawValue)", "route": "\(context.endpointPath ?? "static")",
-            "status": "\(response.status.code)", "ms": "\(tenths / 10).\(tenths % 10)",
-            "ip": "\(addresses.resolve(request, peer: context.remoteAddress))",
-            "request": "\(context.logger[metadataKey: "hb.request.id"]?.description ?? "-")",
-        ])
     }
 }
