@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos
+.PHONY: serve test test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -24,6 +24,12 @@ test-browser:
 	@scripts/install-deps.sh --test
 	swift build --product keyfob
 	scripts/postgres.sh run scripts/python -m pytest Tests/e2e -q
+
+## Rewrite the generated parts of the docs (the settings table of docs/configuration.md) from the
+## code; a Swift test fails while they are out of date.
+docs:
+	swift build --build-tests
+	KEYFOB_UPDATE_DOCS=1 swift test --skip-build --filter SettingsTests/theConfigurationDocIsCurrent
 
 ## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
 ## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.

@@ -35,9 +35,13 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CMalloc"),
 
+        // The one crypto layer over OpenSSL: digests, HMAC, HKDF, scrypt, AES-GCM/CBC, ChaCha20(-Poly1305),
+        // randomness, wiping, and SecretBytes. Everything above calls these, never OpenSSL's symmetric API.
+        .target(name: "KeyfobCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+
         // Pure cores: no HTTP, no database.
-        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL"], swiftSettings: strict),
-        .target(name: "Nostr", dependencies: ["CSecp256k1", "COpenSSL", "CZlib"], swiftSettings: strict),
+        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL", "KeyfobCrypto"], swiftSettings: strict),
+        .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
 
         // Persistence behind protocols.
         .target(name: "KeyfobStore", dependencies: ["CSQLite", .product(name: "HeapModule", package: "swift-collections")],
@@ -53,7 +57,7 @@ let package = Package(
         .target(
             name: "KeyfobServer",
             dependencies: [
-                "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "COpenSSL",
+                "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "KeyfobCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -73,7 +77,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "keyfob",
-            dependencies: ["KeyfobServer", "KeyfobStore", "WebAuthn", "CMalloc", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            dependencies: ["KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCrypto", "CMalloc", .product(name: "ArgumentParser", package: "swift-argument-parser"),
                            .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
                            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
             swiftSettings: strict),
@@ -90,18 +94,19 @@ let package = Package(
         .executableTarget(name: "NostrFuzz", dependencies: ["Nostr"], swiftSettings: strict),
 
         // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
-        .target(name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "COpenSSL"],
+        .target(name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "KeyfobCrypto", "COpenSSL"],
                 path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
         // Generic helpers the robustness tests share.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
+        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
                     swiftSettings: strict),
-        .testTarget(name: "NostrTests", dependencies: ["Nostr", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
+        .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

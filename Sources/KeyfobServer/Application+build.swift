@@ -249,7 +249,7 @@ public func buildRouter(
     router.get("/metrics") { request, context -> Response in
         guard let peer = context.remoteAddress?.ipAddress, scrapers.contains(peer),
               !forwarding.contains(where: { request.headers[$0] != nil }) else {
-            throw APIError("unauthorized", "metrics are served to the operator's scraper only (--metrics-from)", status: .forbidden)
+            throw KeyfobError(.unauthorized, "metrics are served to the operator's scraper only (--metrics-from)", status: .forbidden)
         }
         return metrics.exposition()
     }

@@ -143,42 +143,20 @@ public struct ServerConfiguration: Sendable {
                 (set --rp-id to the registrable domain, or fix --origin)
                 """)
         }
-        guard (1...65535).contains(port) else { throw Invalid(description: "--port \(port) must be between 1 and 65535") }
-        if let nip46Port {
-            guard (0...65535).contains(nip46Port), nip46Port != port else {
-                throw Invalid(description: "--nip46-port \(nip46Port) must be between 1 and 65535 and not --port (0 turns the relay off)")
-            }
+        // Each setting's own rule is declared with it (Setting+all.swift); the rules between settings follow.
+        for setting in Setting.all { try setting.check(self) }
+        if let nip46Port, nip46Port == port {
+            throw Invalid(description: "--nip46-port \(nip46Port) must not be --port (0 turns the relay off)")
         }
-        guard challengeTimeout >= 10, challengeTimeout <= 600 else {
-            throw Invalid(description: "--challenge-timeout \(challengeTimeout) must be between 10 and 600 seconds")
-        }
-        guard sessionTTL >= 60 else { throw Invalid(description: "--session-ttl must be at least 60 seconds") }
-        guard signerUnlockTTL >= 0, signerUnlockTTL <= sessionTTL else {
+        guard signerUnlockTTL <= sessionTTL else {
             throw Invalid(description: "--signer-unlock-ttl must be between 0 and --session-ttl")
         }
-        guard ipRate >= 1, ipBurst >= 1, signUpsPerHour >= 1, signUpBurst >= 1, maxChallengesPerIP >= 1 else {
-            throw Invalid(description: "--ip-rate, --ip-burst, --signups-per-hour, --signup-burst and --max-challenges-per-ip must be at least 1")
-        }
-        guard (16...128).contains(ipv6Prefix) else { throw Invalid(description: "--ipv6-prefix must be between 16 and 128") }
-        guard maxLiveChallenges >= 1 else { throw Invalid(description: "--max-live-challenges must be at least 1") }
-        guard (1...600).contains(headerTimeout), (1...600).contains(bodyTimeout) else {
-            throw Invalid(description: "--header-timeout and --body-timeout must be between 1 and 600 seconds")
-        }
-        if let maxConnections, maxConnections < 1 { throw Invalid(description: "--max-connections must be at least 1") }
-        for origin in relatedOrigins {
-            guard let url = URL(string: origin), url.scheme == "https", url.host != nil, url.path.isEmpty else {
-                throw Invalid(description: "--related-origin \"\(origin)\" must be an https origin such as https://example.net")
-            }
-        }
-        for relay in relays {
-            guard let url = URL(string: relay), ["wss", "ws"].contains(url.scheme?.lowercased() ?? ""), url.host != nil else {
-                throw Invalid(description: "--relay \"\(relay)\" must be a relay URL such as wss://relay.example.com")
-            }
+        if !benchWithout.isEmpty && !benchEcho {
+            throw Invalid(description: "--bench-without is for the load harness: it needs --bench-echo")
         }
         if androidPackage != nil && androidCertFingerprints.isEmpty {
             throw Invalid(description: "--android-package needs --android-cert-fingerprint (the app's signing certificate SHA-256, AA:BB:…)")
         }
-        guard signRate >= 1 else { throw Invalid(description: "--sign-rate must be at least 1 operation a minute") }
         if let masterKey, masterKey.count != KeyVault.masterKeyLength {
             throw Invalid(description: "the master key must be 32 bytes (KEYFOB_MASTER_KEY is their base64)")
         }

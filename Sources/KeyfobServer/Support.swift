@@ -40,7 +40,7 @@ extension KeyfobStore {
             try await updateSignCount(credentialID: record.id, expectedSignCount: record.signCount,
                                       newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: date)
         } catch StoreError.conflict {
-            throw APIError("counter_regression", "this passkey was used at the same moment elsewhere; try again", status: .conflict)
+            throw KeyfobError(.counterRegression, "this passkey was used at the same moment elsewhere; try again", status: .conflict)
         }
     }
 }
@@ -57,7 +57,7 @@ extension KeyfobStore {
             verified = try relyingParty.verifyAuthentication(assertion, challenge: challenge,
                                                              stored: try keys.stored(record, userID: record.userID),
                                                              requireUserVerification: true)
-        } catch { throw APIError(error) }
+        } catch { throw KeyfobError(error) }
         try await advanceSignCount(of: record, after: verified, at: date)
         return verified
     }
@@ -97,7 +97,8 @@ struct EventLog: Sendable {
         lines = LineLogHandler.direct(for: logger)
     }
 
-    func record(_ kind: Kind, ip: String? = nil, username: String?, code: String? = nil, detail: String? = nil) {
+    func record(_ kind: Kind, ip: String? = nil, username: String?, code errorCode: ErrorCode? = nil, detail: String? = nil) {
+        let code = errorCode?.rawValue
         metrics?.event(kind.rawValue, code: code)
         let category = kind == .signedOut || kind == .credentialRemoved ? "session" : "ceremony"
         feed?.publish(Activity(time: now(), category: category, event: kind.rawValue, user: username, client: nil, method: nil,

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 
 /// An event before it is signed: what a client asks the signer to sign.
 /// Any `id` or `pubkey` a client sends is ignored; the signer sets both.
@@ -17,7 +18,7 @@ public struct UnsignedEvent: Sendable, Equatable {
 
     /// The event id for this author: SHA-256 of the canonical serialization.
     public func id(pubkey: PublicKey) -> [UInt8] {
-        Symmetric.sha256(Event.serialize(pubkey: pubkey.hex, createdAt: createdAt, kind: kind, tags: tags, content: content))
+        sha256(Event.serialize(pubkey: pubkey.hex, createdAt: createdAt, kind: kind, tags: tags, content: content))
     }
 
     /// Signs with `key`: computes the id, then a BIP-340 signature over it.

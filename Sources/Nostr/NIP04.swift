@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 
 /// NIP-04 encrypted direct messages: AES-256-CBC under the unhashed x coordinate of
 /// ECDH, written `base64(ciphertext)?iv=base64(iv)`. Deprecated by NIP-44, still widely used.
@@ -10,7 +11,7 @@ public enum NIP04 {
         var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
         let iv = iv ?? randomBytes(16)
-        guard let ciphertext = Symmetric.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(plaintext.utf8)) else {
+        guard let ciphertext = Cipher.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(plaintext.utf8)) else {
             throw .init(.internalError, "NIP-04 encryption failed")
         }
         return Data(ciphertext).base64EncodedString() + "?iv=" + Data(iv).base64EncodedString()
@@ -30,7 +31,7 @@ public enum NIP04 {
     static func decrypt(ciphertext: [UInt8], iv: [UInt8], with key: SecretKey, from peer: PublicKey) throws(NostrError) -> String {
         var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
-        guard var plaintext = Symmetric.aes256CBC(encrypt: false, key: shared, iv: iv, input: ciphertext) else {
+        guard var plaintext = Cipher.aes256CBC(encrypt: false, key: shared, iv: iv, input: ciphertext) else {
             throw .decrypt("NIP-04 decryption failed (wrong key or corrupted payload)")
         }
         defer { wipe(&plaintext) }

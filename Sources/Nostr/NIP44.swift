@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 
 /// NIP-44 version 2: secp256k1 ECDH, HKDF, padding, ChaCha20, HMAC-SHA256.
 ///
@@ -15,12 +16,12 @@ public enum NIP44 {
     public static func conversationKey(_ key: SecretKey, _ peer: PublicKey) throws(NostrError) -> [UInt8] {
         var shared = try key.sharedX(with: peer)
         defer { wipe(&shared) }
-        return Symmetric.hkdfExtract(salt: salt, ikm: shared)
+        return HKDF.extract(salt: salt, ikm: shared)
     }
 
     /// chacha key, chacha nonce, hmac key from HKDF-expand(conversation key, nonce, 76).
     static func messageKeys(_ conversationKey: [UInt8], nonce: [UInt8]) -> (chachaKey: [UInt8], chachaNonce: [UInt8], hmacKey: [UInt8]) {
-        var keys = Symmetric.hkdfExpand(prk: conversationKey, info: nonce, length: 76)
+        var keys = HKDF.expand(prk: conversationKey, info: nonce, length: 76)
         defer { wipe(&keys) }
         return (Array(keys[0..<32]), Array(keys[32..<44]), Array(keys[44..<76]))
     }
@@ -76,10 +77,10 @@ public enum NIP44 {
         defer { wipe(&keys.chachaKey); wipe(&keys.hmacKey) }
         var padded = try pad(Array(plaintext.utf8), allowExtended: allowExtended)
         defer { wipe(&padded) }
-        guard let ciphertext = Symmetric.chacha20(key: keys.chachaKey, nonce: keys.chachaNonce, input: padded) else {
+        guard let ciphertext = Cipher.chacha20(key: keys.chachaKey, nonce: keys.chachaNonce, input: padded) else {
             throw .init(.internalError, "ChaCha20 failed")
         }
-        let mac = Symmetric.hmacSHA256(key: keys.hmacKey, nonce, ciphertext)
+        let mac = hmacSHA256(key: keys.hmacKey, nonce, ciphertext)
         return Data([version] + nonce + ciphertext + mac).base64EncodedString()
     }
 
@@ -104,10 +105,10 @@ public enum NIP44 {
         let mac = Array(bytes[(bytes.count - 32)...])
         var keys = messageKeys(conversationKey, nonce: nonce)
         defer { wipe(&keys.chachaKey); wipe(&keys.hmacKey) }
-        guard Symmetric.equal(Symmetric.hmacSHA256(key: keys.hmacKey, nonce, ciphertext), mac) else {
+        guard constantTimeEqual(hmacSHA256(key: keys.hmacKey, nonce, ciphertext), mac) else {
             throw .decrypt("NIP-44 MAC does not verify (wrong key or corrupted payload)")
         }
-        guard var padded = Symmetric.chacha20(key: keys.chachaKey, nonce: keys.chachaNonce, input: ciphertext) else {
+        guard var padded = Cipher.chacha20(key: keys.chachaKey, nonce: keys.chachaNonce, input: ciphertext) else {
             throw .decrypt("ChaCha20 failed")
         }
         defer { wipe(&padded) }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 
 /// NIP-49 `ncryptsec`: a secret key encrypted under a password (scrypt + XChaCha20-Poly1305).
 public enum NIP49 {
@@ -17,12 +18,12 @@ public enum NIP49 {
         let salt = randomBytes(16), nonce = randomBytes(24)
         var pw = normalize(password)
         defer { wipe(&pw) }
-        guard var symmetric = Symmetric.scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
+        guard var symmetric = scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
             throw .init(.internalError, "scrypt failed")
         }
         defer { wipe(&symmetric) }
         let sealed = key.withUnsafeSecretBytes {
-            xchacha20Poly1305(encrypt: true, key: symmetric, nonce24: nonce, aad: [security.rawValue], input: $0)
+            Cipher.xchacha20Poly1305(encrypt: true, key: symmetric, nonce24: nonce, aad: [security.rawValue], input: $0)
         }
         guard let sealed else { throw .init(.internalError, "XChaCha20-Poly1305 failed") }
         return Bech32.encode(hrp: "ncryptsec", data: [0x02, logN] + salt + nonce + [security.rawValue] + sealed)
@@ -45,11 +46,11 @@ public enum NIP49 {
         let salt = Array(data[2..<18]), nonce = Array(data[18..<42]), security = data[42]
         var pw = normalize(password)
         defer { wipe(&pw) }
-        guard var symmetric = Symmetric.scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
+        guard var symmetric = scrypt(password: pw, salt: salt, logN: logN, length: 32) else {
             throw .init(.internalError, "scrypt failed")
         }
         defer { wipe(&symmetric) }
-        guard var secret = xchacha20Poly1305(encrypt: false, key: symmetric, nonce24: nonce, aad: [security],
+        guard var secret = Cipher.xchacha20Poly1305(encrypt: false, key: symmetric, nonce24: nonce, aad: [security],
                                              input: Array(data[43...])), secret.count == 32 else {
             throw .decrypt("wrong password or corrupted ncryptsec")
         }

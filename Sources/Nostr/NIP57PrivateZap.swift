@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 
 /// Private zaps (kind 9734 with an `anon` tag), the way Damus and Amethyst make them:
 /// the real kind-9733 zap note, NIP-04-encrypted (AES-256-CBC, ECDH x) between an
@@ -17,7 +18,7 @@ public enum PrivateZap {
         }
         preimage += Array(targetID.utf8) + Array(String(createdAt).utf8)
         defer { wipe(&preimage) }
-        var digest = Symmetric.sha256(preimage)
+        var digest = sha256(preimage)
         defer { wipe(&digest) }
         return try SecretKey(bytes: digest)
     }
@@ -78,7 +79,7 @@ public enum PrivateZap {
         var shared = try ephemeral.sharedX(with: recipient)
         defer { wipe(&shared) }
         let iv = iv ?? randomBytes(16)
-        guard let ciphertext = Symmetric.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(note.json.utf8)) else {
+        guard let ciphertext = Cipher.aes256CBC(encrypt: true, key: shared, iv: iv, input: Array(note.json.utf8)) else {
             throw .init(.internalError, "AES failed")
         }
         return Bech32.encode(hrp: "pzap", data: ciphertext) + "_" + Bech32.encode(hrp: "iv", data: iv)

@@ -1,5 +1,5 @@
-import COpenSSL
 import CSecp256k1
+import KeyfobCrypto
 
 // The only file that calls libsecp256k1: keys, BIP-340 Schnorr signatures, x-only ECDH.
 
@@ -15,21 +15,6 @@ final class Secp256k1Context: @unchecked Sendable {
         _ = secp256k1_context_randomize(pointer, &seed)
         wipe(&seed)
     }
-}
-
-/// Overwrites secret bytes in a way the optimizer keeps.
-func wipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-}
-
-/// Bytes from OpenSSL's CSPRNG.
-func randomBytes(_ count: Int) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: count)
-    // kf_random_bytes falls back to getrandom(2), which needs no descriptor: running out of
-    // descriptors must not crash the server here (a trap is what a SIGILL under EMFILE was).
-    let ok = out.withUnsafeMutableBufferPointer { kf_random_bytes($0.baseAddress, count) }
-    precondition(ok == 1, "no random bytes from OpenSSL or getrandom(2)")
-    return out
 }
 
 /// An x-only public key (BIP-340): 32 bytes, a point on the curve with even y.
@@ -109,7 +94,7 @@ public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
 
     deinit {
         wipe(&storage)
-        withUnsafeMutableBytes(of: &keypair) { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        withUnsafeMutableBytes(of: &keypair) { wipe($0) }
     }
 
     public var description: String { "SecretKey(<redacted>)" }

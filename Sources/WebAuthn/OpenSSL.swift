@@ -40,18 +40,6 @@ public enum DigestAlgorithm: Sendable {
     }
 }
 
-/// SHA-256 of bytes, the hash WebAuthn uses for rpId and client data.
-@inline(__always)
-public func sha256<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: 32)
-    bytes.withUnsafeBytes { raw in
-        out.withUnsafeMutableBufferPointer { o in
-            _ = EVP_Digest(raw.baseAddress, raw.count, o.baseAddress, nil, EVP_sha256(), nil)
-        }
-    }
-    return out
-}
-
 /// Names OpenSSL reads by pointer until `OSSL_PARAM_BLD_to_param`: static storage only.
 private enum ParamKey {
     static let group: StaticString = "group"
@@ -316,14 +304,4 @@ func validateChain(_ chain: [Certificate], anchors: [Certificate], at time: Date
     let ok = X509_verify_cert(ctx)
     ERR_clear_error()
     return ok == 1
-}
-
-/// Fills `count` bytes from OpenSSL's CSPRNG.
-public func secureRandomBytes(_ count: Int) -> [UInt8] {
-    var out = [UInt8](repeating: 0, count: count)
-    // kf_random_bytes falls back to getrandom(2), which needs no descriptor: running out of
-    // descriptors must not crash the server here (a trap is what a SIGILL under EMFILE was).
-    let ok = out.withUnsafeMutableBufferPointer { kf_random_bytes($0.baseAddress, count) }
-    precondition(ok == 1, "no random bytes from OpenSSL or getrandom(2)")
-    return out
 }

@@ -1,3 +1,4 @@
+import KeyfobCrypto
 /// `PublicKeyCredentialCreationOptionsJSON` (WebAuthn Level 3 §5.4), base64url fields.
 public struct CreationOptions: Sendable, Codable, Equatable {
     public struct RP: Sendable, Codable, Equatable { public var name: String; public var id: String }
@@ -137,5 +138,5 @@ public struct ChallengeGenerator: Sendable {
     public var generate: @Sendable () -> [UInt8]
     public init(generate: @escaping @Sendable () -> [UInt8]) { self.generate = generate }
     /// 32 bytes from OpenSSL's CSPRNG (the spec asks for at least 16; we double it).
-    public static let live = ChallengeGenerator { secureRandomBytes(32) }
+    public static let live = ChallengeGenerator { randomBytes(32) }
 }

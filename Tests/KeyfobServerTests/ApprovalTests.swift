@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import KeyfobCrypto
 @testable import KeyfobServer
 import KeyfobStore
 import Nostr

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import KeyfobCrypto
 import KeyfobServer
 import Testing
 import TestSupport
@@ -64,7 +65,7 @@ import WebAuthnTestSupport
         try await harness.run { client in
             var rng = SplitMix(seed: 0x6874_7470_6675_7a7a)
             var (token, own) = try await client.newAccount("fuzzer")
-            own.prfSecret = secureRandomBytes(32)
+            own.prfSecret = randomBytes(32)
             var counts: [Int: Int] = [:]
             for round in 0..<1_500 {
                 // A fresh valid body for each round, so mutations start from something the server accepts.
@@ -84,7 +85,7 @@ import WebAuthnTestSupport
                     let options = try await client.authenticationOptions()
                     let challenge = Base64URL.decode(options["challenge"] as! String)!
                     let credential = authenticator.authenticate(authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
-                    body = ["cred": try jsonObject(credential), "prfOutput": Base64URL.encode(secureRandomBytes(32))]
+                    body = ["cred": try jsonObject(credential), "prfOutput": Base64URL.encode(randomBytes(32))]
                     endpoint = "/verify-authentication"
                 case 2 where round % 8 == 6:
                     // Sealing: an assertion (with a PRF output) from the account's own passkey.

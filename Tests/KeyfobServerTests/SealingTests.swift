@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import KeyfobCrypto
 @testable import KeyfobServer
 @testable import KeyfobStore
 import NIOConcurrencyHelpers
@@ -28,7 +29,7 @@ extension SoftwareAuthenticator {
     /// An authenticator with PRF (hmac-secret): a random per-credential secret.
     static func withPRF() -> SoftwareAuthenticator {
         var authenticator = SoftwareAuthenticator()
-        authenticator.prfSecret = secureRandomBytes(32)
+        authenticator.prfSecret = randomBytes(32)
         return authenticator
     }
 }
@@ -173,7 +174,7 @@ extension Client {
             let signed = try await client.signNote(token)
             #expect(try signed.status == .ok && verifySignedEvent(signed["event"] as! [String: Any]))
             // Without a session, nothing opens it.
-            await #expect(throws: APIError.self) {
+            await #expect(throws: KeyfobError.self) {
                 try await KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
                     .withSecretKey(of: userID, unlock: nil) { $0.publicKey }
             }
@@ -328,8 +329,8 @@ extension Client {
         do {
             _ = try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey }
             Issue.record("a sealed key opened without a session")
-        } catch let error as APIError {
-            #expect(error.code == "signer_locked")
+        } catch let error as KeyfobError {
+            #expect(error.code == .signerLocked)
         }
         // Not with a stored session either: the token that opens its copy is stored only as a hash.
         let sessions = try connection.query("SELECT token_hash, data_key FROM sessions WHERE data_key IS NOT NULL")
@@ -428,7 +429,7 @@ extension Client {
             // Same credential, another authenticator's PRF secret (what a wrong credential's output is).
             let signIn = try #require(try await client.signIn(&sealing)["token"] as? String)
             var confused = sealing
-            confused.prfSecret = secureRandomBytes(32)
+            confused.prfSecret = randomBytes(32)
             let wrong = try await client.unlock(&confused, token: signIn)
             #expect(wrong.status == .forbidden && wrong.error == "signer_locked")
             sealing.signCount = confused.signCount
@@ -486,7 +487,7 @@ extension Client {
     @Test func rotationImportAndExportKeepASealedKeySealed() async throws {
         let harness = try Harness()
         let imported = SecretKey.generate()
-        let prfSecret = secureRandomBytes(32)
+        let prfSecret = randomBytes(32)
         try await harness.run { client in
             var passkey = SoftwareAuthenticator()
             passkey.prfSecret = prfSecret
@@ -500,7 +501,7 @@ extension Client {
         }
         let userID = try await harness.store.user(named: "alice")!.id
         #expect(try await harness.store.nostrKey(ofUser: userID)!.passkeySealed)
-        let next = try KeyVault(masterKey: secureRandomBytes(32))
+        let next = try KeyVault(masterKey: randomBytes(32))
         #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 1)
         let rotated = try await harness.store.nostrKey(ofUser: userID)!
         #expect(rotated.passkeySealed && rotated.pubkey == imported.publicKey.hex)
@@ -513,7 +514,7 @@ extension Client {
         let dataKey = try #require(PasskeySeal.unwrapBytes(wrap.wrapped, prfOutput: output, userID: userID, credentialID: wrap.credentialID))
         let custody = KeyCustody(store: harness.store, vault: next, now: { harness.clock.now })
         #expect(try custody.open(rotated, dataKey: SecretBytes(copying: dataKey)).publicKey == imported.publicKey)
-        await #expect(throws: APIError.self) { try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey } }
+        await #expect(throws: KeyfobError.self) { try await custody.withSecretKey(of: userID, unlock: nil) { $0.publicKey } }
     }
 
     /// Redirect flows for a sealed account: a session that cannot open the key is sent to the
@@ -627,7 +628,7 @@ final class NIOLockedBox: @unchecked Sendable {
             #expect(try await before.reply(to: before.send("ping", []), wait: 0.3) == nil)
             // The master key alone does not open the new signer key.
             let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
-            #expect(throws: APIError.self) { try custody.openSigner(signer) }
+            #expect(throws: KeyfobError.self) { try custody.openSigner(signer) }
             if let outer = harness.vault.open(nonce: signer.nonce, sealed: signer.sealed, for: .bunkerKeys,
                                               context: KeyCustody.signerContext(userID, passkeySealed: true)) {
                 #expect((try? SecretKey(bytes: outer))?.publicKey.hex != signer.pubkey)

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 @testable import KeyfobServer
 import Testing
 import WebAuthn
@@ -18,8 +19,8 @@ import WebAuthn
         configuration.requireUserVerification = !preferred
         let template = try #require(SignInOptionsTemplate { answer(configuration, challenge: $0, key: $1) })
         for _ in 0..<50 {
-            let challenge = secureRandomBytes(32)
-            let key = Base64URL.encode(secureRandomBytes(11))
+            let challenge = randomBytes(32)
+            let key = Base64URL.encode(randomBytes(11))
             let spliced = template.body(challenge: challenge, key: key)
             #expect(Array(spliced.readableBytesView) == answer(configuration, challenge: challenge, key: key))
         }

@@ -1,10 +1,11 @@
 import COpenSSL
 import Foundation
 import HTTPTypes
+import KeyfobCrypto
 @testable import KeyfobServer
 import KeyfobStore
-import Nostr
 import Logging
+import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
@@ -146,7 +147,7 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
                     #expect(result["sig"] as? String == expected["sig"] as? String)
                 }
                 // A third key cannot.
-                _ = try await client.importKey(["secret": Hex.encode(secureRandomBytes(31) + [1])], token: token, by: &owner)
+                _ = try await client.importKey(["secret": Hex.encode(randomBytes(31) + [1])], token: token, by: &owner)
                 let denied = try await client.signer("decrypt_zap_event", ["event": vector["zap_request"]!], token: token)
                 #expect(denied.status == .badRequest && denied.error == "decrypt_failed")
             }
@@ -317,7 +318,7 @@ func vectorsURL(_ name: String) -> URL {
         let harness = try Harness()
         let t0 = harness.clock.now
         let user = UserRecord(id: "old-user", username: "oldtimer", isAnonymous: false, createdAt: t0)
-        let token = secureRandomBytes(32)
+        let token = randomBytes(32)
         try await harness.store.completeRegistration(
             user: user, createUser: true, nostrKey: nil,
             credential: CredentialRecord(id: [9, 9], userID: user.id, publicKey: [1], algorithm: -7, signCount: 0, transports: [],
@@ -361,15 +362,15 @@ func vectorsURL(_ name: String) -> URL {
         #expect(publicFound)
 
         // Same database, another master key: start-up refuses it, and a router given it anyway cannot sign.
-        let stranger = try KeyVault(masterKey: secureRandomBytes(32))
+        let stranger = try KeyVault(masterKey: randomBytes(32))
         try await KeyCustody.checkMasterKey(harness.vault, store: harness.store)  // what start-up records
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(stranger, store: harness.store) }
         let custody = KeyCustody(store: harness.store, vault: stranger, now: { Date() })
         do {
             _ = try await custody.withSecretKey(of: harness.store.user(named: "alice")!.id, unlock: nil) { $0.publicKey }
             Issue.record("opened a key with the wrong master key")
-        } catch let error as APIError {
-            #expect(error.code == "internal_error" && error.message.contains("master key"))
+        } catch let error as KeyfobError {
+            #expect(error.code == .internalError && error.message.contains("master key"))
         }
     }
 
@@ -386,7 +387,7 @@ func vectorsURL(_ name: String) -> URL {
         let aliceID = try await harness.store.user(named: "alice")!.id
         let bunker = Bunker.standalone(store: harness.store, vault: harness.vault)
         let signerPubkey = try await bunker.signer(of: aliceID, unlock: nil).pubkey
-        let next = try KeyVault(masterKey: secureRandomBytes(32))
+        let next = try KeyVault(masterKey: randomBytes(32))
         #expect(try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: next) == 3)
         let rotated = Bunker.standalone(store: harness.store, vault: next)
         #expect(try rotated.secretKey(of: try await harness.store.bunkerSigner(ofUser: aliceID)!).publicKey.hex == signerPubkey)
@@ -399,14 +400,14 @@ func vectorsURL(_ name: String) -> URL {
         }
         // Rotating with the wrong old key changes nothing.
         await #expect(throws: (any Error).self) {
-            try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: KeyVault(masterKey: secureRandomBytes(32)))
+            try await MasterKeyRotation.rotate(store: harness.store, from: harness.vault, to: KeyVault(masterKey: randomBytes(32)))
         }
         try await KeyCustody.checkMasterKey(next, store: harness.store)
     }
 
     @Test func aSealedKeyIsBoundToItsUserAndVersion() throws {
-        let vault = try KeyVault(masterKey: secureRandomBytes(32))
-        let secret = secureRandomBytes(32)
+        let vault = try KeyVault(masterKey: randomBytes(32))
+        let secret = randomBytes(32)
         let (nonce, sealed) = try vault.seal(secret, userID: "alice", version: 1)
         #expect(vault.open(nonce: nonce, sealed: sealed, userID: "alice", version: 1) == secret)
         #expect(vault.open(nonce: nonce, sealed: sealed, userID: "bob", version: 1) == nil)
@@ -421,7 +422,7 @@ func vectorsURL(_ name: String) -> URL {
     /// Key material is a `SecretBytes` (#24): non-copyable (the compiler refuses a second owner),
     /// in memory of its own, and the array it was made from is wiped at once.
     @Test func secretBytesTakeTheirSourceAndWipeIt() {
-        var source = secureRandomBytes(32)
+        var source = randomBytes(32)
         let expected = source.map { $0 }
         let secret = SecretBytes(taking: &source)
         #expect(source == [UInt8](repeating: 0, count: 32))
@@ -433,9 +434,9 @@ func vectorsURL(_ name: String) -> URL {
     /// with the same context; the only cross-over is a NIP-46 signer key sealed before keys were
     /// per purpose (under the nostr keys' key), which still opens as a signer key.
     @Test func eachPurposeHasItsOwnKey() throws {
-        let master = secureRandomBytes(32)
+        let master = randomBytes(32)
         let vault = try KeyVault(masterKey: master)
-        let secret = secureRandomBytes(32)
+        let secret = randomBytes(32)
         let sealed = try vault.seal(secret, for: .pendingRequests, context: "x")
         #expect(vault.open(nonce: sealed.nonce, sealed: sealed.sealed, for: .pendingRequests, context: "x") == secret)
         for other in [KeyVault.Purpose.bunkerKeys, .nostrKeys, .derivedSecrets] {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import KeyfobCrypto
 import KeyfobServer
 import KeyfobStore
 import Logging
@@ -42,7 +43,7 @@ struct Harness {
         edit(&c)
         configuration = c
         store = try SQLiteStore(path: databasePath ?? ":memory:", maxLiveChallenges: c.maxLiveChallenges)
-        vault = try KeyVault(masterKey: c.masterKey ?? secureRandomBytes(32))
+        vault = try KeyVault(masterKey: c.masterKey ?? randomBytes(32))
     }
 
     /// `.router` calls the router directly; `.live` runs a real server on a loopback port (the

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
+import KeyfobCrypto
 @testable import Nostr
+import Testing
 
 @Suite struct NIP44Tests {
     static var v2: [String: Any] { get throws { try NostrVectors.json("nip44.vectors.json")["v2"] as! [String: Any] } }
@@ -47,10 +48,10 @@ import Testing
         let valid = try Self.v2["valid"] as! [String: Any]
         for item in valid["encrypt_decrypt_long_msg"] as! [[String: Any]] {
             let plaintext = String(repeating: item["pattern"] as! String, count: item["repeat"] as! Int)
-            #expect(Hex.encode(Symmetric.sha256(Array(plaintext.utf8))) == item["plaintext_sha256"] as! String)
+            #expect(Hex.encode(sha256(Array(plaintext.utf8))) == item["plaintext_sha256"] as! String)
             let payload = try NIP44.encrypt(plaintext, conversationKey: hex(item["conversation_key"] as! String),
                                             nonce: hex(item["nonce"] as! String))
-            #expect(Hex.encode(Symmetric.sha256(Array(payload.utf8))) == item["payload_sha256"] as! String)
+            #expect(Hex.encode(sha256(Array(payload.utf8))) == item["payload_sha256"] as! String)
             #expect(try NIP44.decrypt(payload, conversationKey: hex(item["conversation_key"] as! String)) == plaintext)
         }
     }
@@ -73,7 +74,7 @@ import Testing
         for item in v["vectors"] as! [[String: Any]] {
             let plaintext = String(repeating: "a", count: item["plaintext_len"] as! Int)
             let payload = try NIP44.encrypt(plaintext, conversationKey: ck, nonce: nonce, allowExtended: true)
-            #expect(Hex.encode(Symmetric.sha256(Array(payload.utf8))) == item["payload_sha256"] as! String)
+            #expect(Hex.encode(sha256(Array(payload.utf8))) == item["payload_sha256"] as! String)
             #expect(try NIP44.decrypt(payload, conversationKey: ck) == plaintext)
         }
     }

@@ -178,11 +178,4 @@ import Testing
         #expect(ncryptsec.hasPrefix("ncryptsec1"))
         #expect(try NIP49.decrypt(ncryptsec, password: "correct horse").publicKey == key.publicKey)
     }
-
-    @Test func hchacha20MatchesTheXChaChaDraft() {
-        // draft-irtf-cfrg-xchacha-03 §2.2.1.
-        let key = (0..<32).map { UInt8($0) }
-        let out = hchacha20(key: key, nonce16: hex("000000090000004a0000000031415927"))
-        #expect(Hex.encode(out) == "82413b4227b27bfed30e42508a877d73a0f9e4d58a74a853c12ec41326d3ecdc")
-    }
 }

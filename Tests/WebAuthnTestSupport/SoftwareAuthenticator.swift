@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import KeyfobCrypto
 import WebAuthn
 
 /// A private key held by OpenSSL, for the software authenticator.

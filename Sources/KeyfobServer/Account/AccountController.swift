@@ -129,18 +129,18 @@ struct AccountController: Sendable {
     @Sendable func renameCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         guard let id = context.parameters.get("id").flatMap(Base64URL.decode) else {
-            throw APIError.invalid("credential id is not base64url")
+            throw KeyfobError.invalid("credential id is not base64url")
         }
         struct Body: Decodable { var name: String? }
         let body = try await request.decodeJSON(Body.self, limit: 4096)
         let name = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
         if let name, !name.isEmpty {
             guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw APIError.invalid("a passkey name is at most 64 characters, without control characters")
+                throw KeyfobError.invalid("a passkey name is at most 64 characters, without control characters")
             }
         }
         guard try await store.renameCredential(id: id, ofUser: auth.user.id, name: name?.isEmpty == false ? name : nil) else {
-            throw APIError("credential_not_found", "you have no passkey with this id", status: .notFound)
+            throw KeyfobError(.credentialNotFound, "you have no passkey with this id", status: .notFound)
         }
         return jsonResponse(["renamed": true])
     }
@@ -151,18 +151,18 @@ struct AccountController: Sendable {
     @Sendable func deleteCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         guard let text = context.parameters.get("id"), let id = Base64URL.decode(text) else {
-            throw APIError.invalid("credential id is not base64url")
+            throw KeyfobError.invalid("credential id is not base64url")
         }
         let body = try await request.jsonObject(limit: 16 * 1024)
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .removePasskey, target: Base64URL.encode(id), for: auth)
         do {
             guard try await store.deleteCredential(id: id, ofUser: auth.user.id) else {
-                throw APIError("credential_not_found", "you have no passkey with this id", status: .notFound)
+                throw KeyfobError(.credentialNotFound, "you have no passkey with this id", status: .notFound)
             }
         } catch StoreError.conflict {
-            throw APIError("invalid_request", "this is your only passkey; add another before removing it", status: .conflict)
+            throw KeyfobError(.invalidRequest, "this is your only passkey; add another before removing it", status: .conflict)
         } catch StoreError.lastSealingPasskey {
-            throw APIError("invalid_request", "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
+            throw KeyfobError(.invalidRequest, "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
                            status: .conflict)
         }
         events.record(.credentialRemoved, username: auth.user.username)

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import Nostr
 import WebAuthn
@@ -42,7 +43,7 @@ struct ActionConfirmations: Sendable {
     var store: any KeyfobStore { ceremonies.store }
     var now: @Sendable () -> Date { ceremonies.now }
 
-    static let required = APIError("confirmation_required",
+    static let required = KeyfobError(.confirmationRequired,
                                    "confirm this with one of your passkeys: POST /api/confirmations with this action first",
                                    status: .forbidden)
 
@@ -66,7 +67,7 @@ struct ActionConfirmations: Sendable {
     func options(_ action: Action, target: String, for auth: Sessions.Authenticated, ip: String?) async throws -> Response {
         var allowed = try await eligible(auth)
         guard !allowed.isEmpty else {
-            throw APIError("permission_denied", "none of your passkeys is older than this session; sign in again with one of them",
+            throw KeyfobError(.permissionDenied, "none of your passkeys is older than this session; sign in again with one of them",
                            status: .forbidden)
         }
         // PRF per passkey: the salt of its wrap (random per wrap), or a fresh one for a passkey that
@@ -75,11 +76,11 @@ struct ActionConfirmations: Sendable {
         if action == .unlock, try await ceremonies.custody.record(for: auth.user.id).passkeySealed {
             allowed = allowed.filter { credential in wraps.contains { $0.credentialID == credential.id } }
             guard !allowed.isEmpty else {
-                throw APIError("signer_locked", "none of the passkeys that may unlock this session can open your sealed key; "
+                throw KeyfobError(.signerLocked, "none of the passkeys that may unlock this session can open your sealed key; "
                                + "sign in with one that seals it", status: .forbidden)
             }
         }
-        let challenge = secureRandomBytes(32)
+        let challenge = randomBytes(32)
         var record = ChallengeRecord(challenge: challenge, ceremony: .authentication,
                                      key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
                                      expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
@@ -113,15 +114,15 @@ struct ActionConfirmations: Sendable {
         let pending = try await ceremonies.consumeChallenge(clientDataJSON: assertion.response.clientDataJSON,
                                                             ceremony: .authentication, key: nil)
         guard pending.key == Self.binding(action, target: target, session: auth.session) else {
-            throw APIError("challenge_not_found", "this confirmation was not made for this action on this session, or was used already; "
+            throw KeyfobError(.challengeNotFound, "this confirmation was not made for this action on this session, or was used already; "
                            + "request a new one")
         }
         guard let credentialID = Base64URL.decode(assertion.rawId), let record = try await store.credential(id: credentialID),
               record.userID == auth.user.id else {
-            throw APIError("credential_not_found", "this is not one of your passkeys", status: .notFound)
+            throw KeyfobError(.credentialNotFound, "this is not one of your passkeys", status: .notFound)
         }
         guard Self.mayConfirm(record, for: auth.session) else {
-            throw APIError("permission_denied", "this passkey was added after this session signed in; sign in with it first",
+            throw KeyfobError(.permissionDenied, "this passkey was added after this session signed in; sign in with it first",
                            status: .forbidden)
         }
         try await store.verifyAssertion(assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
@@ -135,7 +136,7 @@ struct ActionConfirmations: Sendable {
         guard JSONSerialization.isValidJSONObject(value),
               let credential = try? JSONDecoder().decode(AuthenticationCredential.self,
                                                          from: JSONSerialization.data(withJSONObject: value)) else {
-            throw APIError.invalid("confirmation must be the passkey assertion made on the options of /api/confirmations")
+            throw KeyfobError.invalid("confirmation must be the passkey assertion made on the options of /api/confirmations")
         }
         return credential
     }
@@ -154,10 +155,10 @@ struct ConfirmationController: Sendable {
             try limits.check(limits.options, ip, now: confirmations.now())
             let body = try await request.jsonObject(limit: 4096)
             guard let name = body["action"] as? String, let action = ActionConfirmations.Action(rawValue: name) else {
-                throw APIError.invalid("action must be one of \(ActionConfirmations.Action.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw KeyfobError.invalid("action must be one of \(ActionConfirmations.Action.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             let target = body["target"] as? String ?? ""
-            guard target.utf8.count <= 256 else { throw APIError.invalid("target is at most 256 bytes") }
+            guard target.utf8.count <= 256 else { throw KeyfobError.invalid("target is at most 256 bytes") }
             return try await confirmations.options(action, target: target, for: auth, ip: ip)
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import Nostr
 import WebAuthn
+import KeyfobCrypto
 
 /// A browser that has signed in here before: a long-lived cookie holding a random value and the
 /// server's MAC of it, set by every successful passkey ceremony. It names no account and opens
@@ -20,13 +21,13 @@ struct ReturningDevice: Sendable {
     /// The MAC key comes from the master key, so every instance of a deployment knows its cookies.
     /// (Were OpenSSL's HKDF to fail, a random key: cookies then are recognised by this process only.)
     init(vault: KeyVault) {
-        let key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? secureRandomBytes(32)
-        pseudorandomKey = Symmetric.hkdfExtract(salt: [], ikm: key)
+        let key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? randomBytes(32)
+        pseudorandomKey = HKDF.extract(salt: [], ikm: key)
     }
 
     /// A new cookie's `Set-Cookie` value (nil if the MAC could not be computed: no cookie then).
     func cookie(secure: Bool) -> String? {
-        let nonce = secureRandomBytes(16)
+        let nonce = randomBytes(16)
         guard let tag = mac(nonce) else { return nil }
         let value = Base64URL.encode(nonce + tag)
         return secure ? "\(Self.secureCookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax; Secure"
@@ -46,6 +47,6 @@ struct ReturningDevice: Sendable {
     /// HKDF-SHA256(key, salt: empty, info: nonce), 16 bytes — the first block of HKDF-Expand,
     /// computed as that one HMAC (the cookies of earlier versions stay valid; a test compares).
     func mac(_ nonce: [UInt8]) -> [UInt8]? {
-        Array(Symmetric.hmacSHA256(key: pseudorandomKey, nonce, [1]).prefix(16))
+        Array(hmacSHA256(key: pseudorandomKey, nonce, [1]).prefix(16))
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import WebAuthn
 
@@ -37,7 +38,7 @@ struct Sessions: Sendable {
 
     /// A new session for `userID`, started by the ceremony of `credentialID`.
     func create(userID: String, unlocked: Bool, credentialID: [UInt8]) -> NewSession {
-        let token = secureRandomBytes(32)
+        let token = randomBytes(32)
         let created = now()
         let record = SessionRecord(
             tokenHash: sha256(token), userID: userID, createdAt: created,
@@ -66,7 +67,7 @@ struct Sessions: Sendable {
 
     /// Like `authenticate`, but a request without a valid session is `unauthorized`.
     func require(_ request: Request) async throws -> Authenticated {
-        guard let auth = try await authenticate(request) else { throw APIError.unauthorized }
+        guard let auth = try await authenticate(request) else { throw KeyfobError.unauthorized }
         return auth
     }
 
@@ -74,7 +75,7 @@ struct Sessions: Sendable {
     /// for anything that could hand the account to someone else (DESIGN.md §3).
     func requireUnlocked(_ request: Request) async throws -> Authenticated {
         let auth = try await require(request)
-        guard auth.session.isUnlocked(at: now()) else { throw APIError.signerLocked }
+        guard auth.session.isUnlocked(at: now()) else { throw KeyfobError.signerLocked }
         return auth
     }
 
@@ -82,7 +83,7 @@ struct Sessions: Sendable {
     func checkOrigin(_ request: Request) throws {
         guard request.method != .get, request.method != .head, request.method != .options else { return }
         guard let origin = request.headers[.origin], configuration.effectiveOrigins.contains(origin) else {
-            throw APIError("unauthorized", "this request needs an Origin header of an allowed origin", status: .forbidden)
+            throw KeyfobError(.unauthorized, "this request needs an Origin header of an allowed origin", status: .forbidden)
         }
     }
 

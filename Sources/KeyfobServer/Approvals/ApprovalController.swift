@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import Nostr
 import WebAuthn
@@ -92,7 +93,7 @@ struct ApprovalController: Sendable {
         } catch StoreError.limitReached {
             var back: String?
             if case .callback(let request) = incoming.reply {
-                back = SignerCodec.callback(for: request, outcome: .failure(code: "rate_limited",
+                back = SignerCodec.callback(for: request, outcome: .failure(code: ErrorCode.rateLimited.rawValue,
                                                                             message: "too many requests are waiting for approval"))
             }
             return HTMLPage.problem(title: "Too many waiting requests",
@@ -116,11 +117,11 @@ struct ApprovalController: Sendable {
             do {
                 let done = try await dispatcher.run(call, for: caller, receipt: receipt)
                 outcome = .success(result: done.result, event: done.event?.json)
-            } catch let error as APIError {
-                outcome = .failure(code: error.code, message: error.message)
+            } catch let error as KeyfobError {
+                outcome = .failure(code: error.code.rawValue, message: error.message)
             }
         } else {
-            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: "user_rejected")
+            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
             outcome = .rejected
         }
         switch incoming.reply {
@@ -138,15 +139,15 @@ struct ApprovalController: Sendable {
     /// One sealed for a passkey-sealed owner opens with their signer key: open already (unlocked),
     /// or with this session's data key; otherwise `signer_locked` (unlock, then load it again).
     func load(_ id: String, auth: Sessions.Authenticated) async throws -> (PendingRequestRecord, IncomingRequest) {
-        let gone = APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+        let gone = KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: auth.user.id, now: now()) else {
             throw gone
         }
         var signerKey: SecretKey?
         if PendingRequests.isSealedForOwner(record) {
             guard let signer = try await store.bunkerSigner(ofUser: auth.user.id) else { throw gone }
-            do { signerKey = try custody.signerKey(signer, unlock: auth.unlock) } catch let error as APIError where error.code == "signer_locked" {
-                throw APIError("signer_locked", "this request is sealed with your passkeys like your key: unlock your signer to see it",
+            do { signerKey = try custody.signerKey(signer, unlock: auth.unlock) } catch let error as KeyfobError where error.code == .signerLocked {
+                throw KeyfobError(.signerLocked, "this request is sealed with your passkeys like your key: unlock your signer to see it",
                                status: .forbidden)
             }
         }
@@ -169,14 +170,12 @@ struct ApprovalController: Sendable {
         let names = Dictionary(try await store.bunkerClients(ofUser: auth.user.id).compactMap { client in
             client.name.map { (BunkerAddress.clientIdentifier(client.clientPubkey), $0) }
         }, uniquingKeysWith: { first, _ in first })
-        let list: [[String: Any]] = try await store.pendingRequests(ofUser: auth.user.id, now: now(), limit: 50).map { r in
-            var item: [String: Any] = ["id": r.id, "client": r.client, "transport": r.transport, "method": r.method,
-                                       "createdAt": formatter.string(from: r.createdAt), "expiresAt": formatter.string(from: r.expiresAt)]
-            if let kind = r.kind { item["kind"] = kind; item["kindName"] = KindNames.name(kind) }
-            if let name = names[r.client] { item["clientName"] = name }
-            return item
+        let list = try await store.pendingRequests(ofUser: auth.user.id, now: now(), limit: 50).map { r in
+            PendingRequestsReply.Item(id: r.id, client: r.client, transport: r.transport, method: r.method,
+                                      createdAt: formatter.string(from: r.createdAt), expiresAt: formatter.string(from: r.expiresAt),
+                                      kind: r.kind, kindName: r.kind.map(KindNames.name), clientName: names[r.client])
         }
-        return jsonObjectResponse(["requests": list])
+        return jsonResponse(PendingRequestsReply(requests: list))
     }
 
     @Sendable func show(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -184,44 +183,44 @@ struct ApprovalController: Sendable {
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let canSign = try await custody.canOpen(auth.user.id, unlock: auth.unlock)
-        var view: [String: Any] = [
-            "id": record.id, "transport": incoming.specName, "client": record.client,
-            "method": record.method, "expiresAt": ISO8601DateFormatter().string(from: record.expiresAt),
-            "account": ["username": auth.user.username, "npub": NIP19.npub(pubkey), "pubkey": pubkey.hex],
-            "signerLocked": !auth.session.isUnlocked(at: now()) || !canSign,
-            "needsPasskey": needsPasskey(record),
-            "remember": Grants.isDangerous(record.method, kind: record.kind) ? ["once"] : ["once", "hour", "day", "forever"],
-            "firstFromClient": try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client },
-        ]
+        var view = ApprovalView(
+            id: record.id, transport: incoming.specName, client: record.client,
+            method: record.method, expiresAt: ISO8601DateFormatter().string(from: record.expiresAt),
+            account: .init(username: auth.user.username, npub: NIP19.npub(pubkey), pubkey: pubkey.hex),
+            signerLocked: !auth.session.isUnlocked(at: now()) || !canSign,
+            needsPasskey: needsPasskey(record),
+            remember: Grants.isDangerous(record.method, kind: record.kind) ? ["once"] : ["once", "hour", "day", "forever"],
+            firstFromClient: try await store.grants(ofUser: auth.user.id, now: now()).allSatisfy { $0.client != record.client })
         // A self-declared name that is just the verified client (NIP-07 sends the page's origin) adds nothing.
         let claimed = incoming.clientName.flatMap { name -> String? in
             let sameAsClient = name == record.client || (try? CallbackURL.clientIdentifier(ofOrigin: name)) == record.client
             return sameAsClient ? nil : name
         }
-        if let name = claimed { view["clientName"] = name }
+        view.clientName = claimed
         if case .nip46(let address) = incoming.reply {
-            view["requestedPerms"] = try await requestedPerms(address, userID: auth.user.id).map(\.string)
+            view.requestedPerms = try await requestedPerms(address, userID: auth.user.id).map(\.string)
         }
-        if let kind = record.kind { view["kind"] = kind; view["kindName"] = KindNames.name(kind) }
+        view.kind = record.kind
+        view.kindName = record.kind.map(KindNames.name)
         // A bunker client is its key: shown as an npub, as people know keys.
-        if case .nip46(let address) = incoming.reply, let key = try? PublicKey(hex: address.client) { view["clientNpub"] = NIP19.npub(key) }
+        if case .nip46(let address) = incoming.reply, let key = try? PublicKey(hex: address.client) { view.clientNpub = NIP19.npub(key) }
         var warnings: [String] = []
         switch incoming.call {
         case .signEvent(let unsigned):
             let id = unsigned.id(pubkey: pubkey)
-            view["event"] = ["pubkey": pubkey.hex, "created_at": unsigned.createdAt, "kind": unsigned.kind,
-                             "tags": unsigned.tags, "content": unsigned.content, "id": Hex.encode(id)] as [String: Any]
+            view.event = EventObject(id: Hex.encode(id), pubkey: pubkey.hex, createdAt: unsigned.createdAt, kind: unsigned.kind,
+                                     tags: unsigned.tags, content: unsigned.content, sig: nil)
             if SignerCall.dangerousKinds.contains(unsigned.kind) {
                 warnings.append("Kind \(unsigned.kind) (\(KindNames.name(unsigned.kind))) can change your profile, contacts or relays, delete notes, or log you in elsewhere. Approve only if you started this.")
             }
         case .encrypt(_, let plaintext, let peer):
-            view["plaintext"] = plaintext
-            (view["peer"], view["peerNpub"]) = (peer.hex, NIP19.npub(peer))
+            view.plaintext = plaintext
+            (view.peer, view.peerNpub) = (peer.hex, NIP19.npub(peer))
         case .decrypt(_, let ciphertext, let peer):
-            view["ciphertext"] = ciphertext
-            (view["peer"], view["peerNpub"]) = (peer.hex, NIP19.npub(peer))
+            view.ciphertext = ciphertext
+            (view.peer, view.peerNpub) = (peer.hex, NIP19.npub(peer))
         case .decryptZap(let zap):
-            view["event"] = SignerController.eventObject(zap)
+            view.event = EventObject(zap)
         case .getPublicKey:
             break
         }
@@ -236,8 +235,8 @@ struct ApprovalController: Sendable {
                 warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
             }
         }
-        view["warnings"] = warnings
-        return jsonObjectResponse(view)
+        view.warnings = warnings
+        return jsonResponse(view)
     }
 
     @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -247,12 +246,12 @@ struct ApprovalController: Sendable {
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         // A locked session approves only with the passkey confirmation this request asks for
         // (which unlocks it: one prompt, not an unlock and then a confirmation).
-        guard auth.session.isUnlocked(at: now()) || needsPasskey(record) else { throw APIError.signerLocked }
+        guard auth.session.isUnlocked(at: now()) || needsPasskey(record) else { throw KeyfobError.signerLocked }
         var caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
-        guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
+        guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
-            throw APIError("permission_denied", "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
+            throw KeyfobError(.permissionDenied, "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
         }
         // A sealed key this session cannot open: a passkey confirmation from a sealing passkey opens
         // it (its PRF output); otherwise say so before anything is decided.
@@ -260,7 +259,7 @@ struct ApprovalController: Sendable {
         if record.method != SignerMethod.getPublicKey.rawValue {
             sealedShut = try await !custody.canOpen(auth.user.id, unlock: auth.unlock)
         }
-        if sealedShut, !needsPasskey(record) { throw APIError.signerSealed }
+        if sealedShut, !needsPasskey(record) { throw KeyfobError.signerSealed }
         // "Trusted" lets this client sign most kinds unattended from now on: confirmed with a
         // passkey for this client, before anything is decided.
         if body["preset"] as? String == "trusted" {
@@ -276,7 +275,7 @@ struct ApprovalController: Sendable {
             if sealedShut {
                 guard let dataKey = try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
                                                                prf: confirmation.prf, challenge: confirmation.challenge) else {
-                    throw APIError.signerSealed
+                    throw KeyfobError.signerSealed
                 }
                 caller.unlock = try await custody.unlock(auth, until: until, dataKey: dataKey)
             } else if let held = auth.unlock.dataKey(at: now()) {
@@ -287,7 +286,7 @@ struct ApprovalController: Sendable {
         }
         // Decided once: a second approve finds nothing pending.
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {
-            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+            throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
         if let preset = body["preset"] as? String {
@@ -299,23 +298,23 @@ struct ApprovalController: Sendable {
             }
         }
         let location = try await finish(incoming, caller: caller, approved: true, receipt: receipt)
-        return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
+        return jsonResponse(RedirectReply(redirect: location))
     }
 
     @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let remember = body["remember"] as? String ?? "once"
-        guard Grants.durations[remember] != nil else { throw APIError.invalid("remember must be once, hour, day or forever") }
+        guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "rejected", now: now()) else {
-            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+            throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
         let caller = caller(auth, client: record.client, transport: record.transport,
                             ip: limits.clientIP(request, context))
         let location = try await finish(incoming, caller: caller, approved: false)
-        return jsonObjectResponse(["redirect": location as Any? ?? NSNull()])
+        return jsonResponse(RedirectReply(redirect: location))
     }
 
     /// What a NIP-46 client asked for when it connected (`perms`), for the user to confirm.
@@ -339,9 +338,9 @@ struct ApprovalController: Sendable {
     @Sendable func challenge(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
-        let nonce = secureRandomBytes(16)
+        let nonce = randomBytes(16)
         guard try await store.setConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
-            throw APIError("request_not_found", "this request was decided already, has expired, or is not yours", status: .notFound)
+            throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
@@ -383,14 +382,14 @@ struct ApprovalController: Sendable {
     /// Verifies the assertion against this user's passkey and the committed bytes.
     func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> Confirmation {
         guard let raw, let nonce = record.confirmationNonce else {
-            throw APIError("user_verification_required", "approving this request needs your passkey: ask for a challenge first",
+            throw KeyfobError(.userVerificationRequired, "approving this request needs your passkey: ask for a challenge first",
                            status: .forbidden)
         }
         guard let data = try? JSONSerialization.data(withJSONObject: raw),
               let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
               let credentialID = Base64URL.decode(assertion.rawId),
               let credential = try await store.credential(id: credentialID), credential.userID == user.id else {
-            throw APIError("signature_invalid", "the assertion is not from one of your passkeys", status: .unauthorized)
+            throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
@@ -398,14 +397,11 @@ struct ApprovalController: Sendable {
                                         relyingParty: configuration.relyingParty, keys: keys, at: now())
         var signed = assertion
         signed.clientExtensionResults = nil   // a PRF output is a secret: never in a receipt
-        let receipt: [String: Any] = [
-            "version": 1, "committed": committed, "challenge": Base64URL.encode(sha256(Array(committed.utf8))),
-            "credentialId": Base64URL.encode(credential.id), "publicKey": Base64URL.encode(credential.publicKey),
-            "algorithm": credential.algorithm, "rpId": configuration.rpID,
-            "assertion": (try? JSONSerialization.jsonObject(with: JSONEncoder().encode(signed))) ?? [:],
-        ]
-        let json = try JSONSerialization.data(withJSONObject: receipt, options: [.sortedKeys, .withoutEscapingSlashes])
-        return Confirmation(receipt: String(decoding: json, as: UTF8.self), credentialID: credential.id,
+        let receipt = Receipt(
+            version: 1, committed: committed, challenge: Base64URL.encode(sha256(Array(committed.utf8))),
+            credentialId: Base64URL.encode(credential.id), publicKey: Base64URL.encode(credential.publicKey),
+            algorithm: credential.algorithm, rpId: configuration.rpID, assertion: signed)
+        return Confirmation(receipt: String(decoding: jsonBytes(receipt), as: UTF8.self), credentialID: credential.id,
                             prf: PRFOutputs(first: assertion.clientExtensionResults?.prfFirst,
                                             second: assertion.clientExtensionResults?.prfSecond),
                             challenge: sha256(Array(committed.utf8)))
@@ -415,7 +411,7 @@ struct ApprovalController: Sendable {
         let auth = try await sessions.require(request)
         guard let id = context.parameters.get("entry").flatMap({ Int64($0) }),
               let entry = try await store.auditEntry(id: id, ofUser: auth.user.id), let receipt = entry.receipt else {
-            throw APIError("request_not_found", "no receipt: this entry is not yours or was not confirmed with a passkey",
+            throw KeyfobError(.requestNotFound, "no receipt: this entry is not yours or was not confirmed with a passkey",
                            status: .notFound)
         }
         return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
@@ -427,23 +423,20 @@ struct ApprovalController: Sendable {
     @Sendable func listGrants(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let formatter = ISO8601DateFormatter()
-        let list: [[String: Any]] = try await store.grants(ofUser: auth.user.id, now: now()).map { g in
-            var item: [String: Any] = ["id": g.id, "client": g.client, "method": g.method, "allow": g.allow,
-                                       "createdAt": formatter.string(from: g.createdAt)]
-            if let kind = g.kind { item["kind"] = kind }
-            if let expires = g.expiresAt { item["expiresAt"] = formatter.string(from: expires) }
-            return item
+        let list = try await store.grants(ofUser: auth.user.id, now: now()).map { g in
+            GrantsReply.Item(id: g.id, client: g.client, method: g.method, allow: g.allow, createdAt: formatter.string(from: g.createdAt),
+                             kind: g.kind, expiresAt: g.expiresAt.map(formatter.string(from:)))
         }
-        return jsonObjectResponse(["grants": list])
+        return jsonResponse(GrantsReply(grants: list))
     }
 
     /// Changing grants needs an unlocked signer (DESIGN.md §3).
     @Sendable func deleteGrant(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         guard let id = context.parameters.get("id"), try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
-            throw APIError("request_not_found", "you have no grant with this id", status: .notFound)
+            throw KeyfobError(.requestNotFound, "you have no grant with this id", status: .notFound)
         }
-        return jsonObjectResponse(["deleted": true])
+        return jsonResponse(["deleted": true])
     }
 }
 

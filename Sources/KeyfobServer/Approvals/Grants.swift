@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 import KeyfobStore
 import Nostr
 import WebAuthn
@@ -39,11 +40,11 @@ struct Grants: Sendable {
     /// Remembers one decision. `once` remembers nothing; an allow for a dangerous kind is refused.
     func remember(_ choice: String, allow: Bool, userID: String, client: String, method: String, kind: Int?) async throws {
         guard let duration = Self.durations[choice] else {
-            throw APIError.invalid("remember must be once, hour, day or forever")
+            throw KeyfobError.invalid("remember must be once, hour, day or forever")
         }
         if duration == 0 { return }
         guard !allow || !Self.isDangerous(method, kind: kind) else {
-            throw APIError("permission_denied", "kind \(kind ?? 0) can change or impersonate your account: it is asked every time",
+            throw KeyfobError(.permissionDenied, "kind \(kind ?? 0) can change or impersonate your account: it is asked every time",
                            status: .forbidden)
         }
         try await insert(userID: userID, client: client, method: method,
@@ -68,7 +69,7 @@ struct Grants: Sendable {
                 try await insert(userID: userID, client: client, method: method.rawValue, kind: nil, allow: true, duration: nil)
             }
         default:
-            throw APIError.invalid("preset must be ask, everyday or trusted")
+            throw KeyfobError.invalid("preset must be ask, everyday or trusted")
         }
     }
 
@@ -92,7 +93,7 @@ struct Grants: Sendable {
     private func insert(userID: String, client: String, method: String, kind: Int?, allow: Bool, duration: TimeInterval?) async throws {
         let created = now()
         try await store.insertGrant(GrantRecord(
-            id: Base64URL.encode(secureRandomBytes(16)), userID: userID, client: client, method: method, kind: kind,
+            id: Base64URL.encode(randomBytes(16)), userID: userID, client: client, method: method, kind: kind,
             allow: allow, createdAt: created, expiresAt: duration.map { created.addingTimeInterval($0) }))
     }
 }

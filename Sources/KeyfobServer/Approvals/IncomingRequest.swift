@@ -63,14 +63,14 @@ struct IncomingRequest: Sendable {
         /// Missing or dangerous callback: a page that says so, nothing else (no link, nothing stored).
         case badCallback(String)
         /// Anything else: a page with a "Back to <client>" link in the spec's own error form.
-        case badRequest(code: String, message: String, back: String?, client: String?)
+        case badRequest(code: ErrorCode, message: String, back: String?, client: String?)
     }
 
     /// Decodes `target`; `now` fills a missing `created_at`; `ownOrigins` recognise Keyfob's `/callback.html`.
     static func decode(_ target: String, now: Date, ownOrigins: [String]) throws(Failure) -> IncomingRequest {
         if target.hasPrefix(BunkerAddress.prefix) {
             guard let address = BunkerAddress(sealedForm: target), let call = try? address.call(now: now) else {
-                throw .badRequest(code: "invalid_request", message: "the stored NIP-46 request cannot be read", back: nil, client: nil)
+                throw .badRequest(code: .invalidRequest, message: "the stored NIP-46 request cannot be read", back: nil, client: nil)
             }
             return .nip46(address, call: call)
         }
@@ -85,9 +85,9 @@ struct IncomingRequest: Sendable {
                 throw NostrError(.unsupportedType, "not a signer request path")
             }
         } catch let error as NostrError {
-            throw failure(error.code.rawValue, error.message, path: path, query: query)
+            throw failure(ErrorCode(rawValue: error.code.rawValue) ?? .invalidRequest, error.message, path: path, query: query)
         } catch {
-            throw failure("invalid_request", "the request could not be read", path: path, query: query)
+            throw failure(.invalidRequest, "the request could not be read", path: path, query: query)
         }
 
         // NIP-07: the result goes to Keyfob's own callback page, which posts it to the page whose
@@ -124,46 +124,46 @@ struct IncomingRequest: Sendable {
         do {
             call = try makeCall(request, now: now)
         } catch {
-            let back = SignerCodec.callback(for: request, outcome: .failure(code: error.code, message: error.message))
+            let back = SignerCodec.callback(for: request, outcome: .failure(code: error.code.rawValue, message: error.message))
             throw .badRequest(code: error.code, message: error.message, back: back, client: client)
         }
         return IncomingRequest(target: target, reply: .callback(request), call: call, client: client, transport: transport)
     }
 
     /// The signer call a decoded request asks for, its payload checked.
-    static func makeCall(_ r: SignerRequest, now: Date) throws(APIError) -> SignerCall {
+    static func makeCall(_ r: SignerRequest, now: Date) throws(KeyfobError) -> SignerCall {
         switch r.method {
         case .getPublicKey:
             return .getPublicKey
         case .signEvent:
-            let event = try APIError.from { () throws(NostrError) in
+            let event = try KeyfobError.from { () throws(NostrError) in
                 try UnsignedEvent.parse(json: Array(r.content.utf8), now: Int64(now.timeIntervalSince1970))
             }
             // Refused before the page, as content no signer signs (DIP-05's invalid_content): the
             // user is never asked, so nothing comes back as "rejected".
             guard !SignerCall.neverSignedKinds.contains(event.kind) else {
-                throw APIError("invalid_content", "kind \(event.kind) is a direct-message rumor and must stay unsigned")
+                throw KeyfobError(.invalidContent, "kind \(event.kind) is a direct-message rumor and must stay unsigned")
             }
             return .signEvent(event)
         case .nip04Encrypt, .nip44Encrypt, .nip04Decrypt, .nip44Decrypt:
-            guard let peer = r.peer else { throw APIError("invalid_pubkey", "the other party's pubkey is missing") }
+            guard let peer = r.peer else { throw KeyfobError(.invalidPubkey, "the other party's pubkey is missing") }
             let cipher: SignerCall.Cipher = r.method == .nip04Encrypt || r.method == .nip04Decrypt ? .nip04 : .nip44
             return r.method == .nip04Encrypt || r.method == .nip44Encrypt
                 ? .encrypt(cipher, plaintext: r.content, peer: peer) : .decrypt(cipher, ciphertext: r.content, peer: peer)
         case .decryptZapEvent:
-            return .decryptZap(try APIError.from { () throws(NostrError) in try Event.parse(json: Array(r.content.utf8)) })
+            return .decryptZap(try KeyfobError.from { () throws(NostrError) in try Event.parse(json: Array(r.content.utf8)) })
         }
     }
 
     /// A failure before a request could be decoded: the back link is built from the callback
     /// parameter alone, and only if that callback is itself acceptable.
-    static func failure(_ code: String, _ message: String, path: String, query: String) -> Failure {
+    static func failure(_ code: ErrorCode, _ message: String, path: String, query: String) -> Failure {
         let items = (try? queryItems(query)) ?? []
         func value(_ name: String) -> String? { items.first { $0.0 == name }?.1 }
         let keyfob = path.hasPrefix("/app/")
         let nip155 = value("x-success") != nil || value("x-error") != nil
         let raw = keyfob ? value("cb") : nip155 ? value("x-error") : value("callbackUrl")
-        if code == "invalid_callback" || (raw == nil && !nip155) {
+        if code == .invalidCallback || (raw == nil && !nip155) {
             return .badCallback(message)
         }
         guard let raw, let callback = try? CallbackURL(raw) else {
@@ -172,23 +172,15 @@ struct IncomingRequest: Sendable {
         }
         let back: String
         if keyfob {
-            back = callback.appending([("ok", "0"), ("code", code), ("msg", message)])
+            back = callback.appending([("ok", "0"), ("code", code.rawValue), ("msg", message)])
         } else if nip155 {
-            var params = [("code", nip155Code(code)), ("reason", message)]
+            var params = [("code", SignerCodec.nip155Code(code.rawValue)), ("reason", message)]
             if let id = value("id") { params.append(("id", id)) }
             back = callback.appending(params)
         } else {
-            back = callback.appending([("error", dip05Code(code))])
+            back = callback.appending([("error", SignerCodec.dip05Code(code.rawValue))])
         }
         return .badRequest(code: code, message: message, back: back, client: callback.clientIdentifier)
-    }
-
-    static func nip155Code(_ code: String) -> String {
-        ["unsupported_type": "unsupported_method", "payload_too_large": "payload_too_large"][code] ?? "invalid_request"
-    }
-
-    static func dip05Code(_ code: String) -> String {
-        ["unsupported_type", "invalid_pubkey", "invalid_content"].contains(code) ? code : "invalid_content"
     }
 
     static func split(_ target: String) -> (String, String) {

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 import KeyfobStore
 import Nostr
 import WebAuthn
@@ -18,7 +19,7 @@ struct PendingRequests: Sendable {
     /// `sealingWith`: a passkey-sealed account's NIP-46 signer key, under which (not the master
     /// key) the request is sealed: only the owner's unlock opens it again.
     func create(_ incoming: IncomingRequest, userID: String?, requester: String, sealingWith signerKey: SecretKey? = nil) async throws -> String {
-        let id = Base64URL.encode(secureRandomBytes(16))
+        let id = Base64URL.encode(randomBytes(16))
         let target = Array(incoming.target.utf8)
         let nonce: [UInt8], payload: [UInt8]
         if let signerKey {

@@ -1,9 +1,9 @@
 import Foundation
+import KeyfobCrypto
 import KeyfobStore
 import Logging
 import NIOConcurrencyHelpers
 import Nostr
-import COpenSSL
 import ServiceLifecycle
 import WebAuthn
 
@@ -141,7 +141,7 @@ final class Bunker: Sendable, Service {
         let key = SecretKey.generate()
         let record: BunkerSignerRecord
         if try await custody.record(for: userID).passkeySealed {
-            guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+            guard let dataKey = unlock?.dataKey(at: now()) else { throw KeyfobError.signerSealed }
             record = try custody.sealSigner(key, userID: userID, dataKey: dataKey, createdAt: now())
         } else {
             record = try custody.sealSigner(key, userID: userID, createdAt: now())
@@ -209,7 +209,7 @@ final class Bunker: Sendable, Service {
                 // The client sent this through a relay this instance reads: no other instance needs it.
                 try await send(response, with: key, to: sender, encryption: encryption, queue: false)
             } catch {
-                logger.error("nip46.reply_failed", metadata: ["code": "\((error as? NostrError)?.code.rawValue ?? "internal_error")"])
+                logger.error("nip46.reply_failed", metadata: ["code": "\((error as? NostrError)?.code.rawValue ?? ErrorCode.internalError.rawValue)"])
             }
             return
         }
@@ -316,7 +316,7 @@ final class Bunker: Sendable, Service {
         }
         let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
         if decision == .deny {
-            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: "user_rejected")
+            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
             return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
         }
         if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),
@@ -324,7 +324,7 @@ final class Bunker: Sendable, Service {
             do {
                 let result = try await dispatcher.run(call, for: caller)
                 return NIP46.Response(id: address.requestID, result: address.result(result.result, event: result.event?.json))
-            } catch let error as APIError {
+            } catch let error as KeyfobError {
                 return Self.errorResponse(address.requestID, error)
             }
         }
@@ -339,7 +339,7 @@ final class Bunker: Sendable, Service {
         }
     }
 
-    static func errorResponse(_ id: String, _ error: APIError) -> NIP46.Response {
+    static func errorResponse(_ id: String, _ error: KeyfobError) -> NIP46.Response {
         NIP46.Response(id: id, result: nil, error: "\(error.code): \(error.message)")
     }
 
@@ -382,22 +382,22 @@ final class Bunker: Sendable, Service {
     func checkRelays(_ url: NostrConnectURL, userID: String) async throws {
         for relay in url.relays {
             do { try await relayPolicy.check(relay) } catch {
-                throw APIError.invalid("the relay \"\(LogText.escaped(String(relay.prefix(80))))\" \(error.reason)")
+                throw KeyfobError.invalid("the relay \"\(LogText.escaped(String(relay.prefix(80))))\" \(error.reason)")
             }
         }
         let others = try await store.nostrConnectClients().filter { !($0.userID == userID && $0.clientPubkey == url.client.hex) }
         let mine = others.filter { $0.userID == userID }
         guard mine.count < Self.maxNostrConnectClients else {
-            throw APIError("invalid_request", "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
+            throw KeyfobError(.invalidRequest, "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
                            + "disconnect one on the account page first", status: .conflict)
         }
         let configured = Set(configuredRelays)
         guard Set(mine.flatMap(\.relays) + url.relays).subtracting(configured).count <= Self.maxRelaysPerUser else {
-            throw APIError("invalid_request", "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
+            throw KeyfobError(.invalidRequest, "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
                            + "disconnect one on the account page first", status: .conflict)
         }
         guard Set(others.flatMap(\.relays) + url.relays).union(configured).count <= ExternalRelays.maxLinks else {
-            throw APIError("rate_limited", "this server holds as many relay links as it can; use a client on the server's own relay "
+            throw KeyfobError(.rateLimited, "this server holds as many relay links as it can; use a client on the server's own relay "
                            + "(a bunker:// URL) instead", status: .serviceUnavailable)
         }
     }
@@ -415,8 +415,8 @@ final class Bunker: Sendable, Service {
     func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?) async throws -> BunkerClientRecord {
         let at = now()
         if let wait = nostrConnectLimiter.take(userID, now: at) {
-            throw APIError("rate_limited", "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
-                           headers: [.retryAfter: "\(wait)"])
+            throw KeyfobError(.rateLimited, "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
+                           retryAfter: wait)
         }
         try await checkRelays(url, userID: userID)
         let record = try await signer(of: userID, unlock: unlock)
@@ -427,7 +427,7 @@ final class Bunker: Sendable, Service {
         try await store.putBunkerClient(client)
         await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
         // Queued as well: another instance may hold the external relays and send it from the queue.
-        try await send(NIP46.Response(id: Hex.encode(secureRandomBytes(8)), result: url.secret), with: key,
+        try await send(NIP46.Response(id: Hex.encode(randomBytes(8)), result: url.secret), with: key,
                        to: url.client, encryption: .nip44)
         logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
         return client

@@ -56,13 +56,13 @@ struct BunkerAddress: Codable, Sendable, Equatable {
         self = decoded
     }
 
-    func call(now: Date) throws(APIError) -> SignerCall { try Self.call(method: method, params: params, now: now) }
+    func call(now: Date) throws(KeyfobError) -> SignerCall { try Self.call(method: method, params: params, now: now) }
 
     /// The signer call a NIP-46 request asks for: `sign_event [event JSON]`,
     /// `nip04_/nip44_encrypt [peer, plaintext]`, `nip04_/nip44_decrypt [peer, ciphertext]`.
-    static func call(method: String, params: [String], now: Date) throws(APIError) -> SignerCall {
-        func param(_ index: Int, _ name: String) throws(APIError) -> String {
-            guard index < params.count else { throw APIError("invalid_request", "\(method) needs \(name) as parameter \(index + 1)") }
+    static func call(method: String, params: [String], now: Date) throws(KeyfobError) -> SignerCall {
+        func param(_ index: Int, _ name: String) throws(KeyfobError) -> String {
+            guard index < params.count else { throw KeyfobError(.invalidRequest, "\(method) needs \(name) as parameter \(index + 1)") }
             return params[index]
         }
         switch method {
@@ -71,7 +71,7 @@ struct BunkerAddress: Codable, Sendable, Equatable {
         case "sign_event":
             let event = try SignerCall.unsignedEvent(try param(0, "the event JSON"), now: now)
             guard !SignerCall.neverSignedKinds.contains(event.kind) else {
-                throw APIError("permission_denied", "kind \(event.kind) is a direct-message rumor and must stay unsigned", status: .forbidden)
+                throw KeyfobError(.permissionDenied, "kind \(event.kind) is a direct-message rumor and must stay unsigned", status: .forbidden)
             }
             return .signEvent(event)
         case "nip04_encrypt", "nip44_encrypt":
@@ -81,7 +81,7 @@ struct BunkerAddress: Codable, Sendable, Equatable {
             let peer = try SignerCall.peer(try param(0, "the other party's pubkey"))
             return .decrypt(method == "nip04_decrypt" ? .nip04 : .nip44, ciphertext: try param(1, "the ciphertext"), peer: peer)
         default:
-            throw APIError("unsupported_type", "unknown method \(method.prefix(32))", status: .notFound)
+            throw KeyfobError(.unsupportedType, "unknown method \(method.prefix(32))", status: .notFound)
         }
     }
 

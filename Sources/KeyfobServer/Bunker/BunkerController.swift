@@ -26,51 +26,47 @@ struct BunkerController: Sendable {
         let auth = try await sessions.requireUnlocked(request)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         guard let text = body["url"] as? String, text.utf8.count <= 8192 else {
-            throw APIError.invalid("url must be the client's nostrconnect:// URL")
+            throw KeyfobError.invalid("url must be the client's nostrconnect:// URL")
         }
         let url: NostrConnectURL
         do { url = try NostrConnectURL.parse(text) } catch {
-            throw APIError("invalid_request", "this is not a usable nostrconnect:// URL: \(error.message)")
+            throw KeyfobError(.invalidRequest, "this is not a usable nostrconnect:// URL: \(error.message)")
         }
-        guard url.relays.count <= 8 else { throw APIError.invalid("a nostrconnect URL may name at most 8 relays") }
+        guard url.relays.count <= 8 else { throw KeyfobError.invalid("a nostrconnect URL may name at most 8 relays") }
         let client = try await bunker.connect(url, userID: auth.user.id, unlock: auth.unlock)
-        var reply: [String: Any] = ["pubkey": client.clientPubkey, "relays": client.relays, "perms": url.perms.map(\.string)]
-        if let name = client.name { reply["name"] = name }
-        return jsonObjectResponse(reply)
+        return jsonResponse(ConnectedClientReply(pubkey: client.clientPubkey, relays: client.relays,
+                                                 perms: url.perms.map(\.string), name: client.name))
     }
 
     func url(_ request: Request, rotate: Bool) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let relays = configuration.bunkerRelays
         guard !relays.isEmpty else {
-            throw APIError("invalid_request", "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
+            throw KeyfobError(.invalidRequest, "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
                            status: .notFound)
         }
         let signer = try await bunker.signer(of: auth.user.id, unlock: auth.unlock)
         let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
         let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
-        return jsonObjectResponse(["url": url.string, "pubkey": signer.pubkey, "relays": relays,
-                                   "secretExpiresAt": Int(expiresAt.timeIntervalSince1970)])
+        return jsonResponse(BunkerURLReply(url: url.string, pubkey: signer.pubkey, relays: relays,
+                                           secretExpiresAt: Int(expiresAt.timeIntervalSince1970)))
     }
 
     @Sendable func clients(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let list = try await bunker.store.bunkerClients(ofUser: auth.user.id).map { client -> [String: Any] in
-            var item: [String: Any] = ["pubkey": client.clientPubkey, "perms": client.perms,
-                                       "createdAt": Int(client.createdAt.timeIntervalSince1970)]
-            if let name = client.name { item["name"] = name }
-            if let url = client.url { item["url"] = url }
-            if let used = client.lastUsedAt { item["lastUsedAt"] = Int(used.timeIntervalSince1970) }
-            return item
+        let list = try await bunker.store.bunkerClients(ofUser: auth.user.id).map { client in
+            BunkerClientsReply.Client(pubkey: client.clientPubkey, perms: client.perms,
+                                      createdAt: Int(client.createdAt.timeIntervalSince1970), name: client.name, url: client.url,
+                                      lastUsedAt: client.lastUsedAt.map { Int($0.timeIntervalSince1970) })
         }
-        return jsonObjectResponse(["clients": list])
+        return jsonResponse(BunkerClientsReply(clients: list))
     }
 
     @Sendable func revoke(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         guard let pubkey = context.parameters.get("pubkey"), pubkey.utf8.count == 64,
               try await bunker.disconnect(userID: auth.user.id, clientPubkey: pubkey.lowercased()) else {
-            throw APIError("request_not_found", "you have no connected client with this key", status: .notFound)
+            throw KeyfobError(.requestNotFound, "you have no connected client with this key", status: .notFound)
         }
         return jsonResponse(["revoked": true])
     }
@@ -91,4 +87,28 @@ extension ServerConfiguration {
 
     /// The relays a bunker URL names: the built-in one first, then the `--relay` ones.
     var bunkerRelays: [String] { (builtInRelayURL.map { [$0] } ?? []) + relays }
+}
+
+struct ConnectedClientReply: Encodable {
+    let pubkey: String
+    let relays: [String]
+    let perms: [String]
+    let name: String?
+}
+
+/// The account's bunker URL; its secret works once and until `secretExpiresAt` (seconds since 1970).
+struct BunkerURLReply: Encodable {
+    let url, pubkey: String
+    let relays: [String]
+    let secretExpiresAt: Int
+}
+
+struct BunkerClientsReply: Encodable {
+    struct Client: Encodable {
+        let pubkey, perms: String
+        let createdAt: Int
+        let name, url: String?
+        let lastUsedAt: Int?
+    }
+    let clients: [Client]
 }

@@ -1,9 +1,10 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
-import Nostr
 import Logging
+import Nostr
 import WebAuthn
 
 /// The four passkey ceremony endpoints of DESIGN.md §2, in the shapes of
@@ -93,7 +94,7 @@ struct CeremonyController: Sendable {
             try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
             if !bytes.isEmpty {
                 guard let body = try? JSONDecoder().decode(OptionsRequest.self, from: Data(bytes)) else {
-                    throw APIError.invalid("request body must be a JSON object like {\"username\": \"alice\"}")
+                    throw KeyfobError.invalid("request body must be a JSON object like {\"username\": \"alice\"}")
                 }
                 options.username = body.username ?? options.username
                 options.confirmation = body.confirmation
@@ -135,7 +136,7 @@ struct CeremonyController: Sendable {
                 // Adding a passkey to an account needs that account's session and a passkey
                 // assertion made for it: a stolen session token alone must not add the thief's passkey.
                 guard let auth = own, auth.user.id == existing.id else {
-                    throw APIError.usernameTaken(username)
+                    throw KeyfobError.usernameTaken(username)
                 }
                 _ = try await confirmations.verify(asked.confirmation, .addPasskey, target: "", for: auth)
                 exclude = try await store.credentials(ofUser: existing.id).map {
@@ -147,14 +148,14 @@ struct CeremonyController: Sendable {
             } else {
                 try limits.check(limits.signUps, ip, now: now())
                 record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: username,
-                                         userID: Base64URL.encode(secureRandomBytes(32)), username: username,
+                                         userID: Base64URL.encode(randomBytes(32)), username: username,
                                          expiresAt: expires)
             }
         } else {
             try limits.check(limits.signUps, ip, now: now())
             let generated = Usernames.anonymous()
             record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: generated,
-                                     userID: Base64URL.encode(secureRandomBytes(32)), username: generated,
+                                     userID: Base64URL.encode(randomBytes(32)), username: generated,
                                      isAnonymous: true, expiresAt: expires)
         }
         record.algorithms = configuration.algorithms.map(\.rawValue)
@@ -204,10 +205,10 @@ struct CeremonyController: Sendable {
         let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
                                                  ceremony: .registration, key: body.challengeKey)
         guard let userID = pending.userID, let username = pending.username else {
-            throw APIError("challenge_not_found", "this challenge was not issued for a registration")
+            throw KeyfobError(.challengeNotFound, "this challenge was not issued for a registration")
         }
         if let sent = body.username, !sent.isEmpty, sent.precomposedStringWithCompatibilityMapping.lowercased() != username.lowercased() {
-            throw APIError.invalid("username \"\(sent)\" is not the one these options were made for")
+            throw KeyfobError.invalid("username \"\(sent)\" is not the one these options were made for")
         }
         let prfOutput = try Self.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         var keepBrowserSession = false
@@ -215,7 +216,7 @@ struct CeremonyController: Sendable {
         if pending.existingUser {
             // The options were confirmed with a passkey for this session; the same session finishes.
             guard let auth = try await sessions.authenticate(request), auth.user.id == userID else {
-                throw APIError.usernameTaken(username)
+                throw KeyfobError.usernameTaken(username)
             }
             // A browser adding a passkey keeps its own (unlocked) session cookie.
             keepBrowserSession = auth.viaCookie
@@ -230,8 +231,8 @@ struct CeremonyController: Sendable {
                 allowedAlgorithms: pending.algorithms.compactMap(COSEAlgorithm.init(rawValue:)),
                 attestation: configuration.attestationPolicy, now: now())
         } catch {
-            events.record(.registrationFailed, ip: ip, username: username, code: error.code.rawValue)
-            throw APIError(error)
+            events.record(.registrationFailed, ip: ip, username: username, code: KeyfobError(error).code)
+            throw KeyfobError(error)
         }
 
         let created = now()
@@ -275,11 +276,11 @@ struct CeremonyController: Sendable {
                 try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
                                                      credential: credential, session: session, wrap: wrap) }
         } catch StoreError.usernameTaken {
-            events.record(.registrationFailed, ip: ip, username: username, code: "username_taken")
-            throw APIError("username_taken", "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
+            events.record(.registrationFailed, ip: ip, username: username, code: .usernameTaken)
+            throw KeyfobError(.usernameTaken, "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
         } catch StoreError.credentialExists {
-            events.record(.registrationFailed, ip: ip, username: username, code: "credential_exists")
-            throw APIError("credential_exists", "this passkey is registered already", status: .conflict)
+            events.record(.registrationFailed, ip: ip, username: username, code: .credentialExists)
+            throw KeyfobError(.credentialExists, "this passkey is registered already", status: .conflict)
         }
         events.record(.registered, ip: ip, username: username, detail: "format=\(verified.attestation.format) alg=\(credential.algorithm)")
         if pending.existingUser { await store.auditAccountChange(userID: userID, method: "add_passkey", at: created) }
@@ -331,7 +332,7 @@ struct CeremonyController: Sendable {
         let challenge = challenges.generate()
         // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
         // challenge table); it only pairs a reply with its options (the signature binds the challenge).
-        let key = Base64URL.encode(secureRandomBytes(11))
+        let key = Base64URL.encode(randomBytes(11))
         var record = ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
                                      expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
         record.mayUseReserve = try await mayUseReserve(request)
@@ -362,20 +363,20 @@ struct CeremonyController: Sendable {
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
         let clientData: ClientDataJSON
-        do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw APIError(error) }
+        do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw KeyfobError(error) }
         let pending = try await consumeChallenge(clientData, ceremony: .authentication, key: body.challengeKey)
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
-            throw APIError("challenge_not_found", "this challenge was issued to confirm an action, not to sign in; request sign-in options")
+            throw KeyfobError(.challengeNotFound, "this challenge was issued to confirm an action, not to sign in; request sign-in options")
         }
         guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
-            throw APIError.invalid("rawId is not valid base64url")
+            throw KeyfobError.invalid("rawId is not valid base64url")
         }
         // The passkey, its account and the account's key in one read.
         guard let owner = try await metrics.store("credential", { try await store.credentialWithOwner(id: credentialID) }),
               pending.userID == nil || pending.userID == owner.user.id else {
-            events.record(.signInFailed, ip: ip, username: nil, code: "credential_not_found")
-            throw APIError("credential_not_found", "this passkey is not registered here", status: .notFound)
+            events.record(.signInFailed, ip: ip, username: nil, code: .credentialNotFound)
+            throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
         }
         let (record, user) = (owner.credential, owner.user)
 
@@ -389,8 +390,8 @@ struct CeremonyController: Sendable {
                 context.logger.warning("sign counter regression: possible cloned authenticator",
                                        metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
             }
-            events.record(.signInFailed, ip: ip, username: user.username, code: error.code.rawValue)
-            throw APIError(error)
+            events.record(.signInFailed, ip: ip, username: user.username, code: KeyfobError(error).code)
+            throw KeyfobError(error)
         }
 
         let new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
@@ -404,8 +405,8 @@ struct CeremonyController: Sendable {
                 credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
                 backupState: verified.backupState, usedAt: now(), session: session) }
         } catch StoreError.conflict {
-            events.record(.signInFailed, ip: ip, username: user.username, code: "counter_regression")
-            throw APIError("counter_regression", "another sign-in with this passkey used the same counter", status: .conflict)
+            events.record(.signInFailed, ip: ip, username: user.username, code: .counterRegression)
+            throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
         }
         if verified.backupState != record.backupState {
             context.logger.info("backup state changed", metadata: ["credential": "\(Base64URL.encode(record.id))",
@@ -429,7 +430,7 @@ struct CeremonyController: Sendable {
     static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> [UInt8]? {
         if let field {
             guard field.utf8.count <= 64, let bytes = Base64URL.decode(field), bytes.count == 32 else {
-                throw APIError.invalid("prfOutput must be the 32-byte PRF result, base64url")
+                throw KeyfobError.invalid("prfOutput must be the 32-byte PRF result, base64url")
             }
             return bytes
         }
@@ -450,21 +451,21 @@ struct CeremonyController: Sendable {
     /// so a challenge is used once whether or not verification succeeds.
     func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
         let clientData: ClientDataJSON
-        do { clientData = try ClientDataJSON(clientDataJSON) } catch { throw APIError(error) }
+        do { clientData = try ClientDataJSON(clientDataJSON) } catch { throw KeyfobError(error) }
         return try await consumeChallenge(clientData, ceremony: ceremony, key: key)
     }
 
     func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
         let value: [UInt8]
-        do { value = try clientData.challenge() } catch { throw APIError(error) }
+        do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
         guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony else {
-            throw APIError("challenge_not_found", "no pending \(ceremony.rawValue) has this challenge; request new options")
+            throw KeyfobError(.challengeNotFound, "no pending \(ceremony.rawValue) has this challenge; request new options")
         }
         guard pending.expiresAt > now() else {
-            throw APIError("challenge_expired", "the challenge expired; request new options and try again")
+            throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
         }
         if let key, !key.isEmpty, key != pending.key {
-            throw APIError("challenge_not_found", "challengeKey does not belong to this challenge")
+            throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
         }
         return pending
     }
@@ -488,7 +489,7 @@ enum Usernames {
         let allowed: Set<Unicode.Scalar> = Set("abcdefghijklmnopqrstuvwxyz0123456789._-@+".unicodeScalars)
         let rule = "a-z, 0-9 and . _ - @ + (letters are not case-sensitive)"
         guard (1...64).contains(folded.utf8.count) else {
-            throw APIError.invalid("a username is 1 to 64 characters of \(rule); this one has \(folded.utf8.count) bytes")
+            throw KeyfobError.invalid("a username is 1 to 64 characters of \(rule); this one has \(folded.utf8.count) bytes")
         }
         // Name the first character that is not allowed, as the person typed it (and its code point,
         // so a look-alike such as Cyrillic "а" is told apart from "a").
@@ -497,15 +498,15 @@ enum Usernames {
             let shown = bad == " " ? "a space"
                 : bad.properties.generalCategory == .control || bad.properties.isWhitespace || bad.value == 0x200B
                 ? "an invisible character (\(code))" : "\"\(String(bad))\" (\(code))"
-            throw APIError.invalid("\(shown) cannot be in a username: use \(rule)")
+            throw KeyfobError.invalid("\(shown) cannot be in a username: use \(rule)")
         }
         guard !folded.hasPrefix(anonymousPrefix) else {
-            throw APIError.invalid("usernames starting with \"\(anonymousPrefix)\" are reserved for anonymous accounts")
+            throw KeyfobError.invalid("usernames starting with \"\(anonymousPrefix)\" are reserved for anonymous accounts")
         }
         return folded
     }
 
     static func anonymous() -> String {
-        anonymousPrefix + Hex.encode(secureRandomBytes(6))
+        anonymousPrefix + Hex.encode(randomBytes(6))
     }
 }

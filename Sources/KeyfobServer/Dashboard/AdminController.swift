@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import Logging
 import Nostr
@@ -51,13 +52,13 @@ struct AdminController: Sendable {
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer kfa_") {
             let token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
             guard let stored = try await store.metaValue(Self.tokenMetaName), constantTimeEqual(stored, sha256(Array(token.utf8))) else {
-                throw APIError("unauthorized", "this admin token is not valid (rotated?)", status: .unauthorized)
+                throw KeyfobError(.unauthorized, "this admin token is not valid (rotated?)", status: .unauthorized)
             }
             return ("token", nil)
         }
-        guard let auth = try await sessions.authenticate(request) else { throw APIError.unauthorized }
+        guard let auth = try await sessions.authenticate(request) else { throw KeyfobError.unauthorized }
         guard admins.isAdmin(auth.user) else {
-            throw APIError("permission_denied", "the dashboard is for operators (--admin)", status: .forbidden)
+            throw KeyfobError(.permissionDenied, "the dashboard is for operators (--admin)", status: .forbidden)
         }
         return (auth.user.username, auth)
     }
@@ -70,27 +71,19 @@ struct AdminController: Sendable {
         let cursor = request.queryValue("cursor").flatMap { $0.isEmpty ? nil : String($0.prefix(64)) }
         let page = try await store.users(matching: query, after: cursor, limit: 50)
         let formatter = ISO8601DateFormatter()
-        var list: [[String: Any]] = []
+        var list: [UsersReply.User] = []
         for user in page {
-            let passkeys: [[String: Any]] = try await store.credentials(ofUser: user.id).map { c in
-                var item: [String: Any] = [
-                    "id": Base64URL.encode(c.id), "format": c.attestationFormat, "aaguid": Hex.encode(c.aaguid),
-                    "authenticator": names.provider(aaguid: c.aaguid).name, "createdAt": formatter.string(from: c.createdAt),
-                    "backedUp": c.backupState, "attestationTrusted": c.attestationTrusted,
-                ]
-                if let used = c.lastUsedAt { item["lastUsedAt"] = formatter.string(from: used) }
-                if let name = c.name { item["name"] = name }
-                return item
+            let passkeys = try await store.credentials(ofUser: user.id).map { c in
+                UsersReply.Passkey(id: Base64URL.encode(c.id), format: c.attestationFormat, aaguid: Hex.encode(c.aaguid),
+                                   authenticator: names.provider(aaguid: c.aaguid).name, createdAt: formatter.string(from: c.createdAt),
+                                   backedUp: c.backupState, attestationTrusted: c.attestationTrusted,
+                                   lastUsedAt: c.lastUsedAt.map(formatter.string(from:)), name: c.name)
             }
             let clients = Set(try await store.grants(ofUser: user.id, now: now()).map(\.client)).sorted()
-            list.append([
-                "username": user.username, "isAnonymous": user.isAnonymous, "createdAt": formatter.string(from: user.createdAt),
-                "passkeys": passkeys, "hasNostrKey": try await store.nostrKey(ofUser: user.id) != nil, "clients": clients,
-            ])
+            list.append(UsersReply.User(username: user.username, isAnonymous: user.isAnonymous, createdAt: formatter.string(from: user.createdAt),
+                                        passkeys: passkeys, hasNostrKey: try await store.nostrKey(ofUser: user.id) != nil, clients: clients))
         }
-        var reply: [String: Any] = ["users": list]
-        if page.count == 50, let last = page.last { reply["next"] = last.username }
-        return jsonObjectResponse(reply)
+        return jsonResponse(UsersReply(users: list, next: page.count == 50 ? page.last?.username : nil))
     }
 
     // MARK: Events
@@ -147,20 +140,17 @@ struct AdminController: Sendable {
         var database = "ok"
         do { try await store.healthCheck() } catch { database = "unavailable" }
         let (users, credentials) = (try? await store.countUsersAndCredentials()) ?? (0, 0)
-        return jsonObjectResponse([
-            "lastHour": [
-                "signUps": hour.filter { $0.event == "registration.verified" }.count,
-                "signIns": hour.filter { $0.event == "authentication.verified" }.count,
-                "failures": failures, "signer": signer, "perMinute": perMinute,
-            ] as [String: Any],
-            "health": [
-                "uptimeSeconds": Int(Date().timeIntervalSince(feed.startedAt)), "version": Self.version, "database": database,
-                "openConnections": connections.current, "users": users, "passkeys": credentials,
+        return jsonResponse(StatsReply(
+            lastHour: .init(
+                signUps: hour.filter { $0.event == "registration.verified" }.count,
+                signIns: hour.filter { $0.event == "authentication.verified" }.count,
+                failures: failures, signer: signer, perMinute: perMinute),
+            health: .init(
+                uptimeSeconds: Int(Date().timeIntervalSince(feed.startedAt)), version: Self.version, database: database,
+                openConnections: connections.current, users: users, passkeys: credentials,
                 // With PostgreSQL, several instances share the database; the activity figures and
                 // the live stream are this instance's own (its memory), the counts everyone's.
-                "store": configuration.isPostgres ? "postgres" : "sqlite",
-            ] as [String: Any],
-        ])
+                store: configuration.isPostgres ? "postgres" : "sqlite")))
     }
 
     // MARK: Operator actions
@@ -171,7 +161,7 @@ struct AdminController: Sendable {
         confirmations.ceremonies.custody.unlockedSigners.closeAll()
         feed.publish(Activity(time: now(), category: "session", event: "signers.locked", user: who, client: nil, method: nil,
                               kind: nil, outcome: "ok", code: nil, ip: nil))
-        return jsonObjectResponse(["locked": locked])
+        return jsonResponse(["locked": locked])
     }
 
     @Sendable func revokeSessions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -180,7 +170,7 @@ struct AdminController: Sendable {
         try await store.deleteSessions(ofUser: user.id)
         confirmations.ceremonies.custody.unlockedSigners.close(userID: user.id)
         record("admin.sessions_revoked", by: who, target: user.username)
-        return jsonObjectResponse(["revoked": true])
+        return jsonResponse(["revoked": true])
     }
 
     @Sendable func removeUser(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -189,7 +179,7 @@ struct AdminController: Sendable {
         _ = try await store.deleteUser(id: user.id)
         confirmations.ceremonies.custody.unlockedSigners.close(userID: user.id)
         record("admin.user_removed", by: who, target: user.username)
-        return jsonObjectResponse(["removed": true])
+        return jsonResponse(["removed": true])
     }
 
     /// An operator action that destroys: the admin token (automation) as it is, an operator's
@@ -212,7 +202,7 @@ struct AdminController: Sendable {
 
     func named(_ context: KeyfobRequestContext) async throws -> UserRecord {
         guard let name = context.parameters.get("name"), let user = try await store.user(named: name) else {
-            throw APIError("request_not_found", "no such user", status: .notFound)
+            throw KeyfobError(.requestNotFound, "no such user", status: .notFound)
         }
         return user
     }
@@ -234,7 +224,7 @@ func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
 public enum AdminToken {
     /// A new token and its stored form.
     public static func generate() -> (token: String, hash: [UInt8]) {
-        let token = "kfa_" + Base64URL.encode(secureRandomBytes(32))
+        let token = "kfa_" + Base64URL.encode(randomBytes(32))
         return (token, sha256(Array(token.utf8)))
     }
 
@@ -252,4 +242,40 @@ public enum AdminToken {
         _ = write(fd, line, line.count)
         return path
     }
+}
+
+/// A page of accounts for the dashboard; `next` is the cursor of the page after.
+struct UsersReply: Encodable {
+    struct Passkey: Encodable {
+        let id, format, aaguid, authenticator, createdAt: String
+        let backedUp, attestationTrusted: Bool
+        let lastUsedAt, name: String?
+    }
+    struct User: Encodable {
+        let username: String
+        let isAnonymous: Bool
+        let createdAt: String
+        let passkeys: [Passkey]
+        let hasNostrKey: Bool
+        let clients: [String]
+    }
+    let users: [User]
+    let next: String?
+}
+
+/// The dashboard's figures: this instance's last hour, and the server's health.
+struct StatsReply: Encodable {
+    struct LastHour: Encodable {
+        let signUps, signIns: Int
+        let failures, signer: [String: Int]
+        let perMinute: [[String: Int]]
+    }
+    struct Health: Encodable {
+        let uptimeSeconds: Int
+        let version, database: String
+        let openConnections, users, passkeys: Int
+        let store: String
+    }
+    let lastHour: LastHour
+    let health: Health
 }

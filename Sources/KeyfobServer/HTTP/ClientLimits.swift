@@ -26,18 +26,18 @@ struct ClientLimits: Sendable {
     }
 
     func check(_ limiter: RateLimiter, _ ip: String, now: Date) throws {
-        if let retry = limiter.take(ip, now: now) { throw APIError.rateLimited(retryAfter: retry) }
+        if let retry = limiter.take(ip, now: now) { throw KeyfobError.rateLimited(retryAfter: retry) }
     }
 
     func insert(_ challenge: ChallengeRecord, into store: any KeyfobStore, now: Date) async throws {
         do {
             try await store.insertChallenge(challenge, now: now, maxPerClient: maxChallengesPerClient)
         } catch StoreError.limitReached {
-            throw APIError("rate_limited", "too many unfinished sign-ins from this address; finish one or wait a minute",
-                           status: .tooManyRequests, headers: [.retryAfter: "60"])
+            throw KeyfobError(.rateLimited, "too many unfinished sign-ins from this address; finish one or wait a minute",
+                           status: .tooManyRequests, retryAfter: 60)
         } catch StoreError.capacityReached {
-            throw APIError("rate_limited", "too many sign-ins are unfinished on this server right now; try again in a minute",
-                           status: .tooManyRequests, headers: [.retryAfter: "60"])
+            throw KeyfobError(.rateLimited, "too many sign-ins are unfinished on this server right now; try again in a minute",
+                           status: .tooManyRequests, retryAfter: 60)
         }
     }
 }

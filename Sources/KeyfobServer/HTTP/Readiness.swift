@@ -22,7 +22,7 @@ struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
         guard !gate.open, request.uri.path != "/healthz", request.uri.path != "/metrics" else {
             return try await next(request, context)
         }
-        throw APIError("internal_error", "keyfob is starting: the database is not reachable yet; try again in a moment",
-                       status: .serviceUnavailable, headers: [.retryAfter: "2"])
+        throw KeyfobError(.internalError, "keyfob is starting: the database is not reachable yet; try again in a moment",
+                       status: .serviceUnavailable, retryAfter: 2)
     }
 }

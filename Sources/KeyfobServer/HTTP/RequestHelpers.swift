@@ -9,13 +9,13 @@ extension Request {
     func bodyBytes(limit: Int) async throws -> [UInt8] {
         // One pass over the fields: a lookup by name would build the request's header index.
         if let declared = headers.first(where: { $0.name == .contentLength }).flatMap({ Int($0.value) }), declared > limit {
-            throw APIError("payload_too_large", "request body is over \(limit) bytes", status: .contentTooLarge)
+            throw KeyfobError(.payloadTooLarge, "request body is over \(limit) bytes", status: .contentTooLarge)
         }
         do {
             let buffer = try await body.collect(upTo: limit)
             return Array(buffer.readableBytesView)
         } catch {
-            throw APIError("payload_too_large", "request body is over \(limit) bytes", status: .contentTooLarge)
+            throw KeyfobError(.payloadTooLarge, "request body is over \(limit) bytes", status: .contentTooLarge)
         }
     }
 
@@ -23,17 +23,17 @@ extension Request {
     func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
         let bytes = try await bodyBytes(limit: limit)
         try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
-        guard !bytes.isEmpty else { throw APIError.invalid("request body is empty; send a JSON object") }
+        guard !bytes.isEmpty else { throw KeyfobError.invalid("request body is empty; send a JSON object") }
         do {
             return try JSONDecoder().decode(T.self, from: Data(bytes))
         } catch let DecodingError.keyNotFound(key, context) {
-            throw APIError.invalid("field \"\(path(context.codingPath + [key]))\" is missing")
+            throw KeyfobError.invalid("field \"\(path(context.codingPath + [key]))\" is missing")
         } catch let DecodingError.typeMismatch(_, context) {
-            throw APIError.invalid("field \"\(path(context.codingPath))\" has the wrong type")
+            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" has the wrong type")
         } catch let DecodingError.valueNotFound(_, context) {
-            throw APIError.invalid("field \"\(path(context.codingPath))\" is null")
+            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" is null")
         } catch {
-            throw APIError.invalid("request body is not valid JSON")
+            throw KeyfobError.invalid("request body is not valid JSON")
         }
     }
 
@@ -44,7 +44,7 @@ extension Request {
         try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
         guard !bytes.isEmpty else { return [:] }
         guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
-            throw APIError.invalid("request body must be a JSON object")
+            throw KeyfobError.invalid("request body must be a JSON object")
         }
         return object
     }
@@ -54,7 +54,7 @@ extension Request {
         guard !bodyIsEmpty else { return }
         let type = headers[.contentType]?.lowercased() ?? ""
         guard type.hasPrefix("application/json") else {
-            throw APIError("invalid_request", "Content-Type must be application/json", status: .unsupportedMediaType)
+            throw KeyfobError(.invalidRequest, "Content-Type must be application/json", status: .unsupportedMediaType)
         }
     }
 
@@ -105,7 +105,7 @@ struct WithChallengeKey<Options: Encodable>: Encodable {
 func htmlPage(_ name: String, in directory: String) throws -> Response {
     let path = (directory as NSString).appendingPathComponent(name)
     guard let data = FileManager.default.contents(atPath: path) else {
-        throw APIError("internal_error", "the page \(name) is missing from --public-dir", status: .internalServerError)
+        throw KeyfobError(.internalError, "the page \(name) is missing from --public-dir", status: .internalServerError)
     }
     return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
                     body: .init(byteBuffer: ByteBuffer(bytes: data)))

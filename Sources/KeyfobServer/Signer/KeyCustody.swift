@@ -1,5 +1,5 @@
-import COpenSSL
 import Foundation
+import KeyfobCrypto
 import KeyfobStore
 import Logging
 import Nostr
@@ -57,13 +57,13 @@ struct KeyCustody: Sendable {
 
     func open(_ record: NostrKeyRecord, unlock: SessionUnlock?) throws -> SecretKey {
         guard record.passkeySealed else { return try open(record) }
-        guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+        guard let dataKey = unlock?.dataKey(at: now()) else { throw KeyfobError.signerSealed }
         return try open(record, dataKey: dataKey)
     }
 
     /// A server-protected record's key (a sealed one: `signer_locked`).
     func open(_ record: NostrKeyRecord) throws -> SecretKey {
-        guard !record.passkeySealed else { throw APIError.signerSealed }
+        guard !record.passkeySealed else { throw KeyfobError.signerSealed }
         return try Self.secretKey(in: masterKeyLayer(record), pubkey: record.pubkey)
     }
 
@@ -85,7 +85,7 @@ struct KeyCustody: Sendable {
     /// `SecretKey`'s own (or is wiped here when it is no key).
     private static func secretKey(in layer: consuming [UInt8], under dataKey: borrowing SecretBytes, aad: String, pubkey: String) throws -> SecretKey {
         defer { wipe(&layer) }
-        guard var inner = KeyVault.decrypt(layer, key: dataKey, aad: aad) else { throw APIError.signerSealed }
+        guard var inner = KeyVault.decrypt(layer, key: dataKey, aad: aad) else { throw KeyfobError.signerSealed }
         defer { wipe(&inner) }
         return try matching(SecretKey(bytes: inner), pubkey)
     }
@@ -99,11 +99,11 @@ struct KeyCustody: Sendable {
                 "user": "\(record.userID)", "version": "\(record.version)",
                 "why": "a server-protected key row while the user's key is sealed by passkeys: restored from an older copy? Restore the sealed row",
             ])
-            throw APIError.keyRolledBack
+            throw KeyfobError.keyRolledBack
         }
         guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
                                      version: record.version, passkeySealed: record.passkeySealed) else {
-            throw APIError("internal_error", "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
+            throw KeyfobError(.internalError, "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
                            status: .internalServerError)
         }
         return outer
@@ -112,7 +112,7 @@ struct KeyCustody: Sendable {
     /// `key`, when its public key is the one stored beside it.
     static func matching(_ key: SecretKey, _ pubkey: String) throws -> SecretKey {
         guard key.publicKey.hex == pubkey else {
-            throw APIError("internal_error", "the stored key does not match its public key", status: .internalServerError)
+            throw KeyfobError(.internalError, "the stored key does not match its public key", status: .internalServerError)
         }
         return key
     }
@@ -149,14 +149,14 @@ struct KeyCustody: Sendable {
     private func masterKeyLayer(_ record: BunkerSignerRecord) throws -> [UInt8] {
         guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
                                      context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed)) else {
-            throw APIError("internal_error", "the bunker key cannot be opened with this server's master key", status: .internalServerError)
+            throw KeyfobError(.internalError, "the bunker key cannot be opened with this server's master key", status: .internalServerError)
         }
         return outer
     }
 
     /// A plain signer record's key (a sealed one: `signer_locked`).
     func openSigner(_ record: BunkerSignerRecord) throws -> SecretKey {
-        guard !record.passkeySealed else { throw APIError.signerSealed }
+        guard !record.passkeySealed else { throw KeyfobError.signerSealed }
         return try Self.secretKey(in: masterKeyLayer(record), pubkey: record.pubkey)
     }
 
@@ -173,7 +173,7 @@ struct KeyCustody: Sendable {
     func signerKey(_ record: BunkerSignerRecord, unlock: SessionUnlock?) throws -> SecretKey {
         guard record.passkeySealed else { return try openSigner(record) }
         if let open = unlockedSigners.key(userID: record.userID, pubkey: record.pubkey, now: now()) { return open }
-        guard let unlock, let dataKey = unlock.dataKey(at: now()) else { throw APIError.signerSealed }
+        guard let unlock, let dataKey = unlock.dataKey(at: now()) else { throw KeyfobError.signerSealed }
         let key = try openSigner(record, dataKey: dataKey)
         unlockedSigners.open(key, userID: record.userID, until: unlock.session.unlockedUntil ?? now())
         return key
@@ -201,7 +201,7 @@ struct KeyCustody: Sendable {
         let current = try await record(for: userID)
         let next: NostrKeyRecord
         if current.passkeySealed {
-            guard let dataKey = unlock?.dataKey(at: now()) else { throw APIError.signerSealed }
+            guard let dataKey = unlock?.dataKey(at: now()) else { throw KeyfobError.signerSealed }
             next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
         } else {
             next = try seal(key, userID: userID, version: current.version + 1)
@@ -209,7 +209,7 @@ struct KeyCustody: Sendable {
         do {
             try await store.replaceNostrKey(next, expectedVersion: current.version)
         } catch StoreError.conflict {
-            throw APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+            throw KeyfobError(.invalidRequest, "the key changed at the same time; reload and try again", status: .conflict)
         }
         return next
     }
@@ -230,10 +230,10 @@ struct KeyCustody: Sendable {
     }
 }
 
-extension APIError {
+extension KeyfobError {
     /// The stored key is older than its seal (a row put back from a backup): refused, never signed with.
-    static let keyRolledBack = APIError(
-        "key_rolled_back",
+    static let keyRolledBack = KeyfobError(
+        .keyRolledBack,
         "your key's stored copy is older than its seal (restored from an old backup?); nothing was signed. The operator must restore the sealed copy",
         status: .conflict)
 }
@@ -253,7 +253,7 @@ public enum MasterKeyRotation {
                                         version: record.version, passkeySealed: record.passkeySealed) else {
                 throw KeyVaultError("the key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
-            defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            defer { wipe(&secret) }
             var next = record
             (next.nonce, next.sealed) = try new.seal(secret, userID: record.userID, version: record.version,
                                                      passkeySealed: record.passkeySealed)
@@ -266,7 +266,7 @@ public enum MasterKeyRotation {
             guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys, context: context) else {
                 throw KeyVaultError("the NIP-46 signer key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
-            defer { secret.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+            defer { wipe(&secret) }
             var next = record
             (next.nonce, next.sealed) = try new.seal(secret, for: .bunkerKeys, context: context)
             signers.append(next)

@@ -1,5 +1,5 @@
-import COpenSSL
 import Foundation
+import KeyfobCrypto
 
 /// The master key at work (DESIGN.md §4.1): one key per purpose derived from it with HKDF-SHA256
 /// (nostr keys, NIP-46 signer keys, waiting requests, derived secrets), and AES-256-GCM sealing
@@ -60,8 +60,7 @@ public final class KeyVault: @unchecked Sendable {
     /// For a passkey-sealed key, `secret` is the key already encrypted under its data key.
     func seal(_ secret: [UInt8], userID: String, version: Int, passkeySealed: Bool = false) throws(KeyVaultError)
         -> (nonce: [UInt8], sealed: [UInt8]) {
-        var nonce = [UInt8](repeating: 0, count: 12)
-        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        let nonce = randomBytes(12)
         let aad = Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed)
         let sealed = try withKey(.nostrKeys) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: secret) }
         return (nonce, sealed)
@@ -77,8 +76,7 @@ public final class KeyVault: @unchecked Sendable {
 
     /// AES-256-GCM under `key` with a fresh nonce: returns nonce ‖ ciphertext ‖ tag.
     static func encrypt(_ plaintext: [UInt8], key: borrowing SecretBytes, aad: String) throws(KeyVaultError) -> [UInt8] {
-        var nonce = [UInt8](repeating: 0, count: 12)
-        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        let nonce = randomBytes(12)
         let sealed = try key.withUnsafeBytes { raw throws(KeyVaultError) in
             try gcm(encrypt: true, key: raw, nonce: nonce, aad: Array(aad.utf8), input: plaintext)
         }
@@ -103,8 +101,7 @@ public final class KeyVault: @unchecked Sendable {
 
     /// Seals other secrets (a NIP-46 signer key, a waiting request) under `purpose`'s key, bound to `context`.
     func seal(_ bytes: [UInt8], for purpose: Purpose, context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
-        var nonce = [UInt8](repeating: 0, count: 12)
-        guard RAND_bytes(&nonce, 12) == 1 else { throw KeyVaultError("the random generator failed") }
+        let nonce = randomBytes(12)
         let aad = Array("keyfob:\(context)".utf8)
         return (nonce, try withKey(purpose) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: bytes) })
     }
@@ -123,84 +120,42 @@ public final class KeyVault: @unchecked Sendable {
         return nil
     }
 
-    // MARK: OpenSSL
+    // MARK: Primitives (KeyfobCrypto), with the vault's errors
 
-    /// HKDF-SHA256 (RFC 5869) through OpenSSL's KDF, 32 bytes out.
     static func hkdf(key: [UInt8], salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
-        try withBytes(key) { raw throws(KeyVaultError) in try hkdf(key: raw, salt: salt, info: info, length: length) }
+        guard let out = HKDF.derive(key: key, salt: salt, info: info, length: length) else { throw KeyVaultError("HKDF failed") }
+        return out
+    }
+
+    static func hkdf(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
+        guard let out = HKDF.derive(key: key, salt: salt, info: info, length: length) else { throw KeyVaultError("HKDF failed") }
+        return out
     }
 
     /// HKDF-SHA256 whose output is a key: it never exists as an array past this call.
     static func hkdfSecret(key: [UInt8], salt: [UInt8], info: [UInt8]) throws(KeyVaultError) -> SecretBytes {
-        var out = try hkdf(key: key, salt: salt, info: info)
-        return SecretBytes(taking: &out)
+        guard let out = HKDF.deriveSecret(key: key, salt: salt, info: info) else { throw KeyVaultError("HKDF failed") }
+        return out
     }
 
     static func hkdfSecret(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) throws(KeyVaultError) -> SecretBytes {
-        var out = try hkdf(key: key, salt: salt, info: info)
-        return SecretBytes(taking: &out)
-    }
-
-    /// `body` with the array's bytes, keeping the typed error.
-    private static func withBytes<R>(_ bytes: [UInt8], _ body: (UnsafeRawBufferPointer) throws(KeyVaultError) -> R) throws(KeyVaultError) -> R {
-        let result: Result<R, KeyVaultError> = bytes.withUnsafeBytes { raw in
-            do throws(KeyVaultError) { return .success(try body(raw)) } catch { return .failure(error) }
-        }
-        return try result.get()
-    }
-
-    static func hkdf(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int = 32) throws(KeyVaultError) -> [UInt8] {
-        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "HKDF", nil) else { throw KeyVaultError("HKDF is unavailable") }
-        defer { EVP_PKEY_CTX_free(ctx) }
-        var out = [UInt8](repeating: 0, count: length)
-        var outLength = length
-        guard EVP_PKEY_derive_init(ctx) == 1,
-              EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
-              EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
-              EVP_PKEY_CTX_set1_hkdf_key(ctx, key.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(key.count)) == 1,
-              EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
-              EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length else {
-            ERR_clear_error()
-            throw KeyVaultError("HKDF failed")
-        }
+        guard let out = HKDF.deriveSecret(key: key, salt: salt, info: info) else { throw KeyVaultError("HKDF failed") }
         return out
     }
 
     /// AES-256-GCM with a 12-byte nonce and a 16-byte tag appended to the ciphertext.
     static func gcm(encrypt: Bool, key: [UInt8], nonce: [UInt8], aad: [UInt8], input: [UInt8]) throws(KeyVaultError) -> [UInt8] {
-        try withBytes(key) { raw throws(KeyVaultError) in try gcm(encrypt: encrypt, key: raw, nonce: nonce, aad: aad, input: input) }
+        guard let out = Cipher.aes256GCM(encrypt: encrypt, key: key, nonce: nonce, aad: aad, input: input) else {
+            throw KeyVaultError(encrypt ? "sealing failed" : "the sealed key does not open with this master key")
+        }
+        return out
     }
 
     static func gcm(encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8], input: [UInt8]) throws(KeyVaultError) -> [UInt8] {
-        guard key.count == 32 else { throw KeyVaultError("an AES-256 key is 32 bytes") }
-        guard let ctx = EVP_CIPHER_CTX_new() else { throw KeyVaultError("cipher context allocation failed") }
-        defer { EVP_CIPHER_CTX_free(ctx) }
-        let body = encrypt ? input : Array(input.dropLast(16))
-        var tag = encrypt ? [UInt8](repeating: 0, count: 16) : Array(input.suffix(16))
-        var out = [UInt8](repeating: 0, count: body.count + 16)
-        var length: Int32 = 0, finalLength: Int32 = 0
-        let ok: Bool = out.withUnsafeMutableBufferPointer { buffer in
-            guard EVP_CipherInit_ex(ctx, EVP_aes_256_gcm(), nil, key.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce,
-                                    encrypt ? 1 : 0) == 1,
-                  EVP_CipherUpdate(ctx, nil, &length, aad, Int32(aad.count)) == 1,
-                  EVP_CipherUpdate(ctx, buffer.baseAddress, &length, body, Int32(body.count)) == 1 else { return false }
-            if !encrypt {
-                guard EVP_CIPHER_CTX_ctrl(ctx, KF_EVP_CTRL_GCM_SET_TAG, 16, &tag) == 1 else { return false }
-            }
-            // Decrypting, Final fails when the tag does not match: nothing unauthenticated comes out.
-            guard EVP_CipherFinal_ex(ctx, buffer.baseAddress! + Int(length), &finalLength) == 1 else { return false }
-            if encrypt {
-                guard EVP_CIPHER_CTX_ctrl(ctx, KF_EVP_CTRL_GCM_GET_TAG, 16, &tag) == 1 else { return false }
-            }
-            return true
-        }
-        guard ok else {
-            ERR_clear_error()
-            out.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
+        guard let out = Cipher.aes256GCM(encrypt: encrypt, key: key, nonce: nonce, aad: aad, input: input) else {
             throw KeyVaultError(encrypt ? "sealing failed" : "the sealed key does not open with this master key")
         }
-        out.removeLast(out.count - Int(length + finalLength))
-        return encrypt ? out + tag : out
+        return out
     }
 }
 

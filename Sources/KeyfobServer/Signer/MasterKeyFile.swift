@@ -1,5 +1,5 @@
-import COpenSSL
 import Foundation
+import KeyfobCrypto
 
 /// Where the master key comes from: `KEYFOB_MASTER_KEY` (base64), or a file of 32 random bytes
 /// that is created with mode 0600 on first start and refused when group or others can read it.
@@ -28,8 +28,7 @@ public enum MasterKeyFile {
 
     /// Writes a new random key to `path` (which must not exist) with mode 0600.
     public static func create(at path: String) throws(ServerConfiguration.Invalid) -> [UInt8] {
-        var key = [UInt8](repeating: 0, count: KeyVault.masterKeyLength)
-        guard RAND_bytes(&key, Int32(key.count)) == 1 else { throw .init(description: "the random generator failed") }
+        let key = randomBytes(KeyVault.masterKeyLength)
         // O_EXCL: two instances starting together cannot both write a key; mode 0600 whatever the umask.
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {

@@ -1,5 +1,5 @@
-import COpenSSL
 import Foundation
+import KeyfobCrypto
 import KeyfobStore
 import WebAuthn
 
@@ -127,10 +127,6 @@ struct PasskeySeal: Sendable {
 
 }
 
-/// Overwrites secret bytes before they are released.
-func wipe(_ bytes: inout [UInt8]) {
-    bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-}
 
 /// What a signed-in request brings to open a passkey-sealed key: its session and the raw token
 /// the session's copy of the data key is encrypted under.
@@ -145,10 +141,10 @@ struct SessionUnlock: Sendable {
     }
 }
 
-extension APIError {
+extension KeyfobError {
     /// A passkey-sealed key with no data key at hand: only a sealing passkey's sign-in opens it.
-    static let signerSealed = APIError(
-        "signer_locked",
+    static let signerSealed = KeyfobError(
+        .signerLocked,
         "your nostr key is sealed by your passkeys: unlock the signer with a passkey that seals it (the account page's Unlock, or signer.unlock)",
         status: .forbidden)
 }

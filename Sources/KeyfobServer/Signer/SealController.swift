@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import Nostr
 import WebAuthn
@@ -59,11 +60,11 @@ struct SealController: Sendable {
                      caller: caller)
     }
 
-    static let noPRF = APIError(
-        "invalid_request",
+    static let noPRF = KeyfobError(
+        .invalidRequest,
         "this passkey gave no PRF output: its authenticator cannot seal keys (try a passkey from a platform or security key that supports PRF)")
 
-    static let conflict = APIError("invalid_request", "the key changed at the same time; reload and try again", status: .conflict)
+    static let conflict = KeyfobError(.invalidRequest, "the key changed at the same time; reload and try again", status: .conflict)
 
     @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let proof = try await proven(request, context: context, .seal)
@@ -72,7 +73,7 @@ struct SealController: Sendable {
         let current = try await custody.record(for: userID)
         if !current.passkeySealed {
             guard let output = proof.prf.first else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
                 throw Self.noPRF
             }
             let key = try custody.open(current)
@@ -106,12 +107,12 @@ struct SealController: Sendable {
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "invalid_request")
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
                 throw Self.noPRF
             }
             guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: "signer_locked")
-                throw APIError.signerSealed
+                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .signerLocked)
+                throw KeyfobError.signerSealed
             }
             _ = try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                                                                challenge: proof.challenge, at: now()))
@@ -132,8 +133,8 @@ struct SealController: Sendable {
                                                           challenge: proof.challenge) {
             dataKey = opened
         } else {
-            await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: "signer_locked")
-            throw APIError.signerSealed
+            await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: .signerLocked)
+            throw KeyfobError.signerSealed
         }
         let key = try custody.open(current, dataKey: dataKey)
         let next = try custody.seal(key, userID: userID, version: current.version + 1)
@@ -172,7 +173,7 @@ struct SealController: Sendable {
                                                            challenge: proof.challenge) else {
                 ceremonies.events.logger.notice("an unlock did not open the sealed key (no PRF output, or another one)",
                                                 metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
-                throw proof.prf.first == nil ? Self.noPRF : APIError.signerSealed
+                throw proof.prf.first == nil ? Self.noPRF : KeyfobError.signerSealed
             }
             _ = try await custody.unlock(proof.auth, until: until, dataKey: dataKey)
         } else {
@@ -243,7 +244,7 @@ extension KeyCustody {
         session.unlockedUntil = until
         session.dataKey = sessionCopy
         guard try await store.unlockSession(tokenHash: session.tokenHash, until: until, dataKey: sessionCopy) else {
-            throw APIError("unauthorized", "this session ended; sign in again", status: .unauthorized)
+            throw KeyfobError(.unauthorized, "this session ended; sign in again", status: .unauthorized)
         }
         return SessionUnlock(token: auth.token, session: session)
     }

@@ -41,7 +41,7 @@ enum SignerCall: Sendable {
     // MARK: Parsing a JSON request body (REST; NIP-46 params reuse the pieces)
 
     /// Builds the call for `method` from a JSON object in DESIGN.md §4.3's shapes.
-    static func parse(method: SignerMethod, body: [String: Any], now: Date) throws(APIError) -> SignerCall {
+    static func parse(method: SignerMethod, body: [String: Any], now: Date) throws(KeyfobError) -> SignerCall {
         switch method {
         case .getPublicKey:
             return .getPublicKey
@@ -49,12 +49,12 @@ enum SignerCall: Sendable {
             return .signEvent(try unsignedEvent(body["event"], now: now))
         case .nip04Encrypt, .nip44Encrypt:
             guard let plaintext = body["plaintext"] as? String else {
-                throw APIError("invalid_content", "plaintext must be a string")
+                throw KeyfobError(.invalidContent, "plaintext must be a string")
             }
             return .encrypt(method == .nip04Encrypt ? .nip04 : .nip44, plaintext: plaintext, peer: try peer(body["pubkey"]))
         case .nip04Decrypt, .nip44Decrypt:
             guard let ciphertext = (body["ciphertext"] ?? body["encryptedText"]) as? String else {
-                throw APIError("invalid_content", "ciphertext must be a string")
+                throw KeyfobError(.invalidContent, "ciphertext must be a string")
             }
             return .decrypt(method == .nip04Decrypt ? .nip04 : .nip44, ciphertext: ciphertext, peer: try peer(body["pubkey"]))
         case .decryptZapEvent:
@@ -63,20 +63,20 @@ enum SignerCall: Sendable {
     }
 
     /// A peer's public key: 64 hex characters of an x-only key on the curve.
-    static func peer(_ value: Any?) throws(APIError) -> PublicKey {
-        guard let hex = value as? String else { throw APIError("invalid_pubkey", "pubkey must be 64 hex characters") }
-        do { return try PublicKey(hex: hex) } catch { throw APIError(error) }
+    static func peer(_ value: Any?) throws(KeyfobError) -> PublicKey {
+        guard let hex = value as? String else { throw KeyfobError(.invalidPubkey, "pubkey must be 64 hex characters") }
+        do { return try PublicKey(hex: hex) } catch { throw KeyfobError(error) }
     }
 
     /// An event to sign: a JSON object (or a string holding one, as NIP-55 content is).
-    static func unsignedEvent(_ value: Any?, now: Date) throws(APIError) -> UnsignedEvent {
+    static func unsignedEvent(_ value: Any?, now: Date) throws(KeyfobError) -> UnsignedEvent {
         do {
             return try UnsignedEvent.parse(object: try eventObject(value), now: Int64(now.timeIntervalSince1970))
-        } catch { throw APIError(error) }
+        } catch { throw KeyfobError(error) }
     }
 
-    static func signedEvent(_ value: Any?) throws(APIError) -> Event {
-        do { return try Event.parse(object: try eventObject(value)) } catch { throw APIError(error) }
+    static func signedEvent(_ value: Any?) throws(KeyfobError) -> Event {
+        do { return try Event.parse(object: try eventObject(value)) } catch { throw KeyfobError(error) }
     }
 
     private static func eventObject(_ value: Any?) throws(NostrError) -> [String: Any] {
@@ -89,10 +89,10 @@ enum SignerCall: Sendable {
     }
 }
 
-extension APIError {
+extension KeyfobError {
     /// Runs a nostr core call, turning its failure into the client-facing error.
-    static func from<T>(_ body: () throws(NostrError) -> T) throws(APIError) -> T {
-        do { return try body() } catch { throw APIError(error) }
+    static func from<T>(_ body: () throws(NostrError) -> T) throws(KeyfobError) -> T {
+        do { return try body() } catch { throw KeyfobError(error) }
     }
 
     /// The client-facing form of a nostr failure.
@@ -103,7 +103,7 @@ extension APIError {
         case .internalError: .internalServerError
         default: .badRequest
         }
-        self.init(error.code.rawValue, error.message, status: status)
+        self.init(ErrorCode(rawValue: error.code.rawValue) ?? .invalidRequest, error.message, status: status)
     }
 }
 

@@ -1,7 +1,7 @@
-import COpenSSL
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCrypto
 import KeyfobStore
 import NIOConcurrencyHelpers
 import NIOPosix
@@ -32,7 +32,7 @@ struct SignerController: Sendable {
     @Sendable func method(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let name = context.parameters.get("method") ?? ""
         guard let method = SignerMethod(rawValue: name) else {
-            throw APIError("unsupported_type", "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
+            throw KeyfobError(.unsupportedType, "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
                            status: .notFound)
         }
         let caller = try await unlockedCaller(request, context: context)
@@ -47,17 +47,16 @@ struct SignerController: Sendable {
         }
         let result = try await dispatcher.run(call, for: caller)
 
-        var reply: [String: Any] = ["result": result.result]
-        if let id { reply["id"] = id }
+        var reply = SignerReply(result: result.result, id: id)
         switch method {
         case .getPublicKey:
-            reply["pubkey"] = result.pubkey.hex
-            reply["npub"] = NIP19.npub(result.pubkey)
+            reply.pubkey = result.pubkey.hex
+            reply.npub = NIP19.npub(result.pubkey)
         case .signEvent, .decryptZapEvent:
-            if let event = result.event { reply["event"] = Self.eventObject(event) }
+            reply.event = result.event.map(EventObject.init)
         default: break
         }
-        return jsonObjectResponse(reply)
+        return jsonResponse(reply)
     }
 
     /// A session whose signer is unlocked, as the dispatcher's caller. A locked one is audited.
@@ -74,8 +73,8 @@ struct SignerController: Sendable {
                                   ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
             await dispatcher.audit(caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
-                                   outcome: "failed", code: "signer_locked")
-            throw APIError.signerLocked
+                                   outcome: "failed", code: .signerLocked)
+            throw KeyfobError.signerLocked
         }
         return (auth, caller)
     }
@@ -84,75 +83,69 @@ struct SignerController: Sendable {
     func echoedID(_ body: [String: Any]) throws -> String? {
         guard let raw = body["id"], !(raw is NSNull) else { return nil }
         guard let id = raw as? String, id.utf8.count <= 256 else {
-            throw APIError.invalid("id must be a string of at most 256 bytes")
+            throw KeyfobError.invalid("id must be a string of at most 256 bytes")
         }
         return id
-    }
-
-    /// A signed event as a JSON object in NIP-01's field names.
-    static func eventObject(_ event: Event) -> [String: Any] {
-        ["id": Hex.encode(event.id), "pubkey": event.pubkey.hex, "created_at": event.createdAt, "kind": event.kind,
-         "tags": event.tags, "content": event.content, "sig": Hex.encode(event.sig)]
     }
 
     // MARK: Import and export
 
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
-        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
+        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         // Replacing the key is an account change: an assertion made for it, by an older passkey.
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "", for: auth)
         let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
         guard given.count == 1, let value = body[given[0]] as? String else {
-            throw APIError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
+            throw KeyfobError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
         }
         let key: SecretKey
         do {
             switch given[0] {
             case "nsec":
                 guard case .nsec(var bytes) = try NIP19.decode(value) else {
-                    throw APIError("invalid_content", "nsec must be an nsec1… string")
+                    throw KeyfobError(.invalidContent, "nsec must be an nsec1… string")
                 }
-                defer { bytes.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) } }
+                defer { wipe(&bytes) }
                 key = try SecretKey(bytes: bytes)
             case "secret":
                 key = try SecretKey(hex: value)
             default:
                 guard let password = body["password"] as? String, !password.isEmpty else {
-                    throw APIError.invalid("an ncryptsec needs its password")
+                    throw KeyfobError.invalid("an ncryptsec needs its password")
                 }
                 key = try await scryptSlots.run {
                     try NIP49.decrypt(value, password: password, maxLogN: configuration.maxImportLogN)
                 }
             }
         } catch let error as NostrError {
-            let apiError = error.code == .invalidRequest ? APIError("invalid_content", "not a valid secret key") : APIError(error)
+            let apiError = error.code == .invalidRequest ? KeyfobError(.invalidContent, "not a valid secret key") : KeyfobError(error)
             await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: apiError.code)
             throw apiError
-        } catch let error as APIError {
+        } catch let error as KeyfobError {
             await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
             throw error
         }
         let record = try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
         await dispatcher.audit(caller, method: "import_key", outcome: "approved")
         let pubkey = try PublicKey(hex: record.pubkey)
-        return jsonObjectResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
+        return jsonResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
     }
 
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
-        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw APIError.rateLimited(retryAfter: retry) }
+        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
-            throw APIError.invalid("choose a password of at least 8 characters to encrypt the backup with")
+            throw KeyfobError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
         // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportKey, target: "", for: auth)
         let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
         await dispatcher.audit(caller, method: "export_key", outcome: "approved")
-        return jsonObjectResponse(["ncryptsec": ncryptsec])
+        return jsonResponse(["ncryptsec": ncryptsec])
     }
 
     // MARK: History
@@ -161,36 +154,43 @@ struct SignerController: Sendable {
         let auth = try await sessions.require(request)
         var before: Int64?
         if let text = request.queryValue("before"), !text.isEmpty {
-            guard let value = Int64(text), value > 0 else { throw APIError.invalid("before must be a cursor from a previous page") }
+            guard let value = Int64(text), value > 0 else { throw KeyfobError.invalid("before must be a cursor from a previous page") }
             before = value
         }
         var limit = 50
         if let text = request.queryValue("limit") {
-            guard let value = Int(text), (1...200).contains(value) else { throw APIError.invalid("limit must be 1 to 200") }
+            guard let value = Int(text), (1...200).contains(value) else { throw KeyfobError.invalid("limit must be 1 to 200") }
             limit = value
         }
         let entries = try await store.auditEntries(ofUser: auth.user.id, before: before, limit: limit)
         let formatter = ISO8601DateFormatter()
-        let list: [[String: Any]] = entries.map { e in
-            var item: [String: Any] = ["id": String(e.id), "at": formatter.string(from: e.at), "client": e.client,
-                                       "transport": e.transport, "method": e.method, "outcome": e.outcome]
-            if let kind = e.kind { item["kind"] = kind }
-            if let eventID = e.eventID { item["eventId"] = eventID }
-            if let code = e.code { item["code"] = code }
-            return item
+        let list = entries.map { e in
+            HistoryReply.Entry(id: String(e.id), at: formatter.string(from: e.at), client: e.client, transport: e.transport,
+                               method: e.method, outcome: e.outcome, kind: e.kind, eventId: e.eventID, code: e.code)
         }
-        var reply: [String: Any] = ["entries": list]
-        reply["next"] = entries.count == limit ? entries.last.map { String($0.id) } : nil
-        return jsonObjectResponse(reply)
+        return jsonResponse(HistoryReply(entries: list, next: entries.count == limit ? entries.last.map { String($0.id) } : nil))
     }
 }
 
-/// A JSON response from a dictionary (for bodies that hold nostr events as objects).
-func jsonObjectResponse(_ object: [String: Any], status: HTTPResponse.Status = .ok) -> Response {
-    let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
-        ?? Data(#"{"error":"internal_error","message":"encoding failed"}"#.utf8)
-    return Response(status: status, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+/// What a signer method answers over REST.
+struct SignerReply: Encodable {
+    let result: String
+    let id: String?
+    var pubkey: String?
+    var npub: String?
+    var event: EventObject?
+}
+
+/// A page of the signing history, newest first; `next` is the cursor of the page after.
+struct HistoryReply: Encodable {
+    struct Entry: Encodable {
+        let id, at, client, transport, method, outcome: String
+        let kind: Int?
+        let eventId: String?
+        let code: String?
+    }
+    let entries: [Entry]
+    let next: String?
 }
 
 /// Bounds how many scrypt computations (64–256 MiB and a few hundred ms each) run at once, on
@@ -207,7 +207,7 @@ final class ScryptSlots: Sendable {
             count += 1
             return true
         }
-        guard taken else { throw APIError.rateLimited(retryAfter: 2) }
+        guard taken else { throw KeyfobError.rateLimited(retryAfter: 2) }
         defer { inUse.withLockedValue { $0 -= 1 } }
         return try await NIOThreadPool.singleton.runIfActive(body)
     }

@@ -44,7 +44,7 @@ struct SignerDispatcher: Sendable {
     func run(_ call: SignerCall, for caller: SignerCaller, receipt: String? = nil) async throws -> SignerResult {
         if let retry = limiter.take(caller.limitKey, now: now()) {
             logger.notice("signer.rate_limited", metadata: ["user": "\(caller.username)", "client": "\(caller.client)"])
-            throw APIError.rateLimited(retryAfter: retry)
+            throw KeyfobError.rateLimited(retryAfter: retry)
         }
         do {
             let result = try await perform(call, caller: caller)
@@ -53,11 +53,11 @@ struct SignerDispatcher: Sendable {
                         receipt: receipt)
             return result
         } catch {
-            let apiError: APIError
+            let apiError: KeyfobError
             switch error {
-            case let error as APIError: apiError = error
+            case let error as KeyfobError: apiError = error
             case StoreError.unavailable: throw error  // nothing to audit into; the error middleware answers 503
-            default: apiError = APIError("internal_error", "the signer failed", status: .internalServerError)
+            default: apiError = KeyfobError(.internalError, "the signer failed", status: .internalServerError)
             }
             await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
             throw apiError
@@ -72,14 +72,14 @@ struct SignerDispatcher: Sendable {
             return SignerResult(result: pubkey.hex, event: nil, pubkey: pubkey)
         case .signEvent(let unsigned):
             guard !SignerCall.neverSignedKinds.contains(unsigned.kind) else {
-                throw APIError("permission_denied", "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
+                throw KeyfobError(.permissionDenied, "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
                                status: .forbidden)
             }
             let event = try await custody.withSecretKey(of: userID, unlock: caller.unlock) { unsigned.sign(with: $0) }
             return SignerResult(result: Hex.encode(event.sig), event: event, pubkey: event.pubkey)
         case .encrypt(let cipher, let plaintext, let peer):
             return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
-                let ciphertext = try APIError.from { () throws(NostrError) -> String in
+                let ciphertext = try KeyfobError.from { () throws(NostrError) -> String in
                     switch cipher {
                     case .nip04: try NIP04.encrypt(plaintext, from: key, to: peer)
                     case .nip44: try NIP44.encrypt(plaintext, from: key, to: peer)
@@ -89,7 +89,7 @@ struct SignerDispatcher: Sendable {
             }
         case .decrypt(let cipher, let ciphertext, let peer):
             return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
-                let plaintext = try APIError.from { () throws(NostrError) -> String in
+                let plaintext = try KeyfobError.from { () throws(NostrError) -> String in
                     switch cipher {
                     case .nip04: try NIP04.decrypt(ciphertext, with: key, from: peer)
                     case .nip44: try NIP44.decrypt(ciphertext, with: key, from: peer)
@@ -99,7 +99,7 @@ struct SignerDispatcher: Sendable {
             }
         case .decryptZap(let request):
             return try await custody.withSecretKey(of: userID, unlock: caller.unlock) { key in
-                let note = try APIError.from { () throws(NostrError) in try PrivateZap.decrypt(zapRequest: request, with: key) }
+                let note = try KeyfobError.from { () throws(NostrError) in try PrivateZap.decrypt(zapRequest: request, with: key) }
                 return SignerResult(result: note.json, event: note, pubkey: key.publicKey)
             }
         }
@@ -107,7 +107,8 @@ struct SignerDispatcher: Sendable {
 
     /// Records one operation. Never plaintext, ciphertext, keys or tokens: only what is named here.
     func audit(_ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
-               outcome: String, code: String? = nil, receipt: String? = nil) async {
+               outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil) async {
+        let code = errorCode?.rawValue
         let entry = AuditRecord(userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
                                 method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
         var metadata: Logger.Metadata = [
@@ -133,11 +134,7 @@ struct SignerDispatcher: Sendable {
     }
 }
 
-extension APIError {
-    static func rateLimited(retryAfter: Int) -> APIError {
-        APIError("rate_limited", "too many requests; try again in \(retryAfter) s", status: .tooManyRequests,
-                 headers: [.retryAfter: String(retryAfter)])
-    }
-    static let signerLocked = APIError(
-        "signer_locked", "the signer is locked; sign in with your passkey again to unlock it", status: .forbidden)
+extension KeyfobError {
+    static let signerLocked = KeyfobError(
+        .signerLocked, "the signer is locked; sign in with your passkey again to unlock it", status: .forbidden)
 }

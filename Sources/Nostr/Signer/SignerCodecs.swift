@@ -127,14 +127,15 @@ public enum SignerCodec {
         case .rejected:
             return r.callbacks.success.appending([("error", "user_rejected"), ("rejected", "true")])
         case let .failure(code, _):
-            let known: Set<String> = ["user_rejected", "invalid_content", "invalid_callback", "unsupported_type", "invalid_pubkey", "internal_error"]
-            return r.callbacks.success.appending([("error", known.contains(code) ? code : dip05Code(code))])
+            return r.callbacks.success.appending([("error", dip05Code(code))])
         }
     }
 
-    /// DIP-05 has six codes; others fold into the nearest.
-    static func dip05Code(_ code: String) -> String {
+    /// DESIGN.md §7 codes onto DIP-05's six; others fold into the nearest.
+    public static func dip05Code(_ code: String) -> String {
         switch code {
+        case "user_rejected", "invalid_content", "invalid_callback", "unsupported_type", "invalid_pubkey", "internal_error":
+            return code
         case "decrypt_failed", "payload_too_large", "invalid_request": return "invalid_content"
         case "permission_denied", "signer_locked", "unauthorized", "rate_limited": return "user_rejected"
         default: return "internal_error"
@@ -165,7 +166,7 @@ public enum SignerCodec {
     }
 
     /// DESIGN.md §7 codes onto NIP-155 §7's.
-    static func nip155Code(_ code: String) -> String {
+    public static func nip155Code(_ code: String) -> String {
         switch code {
         case "user_rejected": return "user_cancelled"
         case "permission_denied": return "permission_denied"

@@ -1,3 +1,5 @@
+import KeyfobCrypto
+
 /// §8.8 Apple Anonymous: the credential certificate carries a nonce over the ceremony.
 enum AppleAttestation: AttestationFormat {
     static let name = "apple"

@@ -1,0 +1,96 @@
+import COpenSSL
+import Foundation
+
+/// SHA-256 of bytes.
+@inline(__always)
+public func sha256<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 32)
+    bytes.withUnsafeBytes { raw in
+        out.withUnsafeMutableBufferPointer { o in
+            _ = EVP_Digest(raw.baseAddress, raw.count, o.baseAddress, nil, EVP_sha256(), nil)
+        }
+    }
+    return out
+}
+
+/// HMAC-SHA256 over the concatenation of `parts`.
+public func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
+    var message = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
+    // The joined copy may hold key material: wiped.
+    defer { if parts.count != 1 { wipe(&message) } }
+    var out = [UInt8](repeating: 0, count: 32)
+    var length: UInt32 = 32
+    // HMAC fails only when OpenSSL cannot allocate; a zero "MAC" must never stand in for one.
+    precondition(HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &out, &length) != nil && length == 32,
+                 "HMAC-SHA256 failed")
+    return out
+}
+
+/// HKDF-SHA256 (RFC 5869) through OpenSSL's KDF: the whole of it, or its two steps apart (NIP-44
+/// keeps the extracted key as its conversation key). Nil only when OpenSSL fails.
+public enum HKDF {
+    public static func derive(key: [UInt8], salt: [UInt8], info: [UInt8], length: Int = 32) -> [UInt8]? {
+        key.withUnsafeBytes { run(mode: nil, key: $0, salt: salt, info: info, length: length) }
+    }
+
+    public static func derive(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int = 32) -> [UInt8]? {
+        run(mode: nil, key: key, salt: salt, info: info, length: length)
+    }
+
+    /// A derived key that never exists as an array past this call.
+    public static func deriveSecret(key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8]) -> SecretBytes? {
+        guard var out = run(mode: nil, key: key, salt: salt, info: info, length: 32) else { return nil }
+        return SecretBytes(taking: &out)
+    }
+
+    public static func deriveSecret(key: [UInt8], salt: [UInt8], info: [UInt8]) -> SecretBytes? {
+        guard var out = derive(key: key, salt: salt, info: info) else { return nil }
+        return SecretBytes(taking: &out)
+    }
+
+    /// HKDF-Extract: the pseudorandom key of `ikm` under `salt`.
+    public static func extract(salt: [UInt8], ikm: [UInt8]) -> [UInt8] {
+        let out = ikm.withUnsafeBytes { run(mode: EVP_PKEY_HKDEF_MODE_EXTRACT_ONLY, key: $0, salt: salt, info: [], length: 32) }
+        guard let out else { preconditionFailure("HKDF-Extract failed") }
+        return out
+    }
+
+    /// HKDF-Expand: `length` bytes of `prk` for `info`.
+    public static func expand(prk: [UInt8], info: [UInt8], length: Int) -> [UInt8] {
+        let out = prk.withUnsafeBytes { run(mode: EVP_PKEY_HKDEF_MODE_EXPAND_ONLY, key: $0, salt: [], info: info, length: length) }
+        guard let out else { preconditionFailure("HKDF-Expand failed") }
+        return out
+    }
+
+    private static func run(mode: Int32?, key: UnsafeRawBufferPointer, salt: [UInt8], info: [UInt8], length: Int) -> [UInt8]? {
+        guard let ctx = EVP_PKEY_CTX_new_from_name(nil, "HKDF", nil) else { return nil }
+        defer { EVP_PKEY_CTX_free(ctx) }
+        var out = [UInt8](repeating: 0, count: length)
+        var outLength = length
+        guard EVP_PKEY_derive_init(ctx) == 1,
+              mode.map({ EVP_PKEY_CTX_set_hkdf_mode(ctx, $0) == 1 }) ?? true,
+              EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
+              salt.isEmpty || EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
+              EVP_PKEY_CTX_set1_hkdf_key(ctx, key.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(key.count)) == 1,
+              info.isEmpty || EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
+              EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length else {
+            ERR_clear_error()
+            return nil
+        }
+        return out
+    }
+}
+
+/// scrypt with r = 8, p = 1 (NIP-49), through OpenSSL. Nil for log N above 20 or when OpenSSL fails.
+public func scrypt(password: [UInt8], salt: [UInt8], logN: UInt8, length: Int) -> [UInt8]? {
+    guard logN <= 20 else { return nil }
+    var out = [UInt8](repeating: 0, count: length)
+    let n = UInt64(1) << UInt64(logN)
+    let maxMemory: UInt64 = 128 * n * 8 + 1024 * 1024 * 64
+    let ok = password.withUnsafeBufferPointer { pw in
+        EVP_PBE_scrypt(pw.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
+                       pw.count, salt, salt.count, n, 8, 1, maxMemory, &out, length)
+    }
+    guard ok == 1 else { ERR_clear_error(); return nil }
+    return out
+}

@@ -1,0 +1,40 @@
+import ArgumentParser
+import Foundation
+import KeyfobServer
+
+/// `keyfob migrate-store --from sqlite:… --to postgres://…`: the move to several instances.
+struct MigrateStore: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "migrate-store",
+        abstract: "Copy a SQLite database into an empty PostgreSQL database, in one transaction.",
+        discussion: """
+            Stop the server first. Accounts, passkeys, sessions, nostr keys (still sealed), key wraps, \
+            grants, pending requests, the audit log and the server's own values move; nothing is changed \
+            in the SQLite file. The PostgreSQL database must hold no accounts yet. Afterwards start every \
+            instance with --database postgres://… and the same master key (the file, or KEYFOB_MASTER_KEY).
+            """)
+
+    @Option(help: "The SQLite database: sqlite (the file in --data-dir) or sqlite:/path/to/keyfob.sqlite.")
+    var from = "sqlite"
+    @Option(help: "The PostgreSQL database: postgres://user:password@host:5432/db[?sslmode=require].")
+    var to: String
+    @Option(name: .customLong("data-dir"), help: ArgumentHelp("With --from sqlite: " + SettingsReference.helpLine("data-dir")))
+    var dataDir: String?
+
+    func run() async throws {
+        var source = try ServerConfiguration.forCommand(["data-dir": dataDir], validate: false)
+        source.database = from
+        var target = source
+        target.database = to
+        do {
+            try source.validate()
+            try target.validate()
+            let copied = try await StoreMigration.run(from: source, to: target)
+            for (table, rows) in copied { print("\(table)\t\(rows)") }
+            print("copied \(source.sqlitePath) into \(target.databaseDescription); start the instances with --database pointing there and the same master key")
+        } catch {
+            FileHandle.standardError.write(Data("keyfob migrate-store: \(error)\n".utf8))
+            throw ExitCode.failure
+        }
+    }
+}
