@@ -102,7 +102,8 @@ let package = Package(
                     swiftSettings: strict),
         .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres"], swiftSettings: strict),
+        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],
+                    swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [

@@ -1,3 +1,4 @@
+import KeyfobStore
 import PostgresNIO
 
 /// The statements of the hot paths (a sign-in's options and verification, a signer call), as named
@@ -65,14 +66,14 @@ enum Statements {
 
     enum SessionByToken: StatementText {
         static let sql = """
-            SELECT token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key
+            SELECT \(Columns.session)
             FROM sessions WHERE token_hash = $1 AND expires_at > $2
             """
     }
 
     enum NostrKeyOfUser: StatementText {
         static let sql = """
-            SELECT user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed,
+            SELECT \(Columns.nostrKey),
                    EXISTS (SELECT 1 FROM key_wraps w WHERE w.user_id = nostr_keys.user_id)
             FROM nostr_keys WHERE user_id = $1
             """

@@ -7,7 +7,7 @@ import ServiceLifecycle
 /// Deletes expired challenges and sessions on a timer, in bounded batches, so no request ever
 /// pays for a flood of abandoned ceremonies and the database stays small.
 struct ExpirySweeper: Service {
-    let store: any KeyfobStore
+    let store: any ChallengeStore
     let interval: TimeInterval
     let now: @Sendable () -> Date
     let logger: Logger

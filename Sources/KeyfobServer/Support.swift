@@ -31,7 +31,7 @@ extension CredentialKeyCache {
     }
 }
 
-extension KeyfobStore {
+extension CeremonyStore {
     /// The sign counter's compare-and-swap after an assertion that starts no session (a fresh
     /// passkey check, an approval's confirmation); `409 counter_regression` when another use of
     /// the passkey moved it first.
@@ -45,7 +45,7 @@ extension KeyfobStore {
     }
 }
 
-extension KeyfobStore {
+extension CeremonyStore {
     /// An assertion from `record` (a passkey of the account) over `challenge`, with user
     /// verification: every §7.2 check, then the counter's compare-and-swap. For assertions that
     /// start no session (an action's confirmation, an approval's); returns what was verified.
@@ -61,7 +61,9 @@ extension KeyfobStore {
         try await advanceSignCount(of: record, after: verified, at: date)
         return verified
     }
+}
 
+extension AuditStore {
     /// An account change in the user's history (the account page shows recent ones at the top:
     /// "a passkey was added … not you?"). `method`: `add_passkey`, `remove_passkey`, `revoke_sessions`.
     func auditAccountChange(userID: String, method: String, at date: Date) async {

@@ -196,7 +196,7 @@ final class Checkpointer: @unchecked Sendable {
 }
 
 /// A value bound to or read from SQLite.
-enum SQLValue: Equatable {
+public enum SQLValue: Equatable {
     case null, int(Int64), real(Double), text(String), blob([UInt8])
 
     var int: Int64? { if case .int(let n) = self { return n } else { return nil } }
@@ -210,4 +210,46 @@ enum SQLValue: Equatable {
 
     static func date(_ d: Date?) -> SQLValue { d.map { .real($0.timeIntervalSince1970) } ?? .null }
     static func bool(_ b: Bool) -> SQLValue { .int(b ? 1 : 0) }
+}
+
+/// A SQLite row read as `StoreRow`: a NULL where a value must be, or a value of another type, throws.
+extension Array: StoreRow where Element == SQLValue {
+    private func bad(_ i: Int, _ expected: String) -> StoreError {
+        .database("column \(i) of a stored row is not \(expected)")
+    }
+    private func value(_ i: Int) -> SQLValue { i < count ? self[i] : .null }
+
+    public func text(_ i: Int) throws -> String {
+        guard case .text(let text) = value(i) else { throw bad(i, "text") }
+        return text
+    }
+    public func optionalText(_ i: Int) throws -> String? {
+        if case .null = value(i) { return nil }
+        return try text(i)
+    }
+    public func int(_ i: Int) throws -> Int {
+        guard case .int(let n) = value(i), let int = Int(exactly: n) else { throw bad(i, "an integer") }
+        return int
+    }
+    public func optionalInt(_ i: Int) throws -> Int? {
+        if case .null = value(i) { return nil }
+        return try int(i)
+    }
+    public func bool(_ i: Int) throws -> Bool { try int(i) != 0 }
+    public func bytes(_ i: Int) throws -> [UInt8] {
+        guard case .blob(let bytes) = value(i) else { throw bad(i, "bytes") }
+        return bytes
+    }
+    public func optionalBytes(_ i: Int) throws -> [UInt8]? {
+        if case .null = value(i) { return nil }
+        return try bytes(i)
+    }
+    public func date(_ i: Int) throws -> Date {
+        guard let seconds = value(i).real else { throw bad(i, "a time") }
+        return Date(timeIntervalSince1970: seconds)
+    }
+    public func optionalDate(_ i: Int) throws -> Date? {
+        if case .null = value(i) { return nil }
+        return try date(i)
+    }
 }

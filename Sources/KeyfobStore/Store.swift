@@ -197,9 +197,8 @@ public protocol BunkerStore: Sendable {
     func bunkerReplySignals() -> AsyncStream<Void>?
 }
 
-/// Everything the server needs, plus the two multi-row writes that must be atomic.
-public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
-                             ApprovalStore, KeyWrapStore, BunkerStore {
+/// The multi-row writes of the ceremonies, each atomic, and the health check.
+public protocol CeremonyStore: Sendable {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential,
     /// the key's data-key wrap for that credential (a key sealed at sign-up) and the session in
     /// one transaction. Throws `usernameTaken` or `credentialExists` and writes nothing in that case.
@@ -219,3 +218,8 @@ public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, Session
     /// Is the database reachable?
     func healthCheck() async throws
 }
+
+/// Everything the server needs: every role together (the composition root holds this; each
+/// controller takes only the roles it uses).
+public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
+                             ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore {}

@@ -1,6 +1,7 @@
 import Foundation
-import KeyfobPostgres
-import KeyfobStore
+@testable import KeyfobPostgres
+@testable import KeyfobStore
+import PostgresNIO
 import Testing
 
 /// The contract every `KeyfobStore` keeps, run against each implementation: an in-memory SQLite
@@ -54,6 +55,26 @@ import Testing
         #expect(try await store.credential(id: [1, 1])?.transports == ["internal", "hybrid"])
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.userID == alice.id)
         #expect(try await store.countUsersAndCredentials() == (1, 1))
+    }
+
+    /// A row the store cannot read as its record (a time that is not a time, put there by hand or a
+    /// bad restore) is an error in both backends, never a record with an empty field.
+    @Test(arguments: Kind.allCases)
+    func aBadRowIsAnErrorNotAnEmptyRecord(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        if let sqlite = store as? SQLiteStore {
+            try sqlite.write { try sqlite.connection.execute("UPDATE users SET created_at = 'yesterday'") }
+        } else if let postgres = store as? PostgresStore {
+            try await postgres.client.query("ALTER TABLE users ALTER COLUMN created_at DROP NOT NULL")
+            try await postgres.client.query("UPDATE users SET created_at = NULL")
+        }
+        await #expect(throws: (any Error).self) { try await store.user(id: alice.id) }
+        await #expect(throws: (any Error).self) { try await store.user(named: "alice") }
+        await #expect(throws: (any Error).self) { try await store.credentialWithOwner(id: [1, 1]) }
+        // Rows of other records still read.
+        #expect(try await store.credential(id: [1, 1])?.userID == alice.id)
     }
 
     /// A sign-in's one read: the same records the three separate lookups give, the key absent

@@ -7,7 +7,7 @@ import WebAuthn
 
 /// Who is signed in, signing out, and the account's passkeys.
 struct AccountController: Sendable {
-    let store: any KeyfobStore
+    let store: any CredentialStore & KeyWrapStore & SessionStore & AuditStore
     let sessions: Sessions
     let events: EventLog
     let custody: KeyCustody

@@ -40,7 +40,7 @@ struct ActionConfirmations: Sendable {
 
     /// Its challenges are ceremonies' challenges: issued, capped and consumed the same way.
     let ceremonies: CeremonyController
-    var store: any KeyfobStore { ceremonies.store }
+    var store: any CredentialStore & KeyWrapStore & ChallengeStore & CeremonyStore { ceremonies.store }
     var now: @Sendable () -> Date { ceremonies.now }
 
     static let required = KeyfobError(.confirmationRequired,

@@ -10,9 +10,9 @@ public struct Admins: Sendable {
     /// Normalized username → when it was first configured. Filled at start-up, which with
     /// PostgreSQL may come after the router exists (the database was not reachable yet).
     private let names: NIOLockedValueBox<[String: Date]>
-    let store: any KeyfobStore
+    let store: any MetaStore & UserStore
 
-    init(namedSince: [String: Date], store: any KeyfobStore) {
+    init(namedSince: [String: Date], store: any MetaStore & UserStore) {
         names = NIOLockedValueBox(namedSince)
         self.store = store
     }
@@ -22,7 +22,7 @@ public struct Admins: Sendable {
     static func metaName(_ username: String) -> String { "admin_named_at:\(username)" }
 
     /// Records, once per name, when it was first configured.
-    public static func bind(_ usernames: [String], store: any KeyfobStore, now: Date) async throws -> Admins {
+    public static func bind(_ usernames: [String], store: any MetaStore & UserStore, now: Date) async throws -> Admins {
         let admins = Admins(namedSince: [:], store: store)
         try await admins.load(usernames, now: now)
         return admins

@@ -13,7 +13,7 @@ struct Sessions: Sendable {
     /// Everywhere else: `Secure`, and the `__Host-` prefix pins it to this host, path `/`, no Domain.
     static let secureCookieName = "__Host-keyfob_session"
 
-    let store: any KeyfobStore
+    let store: any UserStore & SessionStore
     let configuration: ServerConfiguration
     let now: @Sendable () -> Date
     var client: ClientAddress { ClientAddress(trustedProxies: Set(configuration.trustedProxies)) }

@@ -15,7 +15,7 @@ import WebAuthn
 ///        otherwise ─────────────────▶ pending request (sealed, 5 min) ─▶ 303 /approve/<id>
 ///     /approve/<id> ── GET /api/requests/<id>, POST …/approve | …/reject ─▶ {redirect}
 struct ApprovalController: Sendable {
-    let store: any KeyfobStore
+    let store: any ApprovalStore & AuditStore & BunkerStore & CredentialStore & KeyWrapStore & CeremonyStore
     let configuration: ServerConfiguration
     let sessions: Sessions
     let dispatcher: SignerDispatcher

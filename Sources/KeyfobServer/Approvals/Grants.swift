@@ -7,7 +7,7 @@ import WebAuthn
 /// Remembered decisions (DESIGN.md §4.6): per user × client × method (× kind for sign_event).
 /// A grant skips the approval page, never the lock. Dangerous kinds are never allowed in advance.
 struct Grants: Sendable {
-    let store: any KeyfobStore
+    let store: any ApprovalStore
     let now: @Sendable () -> Date
 
     enum Decision: Equatable { case allow, deny, ask }

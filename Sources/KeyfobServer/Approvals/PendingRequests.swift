@@ -7,7 +7,7 @@ import WebAuthn
 /// Requests waiting for the user on the approval page: sealed (they may carry a plaintext), in the
 /// database so any instance can finish them, five minutes each, at most 20 per user and client.
 struct PendingRequests: Sendable {
-    let store: any KeyfobStore
+    let store: any ApprovalStore
     let vault: KeyVault
     let now: @Sendable () -> Date
 

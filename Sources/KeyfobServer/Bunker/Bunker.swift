@@ -16,7 +16,7 @@ import WebAuthn
 /// A `Service`: requests are handled in child tasks of `run()`, so graceful shutdown stops taking
 /// new ones and waits for those in flight.
 final class Bunker: Sendable, Service {
-    let store: any KeyfobStore
+    let store: any ApprovalStore & BunkerStore & SessionStore & UserStore
     let vault: KeyVault
     let custody: KeyCustody
     let hub: RelayHub
@@ -58,7 +58,7 @@ final class Bunker: Sendable, Service {
     /// How long a queued reply waits for the instance holding its client's connection.
     static let replyLifetime = Retention.bunkerReplies
 
-    init(store: any KeyfobStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
+    init(store: any ApprovalStore & BunkerStore & SessionStore & UserStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
          grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
          relayPolicy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), configuredRelays: [String] = [],
          maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date) {

@@ -10,7 +10,7 @@ import ServiceLifecycle
 /// (and every few `interval`s in case a notification was lost), or every `interval` on SQLite, and
 /// publishes what it has not seen (the hub drops events it handed on already).
 struct BunkerReplyQueue: Service {
-    let store: any KeyfobStore
+    let store: any BunkerStore
     let hub: RelayHub
     let interval: TimeInterval
     let now: @Sendable () -> Date

@@ -14,7 +14,7 @@ import ServiceLifecycle
 /// the links at a time (`holdingRole`), so a request is never answered twice.
 public final class ExternalRelays: Service, Sendable {
     let configured: [String]
-    let store: any KeyfobStore
+    let store: any BunkerStore
     let hub: RelayHub
     let logger: Logger
     let now: @Sendable () -> Date
@@ -53,7 +53,7 @@ public final class ExternalRelays: Service, Sendable {
     /// Which client-named relays may be dialled; checked again before every connection.
     let policy: RelayAddressPolicy
 
-    init(configured: [String], store: any KeyfobStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
+    init(configured: [String], store: any BunkerStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
          policy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), refreshInterval: TimeInterval = 2) {
         self.configured = configured
         self.store = store

@@ -21,7 +21,7 @@ import WebAuthn
 ///       |                             | user+credential+session --->| (one transaction)
 ///       |<---- {verified, token, ...} + session cookie              |
 struct CeremonyController: Sendable {
-    let store: any KeyfobStore
+    let store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore
     let configuration: ServerConfiguration
     let sessions: Sessions
     let keys: CredentialKeyCache
@@ -40,7 +40,7 @@ struct CeremonyController: Sendable {
     /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
     var confirmations: ActionConfirmations { ActionConfirmations(ceremonies: self) }
 
-    init(store: any KeyfobStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
+    init(store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
          events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
          now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice) {
         self.device = device

@@ -10,7 +10,7 @@ import WebAuthn
 /// The operator's dashboard API (DESIGN.md §5). Who may look: a session of an account bound by
 /// `--admin` (see `Admins`), or `Authorization: Bearer <admin token>`. Anyone else: 401/403, never data.
 struct AdminController: Sendable {
-    let store: any KeyfobStore
+    let store: any ApprovalStore & CredentialStore & MetaStore & NostrKeyStore & SessionStore & UserStore & CeremonyStore
     let configuration: ServerConfiguration
     let sessions: Sessions
     let admins: Admins
@@ -229,7 +229,7 @@ public enum AdminToken {
     }
 
     /// On first start: a token, written to `<data-dir>/admin-token` (0600) for the operator to read once.
-    static func ensure(store: any KeyfobStore, configuration: ServerConfiguration) async throws -> String? {
+    static func ensure(store: any MetaStore, configuration: ServerConfiguration) async throws -> String? {
         guard try await store.metaValue(AdminController.tokenMetaName) == nil else { return nil }
         let (token, hash) = generate()
         guard try await store.setMetaValueIfAbsent(AdminController.tokenMetaName, hash) == hash else { return nil }

@@ -29,7 +29,7 @@ struct ClientLimits: Sendable {
         if let retry = limiter.take(ip, now: now) { throw KeyfobError.rateLimited(retryAfter: retry) }
     }
 
-    func insert(_ challenge: ChallengeRecord, into store: any KeyfobStore, now: Date) async throws {
+    func insert(_ challenge: ChallengeRecord, into store: any ChallengeStore, now: Date) async throws {
         do {
             try await store.insertChallenge(challenge, now: now, maxPerClient: maxChallengesPerClient)
         } catch StoreError.limitReached {

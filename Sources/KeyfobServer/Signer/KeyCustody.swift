@@ -7,7 +7,7 @@ import Nostr
 /// Nostr keys in custody (DESIGN.md §4.1): made, sealed, opened for one operation and wiped.
 /// Nothing here checks the lock; callers do (the dispatcher, the key endpoints).
 struct KeyCustody: Sendable {
-    let store: any KeyfobStore
+    let store: any BunkerStore & MetaStore & NostrKeyStore & KeyWrapStore & SessionStore
     let vault: KeyVault
     let now: @Sendable () -> Date
     /// Where a refused rollback is reported to the operator.
@@ -215,7 +215,7 @@ struct KeyCustody: Sendable {
     }
 
     /// Checks that this master key is the one that sealed the stored keys (recording it on first start).
-    static func checkMasterKey(_ vault: KeyVault, store: any KeyfobStore) async throws(ServerConfiguration.Invalid) {
+    static func checkMasterKey(_ vault: KeyVault, store: any BunkerStore & MetaStore & NostrKeyStore) async throws(ServerConfiguration.Invalid) {
         let stored: [UInt8]
         do { stored = try await store.setMetaValueIfAbsent(SQLiteStore.masterKeyCheckName, vault.checkValue) } catch {
             throw .init(description: "cannot read the database to check the master key: \(error)")
@@ -243,7 +243,7 @@ extension KeyfobError {
 public enum MasterKeyRotation {
     /// Returns how many nostr keys were re-sealed (NIP-46 signer keys go along). Nothing is written
     /// unless every key opens.
-    public static func rotate(store: any KeyfobStore, from old: KeyVault, to new: KeyVault) async throws -> Int {
+    public static func rotate(store: any NostrKeyStore & BunkerStore & MetaStore, from old: KeyVault, to new: KeyVault) async throws -> Int {
         try await KeyCustody.checkMasterKey(old, store: store)
         let records = try await store.allNostrKeys()
         var resealed: [NostrKeyRecord] = []

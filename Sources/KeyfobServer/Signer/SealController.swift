@@ -21,7 +21,7 @@ struct SealController: Sendable {
     let ceremonies: CeremonyController
     let custody: KeyCustody
     let dispatcher: SignerDispatcher
-    let store: any KeyfobStore
+    let store: any BunkerStore & KeyWrapStore & SessionStore
     let configuration: ServerConfiguration
     let now: @Sendable () -> Date
 

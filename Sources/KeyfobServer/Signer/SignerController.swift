@@ -13,7 +13,7 @@ struct SignerController: Sendable {
     let sessions: Sessions
     let dispatcher: SignerDispatcher
     let custody: KeyCustody
-    let store: any KeyfobStore
+    let store: any AuditStore
     let configuration: ServerConfiguration
     let confirmations: ActionConfirmations
     let now: @Sendable () -> Date

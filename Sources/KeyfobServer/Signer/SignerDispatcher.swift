@@ -33,7 +33,7 @@ struct SignerResult: Sendable {
 /// The caller has already checked the session and the lock.
 struct SignerDispatcher: Sendable {
     let custody: KeyCustody
-    let store: any KeyfobStore
+    let store: any AuditStore
     let limiter: RateLimiter
     let logger: Logger
     let now: @Sendable () -> Date

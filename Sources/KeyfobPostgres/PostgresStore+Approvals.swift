@@ -1,0 +1,99 @@
+import Foundation
+import KeyfobStore
+import Logging
+import PostgresNIO
+
+// MARK: Pending requests and grants
+
+extension PostgresStore {
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+        let owner = q.userID ?? q.requester
+        let inserted = try await call { [self] in
+            // As with challenges: one statement, the cap checked as it inserts.
+            try await touched("""
+                INSERT INTO signer_requests (\(unescaped: Columns.request))
+                SELECT \(q.id), \(q.userID), \(q.requester), \(q.client), \(q.transport), \(q.method), \(q.kind),
+                       \(ByteBuffer(bytes: q.nonce)), \(ByteBuffer(bytes: q.payload)), \(q.confirmationNonce.map { ByteBuffer(bytes: $0) }),
+                       \(q.createdAt.timeIntervalSince1970), \(q.expiresAt.timeIntervalSince1970), \(q.state)
+                WHERE (SELECT count(*) FROM (SELECT 1 FROM signer_requests
+                       WHERE (user_id = \(owner) OR requester = \(owner)) AND client = \(q.client) AND state = 'pending'
+                         AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPending)) AS live) < \(maxPending)
+                RETURNING 1
+                """)
+        }
+        guard inserted == 1 else { throw StoreError.limitReached }
+    }
+
+    public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
+        try await call { [self] in
+            // One statement: claim it if nobody owns it; it comes back only if it is (now) this user's.
+            try await rows("""
+                UPDATE signer_requests SET user_id = \(userID)
+                WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID)) AND state = 'pending'
+                  AND expires_at > \(now.timeIntervalSince1970)
+                RETURNING \(unescaped: Columns.request)
+                """).first.map { try PendingRequestRecord(row: $0) }
+        }
+    }
+
+    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE signer_requests SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
+                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                """) == 1
+        }
+    }
+
+    public func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool {
+        try await call { [self] in
+            try await touched("""
+                UPDATE signer_requests SET state = \(state)
+                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                """) == 1
+        }
+    }
+
+    public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Columns.request) FROM signer_requests
+                WHERE user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970)
+                ORDER BY created_at, id LIMIT \(limit)
+                """).map { try PendingRequestRecord(row: $0) }
+        }
+    }
+
+    public func pendingRequestCount(now: Date) async throws -> Int {
+        try await call { [self] in
+            try await rows("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > \(now.timeIntervalSince1970)")
+                .first?.int(0) ?? 0
+        }
+    }
+
+    public func insertGrant(_ g: GrantRecord) async throws {
+        _ = try await call { [self] in
+            try await touched("""
+                INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at)
+                VALUES (\(g.id), \(g.userID), \(g.client), \(g.method), \(g.kind), \(g.allow), \(g.createdAt.timeIntervalSince1970),
+                        \(g.expiresAt?.timeIntervalSince1970)) RETURNING 1
+                """)
+        }
+    }
+
+    public func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord] {
+        try await call { [self] in
+            try await rows("""
+                SELECT \(unescaped: Columns.grant) FROM grants
+                WHERE user_id = \(userID) AND (expires_at IS NULL OR expires_at > \(now.timeIntervalSince1970))
+                ORDER BY created_at DESC, seq DESC LIMIT 1000
+                """).map { try GrantRecord(row: $0) }
+        }
+    }
+
+    public func deleteGrant(id: String, ofUser userID: String) async throws -> Bool {
+        try await call { [self] in
+            try await touched("DELETE FROM grants WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
+        }
+    }
+}

@@ -1,0 +1,72 @@
+import Foundation
+import KeyfobStore
+import Logging
+import PostgresNIO
+
+// MARK: Multi-row writes
+
+extension PostgresStore {
+    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+                                     credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws {
+        try await transaction { [self] connection in
+            if createUser {
+                do {
+                    try await connection.query("""
+                        INSERT INTO users (id, username, is_anonymous, created_at)
+                        VALUES (\(user.id), \(user.username), \(user.isAnonymous), \(user.createdAt.timeIntervalSince1970))
+                        """, logger: logger).collect()
+                } catch {
+                    if case StoreError.conflict = Self.translate(error) { throw StoreError.usernameTaken }
+                    throw error
+                }
+            }
+            if let nostrKey { try await insertNostrKey(nostrKey, onConflict: "", on: connection) }
+            do {
+                try await connection.query("""
+                    INSERT INTO credentials (\(unescaped: Columns.credential)) VALUES (
+                        \(ByteBuffer(bytes: c.id)), \(c.userID), \(ByteBuffer(bytes: c.publicKey)), \(c.algorithm), \(Int(c.signCount)),
+                        \(c.transports.joined(separator: ",")), \(ByteBuffer(bytes: c.aaguid)), \(c.attestationFormat),
+                        \(c.backupEligible), \(c.backupState), \(c.createdAt.timeIntervalSince1970), \(c.lastUsedAt?.timeIntervalSince1970),
+                        \(c.attestationTrusted), \(c.name), \(c.createdOn))
+                    """, logger: logger).collect()
+            } catch {
+                if case StoreError.conflict = Self.translate(error) { throw StoreError.credentialExists }
+                throw error
+            }
+            if let wrap { try await insertKeyWrap(wrap, on: connection) }
+            try await insertSession(session, on: connection)
+        }
+    }
+
+    public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+                                       backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
+        let s = session
+        let won = try await call { [self] in
+            try await run(Statements.CompleteAuthentication.self) {
+                $0.append(Int(newSignCount)); $0.append(backupState); $0.append(usedAt.timeIntervalSince1970)
+                $0.append(ByteBuffer(bytes: credentialID)); $0.append(Int(expectedSignCount)); $0.append(s.userID)
+                $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
+                $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
+                $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
+                $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
+            }.first?.int(0) ?? 0
+        }
+        guard won == 1 else { throw StoreError.conflict }
+    }
+
+    public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+                                usedAt: Date) async throws {
+        let updated = try await call { [self] in
+            try await touched("""
+                UPDATE credentials SET sign_count = \(Int(newSignCount)), backup_state = \(backupState),
+                                       last_used_at = \(usedAt.timeIntervalSince1970)
+                WHERE id = \(ByteBuffer(bytes: credentialID)) AND sign_count = \(Int(expectedSignCount)) RETURNING 1
+                """)
+        }
+        guard updated == 1 else { throw StoreError.conflict }
+    }
+
+    public func healthCheck() async throws {
+        _ = try await call { [self] in try await rows("SELECT 1").count }
+    }
+}

@@ -1,0 +1,71 @@
+import Foundation
+import KeyfobStore
+import Logging
+import PostgresNIO
+
+// MARK: Challenges
+
+extension PostgresStore {
+    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) async throws {
+        let algorithms = c.algorithms.map(String.init).joined(separator: ",")
+        let inserted = try await call { [self] in
+            // One statement: insert only while the client has fewer than `maxPerClient` live
+            // challenges. (Two inserts racing for the last place may both win; the cap is a
+            // flood limit, a few over it do no harm, and a lock per insert would cost every login.)
+            try await run(Statements.InsertChallenge.self) {
+                $0.append(ByteBuffer(bytes: c.challenge)); $0.append(c.ceremony.rawValue); $0.append(c.key); $0.append(c.userID)
+                $0.append(c.username); $0.append(c.isAnonymous); $0.append(c.existingUser); $0.append(algorithms)
+                $0.append(c.expiresAt.timeIntervalSince1970); $0.append(c.clientIP); $0.append(now.timeIntervalSince1970)
+                $0.append(maxPerClient)
+            }.count
+        }
+        guard inserted == 1 else { throw StoreError.limitReached }
+    }
+
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        let moment = now.timeIntervalSince1970
+        let limit = max(0, limit)
+        return try await call { [self] in
+            var removed = try await touched("""
+                DELETE FROM challenges WHERE challenge IN
+                    (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM signer_requests WHERE id IN
+                    (SELECT id FROM signer_requests WHERE expires_at <= \(moment - 3600) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM grants WHERE id IN
+                    (SELECT id FROM grants WHERE expires_at IS NOT NULL AND expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM sessions WHERE token_hash IN
+                    (SELECT token_hash FROM sessions WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            // A sealed key's data key lives in a session for its unlock window only.
+            removed += try await touched("""
+                UPDATE sessions SET data_key = NULL WHERE token_hash IN
+                    (SELECT token_hash FROM sessions WHERE data_key IS NOT NULL
+                     AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched("""
+                DELETE FROM bunker_replies WHERE id IN
+                    (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit)) RETURNING 1
+                """)
+            return removed
+        }
+    }
+
+    public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
+        try await call { [self] in
+            // DELETE … RETURNING: finding and consuming are one atomic step, on every instance.
+            try await run(Statements.ConsumeChallenge.self) { $0.append(ByteBuffer(bytes: value)) }.first.map { r in
+                ChallengeRecord(
+                    challenge: try r.bytes(0), ceremony: ChallengeRecord.Ceremony(rawValue: try r.text(1)) ?? .authentication,
+                    key: try r.text(2), userID: try r.optionalText(3), username: try r.optionalText(4), isAnonymous: try r.bool(5),
+                    existingUser: try r.bool(6), algorithms: try r.text(7).split(separator: ",").compactMap { Int($0) },
+                    expiresAt: try r.date(8), clientIP: try r.optionalText(9))
+            }
+        }
+    }
+}

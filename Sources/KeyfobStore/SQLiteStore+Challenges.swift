@@ -1,0 +1,50 @@
+import Foundation
+
+// MARK: Challenges
+
+extension SQLiteStore {
+    public func insertChallenge(_ c: ChallengeRecord, now: Date, maxPerClient: Int) async throws {
+        try challenges.insert(c, now: now, maxPerClient: maxPerClient)
+    }
+
+    public func sweepExpired(now: Date, limit: Int) async throws -> Int {
+        let swept = challenges.sweep(now: now, limit: limit)
+        return try write {
+            var removed = swept
+            try connection.query(
+                "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
+                [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
+            removed += connection.changes
+            try connection.query(
+                "DELETE FROM grants WHERE rowid IN (SELECT rowid FROM grants WHERE expires_at IS NOT NULL AND expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            try connection.query(
+                "DELETE FROM sessions WHERE rowid IN (SELECT rowid FROM sessions WHERE expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            // A sealed key's data key lives in a session for its unlock window only.
+            try connection.query(
+                """
+                UPDATE sessions SET data_key = NULL WHERE rowid IN
+                    (SELECT rowid FROM sessions WHERE data_key IS NOT NULL AND (unlocked_until IS NULL OR unlocked_until <= ?) LIMIT ?)
+                """, [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            // Replies are read by other instances within seconds; none is kept past its lifetime,
+            // whether or not another reply came to push it out.
+            try connection.query(
+                "DELETE FROM bunker_replies WHERE rowid IN (SELECT rowid FROM bunker_replies WHERE created_at < ? LIMIT ?)",
+                [.date(now.addingTimeInterval(-Retention.bunkerReplies)), .int(Int64(limit))])
+            removed += connection.changes
+            if removed == 0 {
+                // Nothing left to sweep: a good moment to fold the WAL back into the database.
+                _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")
+            }
+            return removed
+        }
+    }
+
+    public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
+        challenges.consume(value)
+    }
+}

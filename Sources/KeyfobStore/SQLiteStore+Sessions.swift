@@ -1,0 +1,67 @@
+import Foundation
+
+// MARK: Sessions
+
+extension SQLiteStore {
+    public func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord? {
+        try read { connection in
+            try connection.query(
+                """
+                SELECT \(Columns.session)
+                FROM sessions WHERE token_hash = ? AND expires_at > ?
+                """,
+                [.blob(tokenHash), .date(now)]
+            ).first.map { try SessionRecord(row: $0) }
+        }
+    }
+
+    public func lockAllSessions() async throws -> Int {
+        try write {
+            try connection.query("UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
+            return connection.changes
+        }
+    }
+
+    public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
+        try write {
+            try connection.query("UPDATE sessions SET unlocked_until = ?, data_key = ? WHERE token_hash = ?",
+                                 [.date(until), dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+            return connection.changes == 1
+        }
+    }
+
+    public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
+        try read { connection in
+            try !connection.query("SELECT 1 FROM sessions WHERE user_id = ? AND unlocked_until > ? AND expires_at > ? LIMIT 1",
+                                  [.text(userID), .date(now), .date(now)]).isEmpty
+        }
+    }
+
+    public func deleteSessions(ofUser userID: String) async throws {
+        try write {
+            try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
+        }
+    }
+
+    public func deleteSession(tokenHash: [UInt8]) async throws {
+        try write {
+            try connection.query("DELETE FROM sessions WHERE token_hash = ?", [.blob(tokenHash)])
+        }
+    }
+
+    func insertSession(_ s: SessionRecord) throws {
+        // At most `maxSessionsPerUser`: the oldest ones end first.
+        try connection.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = ? ORDER BY created_at DESC LIMIT -1 OFFSET ?)
+            """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
+        try connection.query(
+            """
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """,
+            [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
+             s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null])
+    }
+}
