@@ -1,0 +1,162 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobCrypto
+import KeyfobStore
+import Logging
+import Nostr
+import WebAuthn
+
+/// Sign-in (authentication options and verification), keys sealed by passkeys, and the one way a
+/// ceremony's challenge is consumed.
+extension CeremonyController {
+    // MARK: - Authentication
+
+    @Sendable func authenticationOptions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.options, ip, now: now())
+        // A username is accepted (the iOS guide's apps send one) but changes nothing: every
+        // passkey Keyfob registers is discoverable, so the options are always the discoverable
+        // kind and cannot tell a known username from an unknown one.
+        _ = try await requestedUsername(request)
+        let challenge = challenges.generate()
+        // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
+        // challenge table); it only pairs a reply with its options (the signature binds the challenge).
+        let key = Base64URL.encode(randomBytes(11))
+        var record = ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
+                                     expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
+        record.mayUseReserve = try await mayUseReserve(request)
+        try await limits.insert(record, into: store, now: now())
+        if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
+        return jsonResponse(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
+    }
+
+    struct VerifyAuthenticationRequest: Decodable {
+        var challengeKey: String?
+        var cred: AuthenticationCredential
+    }
+
+    struct VerifyAuthenticationResponse: Encodable {
+        let verified: Bool
+        let username: String
+        let isAnonymous: Bool
+        /// Only for a client that asks for it (`returnsToken`).
+        let token: String?
+        let expiresAt: Date
+        /// True when the account's key is sealed by passkeys: a sign-in never opens it; the
+        /// session unlocks it with `signer.unlock` (a sealing passkey's PRF) when it must sign.
+        let signerSealed: Bool
+    }
+
+    @Sendable func verifyAuthentication(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let ip = limits.clientIP(request, context)
+        try limits.check(limits.verify, ip, now: now())
+        let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
+        let clientData: ClientDataJSON
+        do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw KeyfobError(error) }
+        let pending = try await consumeChallenge(clientData, ceremony: .authentication, key: body.challengeKey)
+        // A confirmation's challenge confirms one action; it starts no session.
+        guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
+            throw KeyfobError(.challengeNotFound, "this challenge was issued to confirm an action, not to sign in; request sign-in options")
+        }
+        guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
+            throw KeyfobError.invalid("rawId is not valid base64url")
+        }
+        // The passkey, its account and the account's key in one read.
+        guard let owner = try await metrics.store("credential", { try await store.credentialWithOwner(id: credentialID) }),
+              pending.userID == nil || pending.userID == owner.user.id else {
+            events.record(.signInFailed, ip: ip, username: nil, code: .credentialNotFound)
+            throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
+        }
+        let (record, user) = (owner.credential, owner.user)
+
+        let verified: VerifiedAuthentication
+        do {
+            verified = try relyingParty.verifyAuthentication(
+                body.cred, challenge: pending.challenge, stored: try keys.stored(record, userID: user.id),
+                requireUserVerification: configuration.requireUserVerification, clientData: clientData)
+        } catch {
+            if error.code == .counterRegression {
+                context.logger.warning("sign counter regression: possible cloned authenticator",
+                                       metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
+            }
+            events.record(.signInFailed, ip: ip, username: user.username, code: KeyfobError(error).code)
+            throw KeyfobError(error)
+        }
+
+        let new = sessions.create(userID: user.id, unlocked: verified.userVerified, credentialID: record.id)
+        // A sealed key stays shut: the session opens it with `signer.unlock` when it must sign.
+        // (An account without a key yet gets one here, as on any first use.)
+        let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
+        let signerSealed = key.passkeySealed
+        let (token, session) = (new.token, new.record)
+        do {
+            try await metrics.store("complete_authentication") { try await store.completeAuthentication(
+                credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
+                backupState: verified.backupState, usedAt: now(), session: session) }
+        } catch StoreError.conflict {
+            events.record(.signInFailed, ip: ip, username: user.username, code: .counterRegression)
+            throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+        }
+        if verified.backupState != record.backupState {
+            context.logger.info("backup state changed", metadata: ["credential": "\(Base64URL.encode(record.id))",
+                                                                   "backedUp": "\(verified.backupState)"])
+        }
+        // Signing in again (e.g. to unlock the signer) replaces the session the request carried.
+        if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
+            try await store.deleteSession(tokenHash: previous.session.tokenHash)
+        }
+        events.record(.signedIn, ip: ip, username: user.username,
+                      detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
+        let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
+                                                    token: Self.returnsToken(request) ? token : nil,
+                                                    expiresAt: session.expiresAt, signerSealed: signerSealed)
+        return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
+    }
+
+    // MARK: - Keys sealed by passkeys
+
+    /// The PRF output of a ceremony: `prfOutput` (apps) or the browser's `clientExtensionResults`.
+    static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> [UInt8]? {
+        if let field {
+            guard field.utf8.count <= 64, let bytes = Base64URL.decode(field), bytes.count == 32 else {
+                throw KeyfobError.invalid("prfOutput must be the 32-byte PRF result, base64url")
+            }
+            return bytes
+        }
+        return results?.prfFirst
+    }
+
+    /// Wraps the data key the session holds for one more passkey. False when it cannot (no PRF
+    /// output, or the session holds no data key).
+    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool {
+        guard let prfOutput, let dataKey = unlock.dataKey(at: now()) else { return false }
+        return try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID,
+                                                              challenge: challenge, at: now()))
+    }
+
+    // MARK: - Challenges
+
+    /// Finds the pending ceremony by the challenge inside the client data and consumes it,
+    /// so a challenge is used once whether or not verification succeeds.
+    func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
+        let clientData: ClientDataJSON
+        do { clientData = try ClientDataJSON(clientDataJSON) } catch { throw KeyfobError(error) }
+        return try await consumeChallenge(clientData, ceremony: ceremony, key: key)
+    }
+
+    func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
+        let value: [UInt8]
+        do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
+        guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony else {
+            throw KeyfobError(.challengeNotFound, "no pending \(ceremony.rawValue) has this challenge; request new options")
+        }
+        guard pending.expiresAt > now() else {
+            throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
+        }
+        if let key, !key.isEmpty, key != pending.key {
+            throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
+        }
+        return pending
+    }
+}
