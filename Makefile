@@ -1,17 +1,22 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs
+.PHONY: serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
 	@scripts/install-deps.sh
 	swift run keyfob serve
 
-## Run every test: Swift unit and HTTP tests, the real binary in headless Chromium, a 30-second
+## Run every test: the format check, Swift unit and HTTP tests, the real binary in headless Chromium, a 30-second
 ## version of the chaos probes, a smoke run of the load harness (speed not asserted), then each
 ## libFuzzer target for FUZZ_SECONDS (60) from its committed seeds.
-test: test-swift test-browser test-chaos test-load test-fuzz
+test: lint test-swift test-browser test-chaos test-load test-fuzz
+
+## The code's format and lint rules (.swift-format): `swift format lint`, shipped with the toolchain;
+## `swift format format -i -r Sources Tests Benchmarks/floor` applies them.
+lint:
+	swift format lint --strict -r Sources Tests Benchmarks/floor Package.swift
 
 ## The store contract tests and the multi-instance tests need PostgreSQL: scripts/postgres.sh
 ## starts a throwaway cluster (unless KEYFOB_TEST_POSTGRES names one) and stops it after.

@@ -44,13 +44,16 @@ let package = Package(
         .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
 
         // Persistence behind protocols.
-        .target(name: "KeyfobStore", dependencies: ["CSQLite", .product(name: "HeapModule", package: "swift-collections")],
-                swiftSettings: strict),
+        .target(
+            name: "KeyfobStore", dependencies: ["CSQLite", .product(name: "HeapModule", package: "swift-collections")],
+            swiftSettings: strict),
         // The same protocols on PostgreSQL, for several instances on one database.
         .target(
             name: "KeyfobPostgres",
-            dependencies: ["KeyfobStore", .product(name: "PostgresNIO", package: "postgres-nio"),
-                           .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "KeyfobStore", .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict),
 
         // The Hummingbird application and the executable.
@@ -77,16 +80,21 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "keyfob",
-            dependencies: ["KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCrypto", "CMalloc", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                           .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
-                           .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCrypto", "CMalloc",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strict),
 
         // The load harness's floor: a bare Hummingbird app (Benchmarks/floor, BENCHMARKS.md).
         .executableTarget(
             name: "keyfob-floor",
-            dependencies: [.product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
-                           .product(name: "NIOPosix", package: "swift-nio")],
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             path: "Benchmarks/floor", swiftSettings: strict),
 
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
@@ -94,16 +102,19 @@ let package = Package(
         .executableTarget(name: "NostrFuzz", dependencies: ["Nostr"], swiftSettings: strict),
 
         // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
-        .target(name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "KeyfobCrypto", "COpenSSL"],
-                path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
+        .target(
+            name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "KeyfobCrypto", "COpenSSL"],
+            path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
         // Generic helpers the robustness tests share.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
-        .testTarget(name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
-                    swiftSettings: strict),
+        .testTarget(
+            name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
+            swiftSettings: strict),
         .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],
-                    swiftSettings: strict),
+        .testTarget(
+            name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],
+            swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [

@@ -13,8 +13,9 @@ let port = CommandLine.arguments.dropFirst().first.flatMap(Int.init) ?? 18083
 let router = Router()
 router.post("/bench/echo") { request, _ -> Response in
     let body = try await request.body.collect(upTo: 64 * 1024)
-    return Response(status: .ok, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(string: #"{"bytes":\#(body.readableBytes),"verified":true}"#)))
+    return Response(
+        status: .ok, headers: [.contentType: "application/json"],
+        body: .init(byteBuffer: ByteBuffer(string: #"{"bytes":\#(body.readableBytes),"verified":true}"#)))
 }
 router.get("/bench/echo") { _, _ -> Response in
     Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: #"{"status":"ok"}"#)))

@@ -4,8 +4,10 @@ import COpenSSL
 /// not authenticate. AEAD outputs are ciphertext ‖ 16-byte tag.
 public enum Cipher {
     /// AES-256-GCM with a 12-byte nonce (Keyfob's own sealing).
-    public static func aes256GCM(encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
-                                 input: [UInt8]) -> [UInt8]? {
+    public static func aes256GCM(
+        encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
+        input: [UInt8]
+    ) -> [UInt8]? {
         guard key.count == 32, nonce.count == 12 else { return nil }
         return aead(EVP_aes_256_gcm(), encrypt: encrypt, key: key, nonce: nonce, aad: aad, input: input)
     }
@@ -47,16 +49,19 @@ public enum Cipher {
         var length: Int32 = 0
         var final: Int32 = 0
         guard EVP_CipherInit_ex(ctx, type, nil, key, iv, encrypt ? 1 : 0) == 1,
-              input.count <= Int(Int32.max) - 32,
-              EVP_CipherUpdate(ctx, &out, &length, input, Int32(input.count)) == 1 else { ERR_clear_error(); return nil }
+            input.count <= Int(Int32.max) - 32,
+            EVP_CipherUpdate(ctx, &out, &length, input, Int32(input.count)) == 1
+        else { ERR_clear_error(); return nil }
         let ok = out.withUnsafeMutableBufferPointer { EVP_CipherFinal_ex(ctx, $0.baseAddress! + Int(length), &final) }
         guard ok == 1 else { ERR_clear_error(); wipe(&out); return nil }
         return Array(out.prefix(Int(length + final)))
     }
 
     /// One AEAD pass; opening, Final fails when the tag does not match, so nothing unauthenticated comes out.
-    private static func aead(_ type: OpaquePointer?, encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
-                             input: [UInt8]) -> [UInt8]? {
+    private static func aead(
+        _ type: OpaquePointer?, encrypt: Bool, key: UnsafeRawBufferPointer, nonce: [UInt8], aad: [UInt8],
+        input: [UInt8]
+    ) -> [UInt8]? {
         guard encrypt || input.count >= 16, input.count <= Int(Int32.max) - 32, let ctx = EVP_CIPHER_CTX_new() else { return nil }
         defer { EVP_CIPHER_CTX_free(ctx) }
         let body = encrypt ? input : Array(input.dropLast(16))
@@ -65,8 +70,9 @@ public enum Cipher {
         var length: Int32 = 0, finalLength: Int32 = 0
         let ok: Bool = out.withUnsafeMutableBufferPointer { buffer in
             guard EVP_CipherInit_ex(ctx, type, nil, key.baseAddress?.assumingMemoryBound(to: UInt8.self), nonce, encrypt ? 1 : 0) == 1,
-                  aad.isEmpty || EVP_CipherUpdate(ctx, nil, &length, aad, Int32(aad.count)) == 1,
-                  EVP_CipherUpdate(ctx, buffer.baseAddress, &length, body, Int32(body.count)) == 1 else { return false }
+                aad.isEmpty || EVP_CipherUpdate(ctx, nil, &length, aad, Int32(aad.count)) == 1,
+                EVP_CipherUpdate(ctx, buffer.baseAddress, &length, body, Int32(body.count)) == 1
+            else { return false }
             if !encrypt {
                 guard EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_SET_TAG, 16, &tag) == 1 else { return false }
             }

@@ -21,8 +21,9 @@ public func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: 32)
     var length: UInt32 = 32
     // HMAC fails only when OpenSSL cannot allocate; a zero "MAC" must never stand in for one.
-    precondition(HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &out, &length) != nil && length == 32,
-                 "HMAC-SHA256 failed")
+    precondition(
+        HMAC(EVP_sha256(), key, Int32(key.count), message, message.count, &out, &length) != nil && length == 32,
+        "HMAC-SHA256 failed")
     return out
 }
 
@@ -68,12 +69,13 @@ public enum HKDF {
         var out = [UInt8](repeating: 0, count: length)
         var outLength = length
         guard EVP_PKEY_derive_init(ctx) == 1,
-              mode.map({ EVP_PKEY_CTX_set_hkdf_mode(ctx, $0) == 1 }) ?? true,
-              EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
-              salt.isEmpty || EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
-              EVP_PKEY_CTX_set1_hkdf_key(ctx, key.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(key.count)) == 1,
-              info.isEmpty || EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
-              EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length else {
+            mode.map({ EVP_PKEY_CTX_set_hkdf_mode(ctx, $0) == 1 }) ?? true,
+            EVP_PKEY_CTX_set_hkdf_md(ctx, EVP_sha256()) == 1,
+            salt.isEmpty || EVP_PKEY_CTX_set1_hkdf_salt(ctx, salt, Int32(salt.count)) == 1,
+            EVP_PKEY_CTX_set1_hkdf_key(ctx, key.baseAddress?.assumingMemoryBound(to: UInt8.self), Int32(key.count)) == 1,
+            info.isEmpty || EVP_PKEY_CTX_add1_hkdf_info(ctx, info, Int32(info.count)) == 1,
+            EVP_PKEY_derive(ctx, &out, &outLength) == 1, outLength == length
+        else {
             ERR_clear_error()
             return nil
         }
@@ -88,8 +90,9 @@ public func scrypt(password: [UInt8], salt: [UInt8], logN: UInt8, length: Int) -
     let n = UInt64(1) << UInt64(logN)
     let maxMemory: UInt64 = 128 * n * 8 + 1024 * 1024 * 64
     let ok = password.withUnsafeBufferPointer { pw in
-        EVP_PBE_scrypt(pw.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
-                       pw.count, salt, salt.count, n, 8, 1, maxMemory, &out, length)
+        EVP_PBE_scrypt(
+            pw.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
+            pw.count, salt, salt.count, n, 8, 1, maxMemory, &out, length)
     }
     guard ok == 1 else { ERR_clear_error(); return nil }
     return out

@@ -9,7 +9,8 @@ extension PostgresStore {
     public func importAll(_ batches: () async throws -> StoreCopy.Batch?) async throws -> [String: Int] {
         do {
             return try await client.withTransaction(logger: logger) { connection in
-                let users = try await connection.query("SELECT count(*) FROM users", logger: logger).collect()
+                let users =
+                    try await connection.query("SELECT count(*) FROM users", logger: logger).collect()
                     .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
                 guard users == 0 else {
                     throw StoreError.database("the PostgreSQL database holds \(users) accounts already; move into an empty one")
@@ -24,9 +25,11 @@ extension PostgresStore {
                     written[batch.table, default: 0] += batch.rows.count
                 }
                 // Ids were copied as they were: new audit entries continue after the last one.
-                try await connection.query("""
+                try await connection.query(
+                    """
                     SELECT setval(pg_get_serial_sequence('audit_log', 'id'), coalesce((SELECT max(id) FROM audit_log), 0) + 1, false)
-                    """, logger: logger).collect()
+                    """, logger: logger
+                ).collect()
                 return written
             }
         } catch {
@@ -35,10 +38,12 @@ extension PostgresStore {
     }
 
     private func columnTypes(of table: String, on connection: PostgresConnection) async throws -> [String: String] {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT column_name, data_type FROM information_schema.columns
             WHERE table_name = \(table) AND table_schema = current_schema()
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
         var types: [String: String] = [:]
         for row in rows {
             let r = row.makeRandomAccess()
@@ -76,8 +81,10 @@ extension PostgresStore {
             }
             // Table and column names come from the schemas themselves, checked above.
             try await connection.query(
-                PostgresQuery(unsafeSQL: "INSERT INTO \(batch.table) (\(columnList)) VALUES " + tuples.joined(separator: ", "),
-                              binds: bindings), logger: logger).collect()
+                PostgresQuery(
+                    unsafeSQL: "INSERT INTO \(batch.table) (\(columnList)) VALUES " + tuples.joined(separator: ", "),
+                    binds: bindings), logger: logger
+            ).collect()
             start += rows.count
         }
     }

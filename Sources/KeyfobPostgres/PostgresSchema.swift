@@ -186,7 +186,7 @@ enum PostgresSchema {
         ],
         // 4: the relays a nostrconnect:// client named (SQLite's migration 10).
         [
-            "ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT ''",
+            "ALTER TABLE bunker_clients ADD COLUMN relays TEXT NOT NULL DEFAULT ''"
         ],
         // 5: the PRF input of each data-key wrap, and NIP-46 signer keys sealed by passkeys (SQLite's migration 11).
         [

@@ -10,7 +10,8 @@ extension PostgresStore {
         let owner = q.userID ?? q.requester
         let inserted = try await call { [self] in
             // As with challenges: one statement, the cap checked as it inserts.
-            try await touched("""
+            try await touched(
+                """
                 INSERT INTO signer_requests (\(unescaped: Columns.request))
                 SELECT \(q.id), \(q.userID), \(q.requester), \(q.client), \(q.transport), \(q.method), \(q.kind),
                        \(ByteBuffer(bytes: q.nonce)), \(ByteBuffer(bytes: q.payload)), \(q.confirmationNonce.map { ByteBuffer(bytes: $0) }),
@@ -27,18 +28,21 @@ extension PostgresStore {
     public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
         try await call { [self] in
             // One statement: claim it if nobody owns it; it comes back only if it is (now) this user's.
-            try await rows("""
+            try await rows(
+                """
                 UPDATE signer_requests SET user_id = \(userID)
                 WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID)) AND state = 'pending'
                   AND expires_at > \(now.timeIntervalSince1970)
                 RETURNING \(unescaped: Columns.request)
-                """).first.map { try PendingRequestRecord(row: $0) }
+                """
+            ).first.map { try PendingRequestRecord(row: $0) }
         }
     }
 
     public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE signer_requests SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
                 WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
                 """) == 1
@@ -47,7 +51,8 @@ extension PostgresStore {
 
     public func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE signer_requests SET state = \(state)
                 WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
                 """) == 1
@@ -56,11 +61,13 @@ extension PostgresStore {
 
     public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.request) FROM signer_requests
                 WHERE user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970)
                 ORDER BY created_at, id LIMIT \(limit)
-                """).map { try PendingRequestRecord(row: $0) }
+                """
+            ).map { try PendingRequestRecord(row: $0) }
         }
     }
 
@@ -73,7 +80,8 @@ extension PostgresStore {
 
     public func insertGrant(_ g: GrantRecord) async throws {
         _ = try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at)
                 VALUES (\(g.id), \(g.userID), \(g.client), \(g.method), \(g.kind), \(g.allow), \(g.createdAt.timeIntervalSince1970),
                         \(g.expiresAt?.timeIntervalSince1970)) RETURNING 1
@@ -83,11 +91,13 @@ extension PostgresStore {
 
     public func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.grant) FROM grants
                 WHERE user_id = \(userID) AND (expires_at IS NULL OR expires_at > \(now.timeIntervalSince1970))
                 ORDER BY created_at DESC, seq DESC LIMIT 1000
-                """).map { try GrantRecord(row: $0) }
+                """
+            ).map { try GrantRecord(row: $0) }
         }
     }
 

@@ -9,20 +9,23 @@ extension PostgresStore {
     @discardableResult
     public func appendAudit(_ e: AuditRecord) async throws -> Int64 {
         try await call { [self] in
-            Int64(try await run(Statements.AppendAudit.self) {
-                $0.append(e.userID); $0.append(e.at.timeIntervalSince1970); $0.append(e.client); $0.append(e.transport)
-                $0.append(e.method); $0.append(e.kind); $0.append(e.eventID); $0.append(e.outcome); $0.append(e.code)
-                $0.append(e.receipt)
-            }.first?.int(0) ?? 0)
+            Int64(
+                try await run(Statements.AppendAudit.self) {
+                    $0.append(e.userID); $0.append(e.at.timeIntervalSince1970); $0.append(e.client); $0.append(e.transport)
+                    $0.append(e.method); $0.append(e.kind); $0.append(e.eventID); $0.append(e.outcome); $0.append(e.code)
+                    $0.append(e.receipt)
+                }.first?.int(0) ?? 0)
         }
     }
 
     public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.audit) FROM audit_log WHERE user_id = \(userID) AND id < \(Int(before ?? Int64.max))
                 ORDER BY id DESC LIMIT \(max(0, limit))
-                """).map { try AuditRecord(row: $0) }
+                """
+            ).map { try AuditRecord(row: $0) }
         }
     }
 

@@ -17,34 +17,43 @@ extension PostgresStore {
 
     public func bunkerSigner(ofUser userID: String) async throws -> BunkerSignerRecord? {
         try await call { [self] in
-            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE user_id = \(userID)").first.map { try BunkerSignerRecord(row: $0) }
+            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE user_id = \(userID)").first.map {
+                try BunkerSignerRecord(row: $0)
+            }
         }
     }
 
     public func allBunkerSigners() async throws -> [BunkerSignerRecord] {
         try await call { [self] in
-            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers ORDER BY user_id COLLATE \"C\"").map { try BunkerSignerRecord(row: $0) }
+            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers ORDER BY user_id COLLATE \"C\"").map {
+                try BunkerSignerRecord(row: $0)
+            }
         }
     }
 
     public func bunkerSigner(pubkey: String) async throws -> BunkerSignerRecord? {
         try await call { [self] in
-            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE pubkey = \(pubkey)").first.map { try BunkerSignerRecord(row: $0) }
+            try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE pubkey = \(pubkey)").first.map {
+                try BunkerSignerRecord(row: $0)
+            }
         }
     }
 
     public func insertBunkerSignerIfAbsent(_ s: BunkerSignerRecord) async throws -> BunkerSignerRecord {
         try await call { [self] in
             _ = try await touched(Self.insertSignerQuery(s, onConflict: "ON CONFLICT (user_id) DO NOTHING RETURNING 1"))
-            guard let stored = try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE user_id = \(s.userID)")
-                .first.map({ try BunkerSignerRecord(row: $0) }) else { throw StoreError.notFound }
+            guard
+                let stored = try await rows("SELECT \(unescaped: Columns.signer) FROM bunker_signers WHERE user_id = \(s.userID)")
+                    .first.map({ try BunkerSignerRecord(row: $0) })
+            else { throw StoreError.notFound }
             return stored
         }
     }
 
     public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE bunker_signers SET secret_hash = \(secretHash.map { ByteBuffer(bytes: $0) }),
                        secret_expires_at = \(expiresAt?.timeIntervalSince1970)
                 WHERE user_id = \(userID) RETURNING 1
@@ -54,7 +63,8 @@ extension PostgresStore {
 
     public func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
                 WHERE user_id = \(userID) AND secret_hash = \(ByteBuffer(bytes: secretHash))
                   AND secret_expires_at > \(now.timeIntervalSince1970) RETURNING 1
@@ -64,23 +74,28 @@ extension PostgresStore {
 
     public func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.client) FROM bunker_clients WHERE user_id = \(userID) ORDER BY created_at, client_pubkey
-                """).map { try BunkerClientRecord(row: $0) }
+                """
+            ).map { try BunkerClientRecord(row: $0) }
         }
     }
 
     public func bunkerClient(userID: String, clientPubkey: String) async throws -> BunkerClientRecord? {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.client) FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey)
-                """).first.map { try BunkerClientRecord(row: $0) }
+                """
+            ).first.map { try BunkerClientRecord(row: $0) }
         }
     }
 
     public func putBunkerClient(_ c: BunkerClientRecord) async throws {
         _ = try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 INSERT INTO bunker_clients (\(unescaped: Columns.client))
                 VALUES (\(c.userID), \(c.clientPubkey), \(c.name), \(c.url), \(c.perms), \(c.createdAt.timeIntervalSince1970),
                         \(c.lastUsedAt?.timeIntervalSince1970), \(c.relays.joined(separator: "\n")))
@@ -93,7 +108,8 @@ extension PostgresStore {
 
     public func touchBunkerClient(userID: String, clientPubkey: String, at date: Date) async throws {
         _ = try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE bunker_clients SET last_used_at = \(date.timeIntervalSince1970)
                 WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1
                 """)
@@ -108,11 +124,13 @@ extension PostgresStore {
 
     public func activeBunkerSigners(now: Date, limit: Int) async throws -> [String] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT pubkey FROM bunker_signers s
                 WHERE secret_expires_at > \(now.timeIntervalSince1970) OR EXISTS (SELECT 1 FROM bunker_clients c WHERE c.user_id = s.user_id)
                 ORDER BY pubkey LIMIT \(limit)
-                """).map { try $0.text(0) }
+                """
+            ).map { try $0.text(0) }
         }
     }
 
@@ -125,11 +143,14 @@ extension PostgresStore {
 
     public func appendBunkerReply(_ event: String, at date: Date, dropBefore: Date) async throws {
         try await transaction { connection in
-            _ = try await connection.query("DELETE FROM bunker_replies WHERE created_at < \(dropBefore.timeIntervalSince1970)",
-                                           logger: self.logger).collect()
+            _ = try await connection.query(
+                "DELETE FROM bunker_replies WHERE created_at < \(dropBefore.timeIntervalSince1970)",
+                logger: self.logger
+            ).collect()
             _ = try await connection.query(
                 "INSERT INTO bunker_replies (event, created_at) VALUES (\(event), \(date.timeIntervalSince1970))",
-                logger: self.logger).collect()
+                logger: self.logger
+            ).collect()
             // Delivered to the listeners when this transaction commits.
             _ = try await connection.query("SELECT pg_notify(\(self.replyChannel), '')", logger: self.logger).collect()
         }
@@ -166,18 +187,22 @@ extension PostgresStore {
 
     public func bunkerReplies(since: Date, limit: Int) async throws -> [BunkerReplyRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT id, event FROM bunker_replies WHERE created_at >= \(since.timeIntervalSince1970) ORDER BY id LIMIT \(limit)
-                """).map { try BunkerReplyRecord(row: $0) }
+                """
+            ).map { try BunkerReplyRecord(row: $0) }
         }
     }
 
     public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
         try await call { [self] in
             let at = now.timeIntervalSince1970
-            return try await rows("""
+            return try await rows(
+                """
                 SELECT 1 FROM sessions WHERE user_id = \(userID) AND unlocked_until > \(at) AND expires_at > \(at) LIMIT 1
-                """).isEmpty == false
+                """
+            ).isEmpty == false
         }
     }
 }

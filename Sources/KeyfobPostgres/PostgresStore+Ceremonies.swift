@@ -6,15 +6,19 @@ import PostgresNIO
 // MARK: Multi-row writes
 
 extension PostgresStore {
-    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws {
+    public func completeRegistration(
+        user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+        credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?
+    ) async throws {
         try await transaction { [self] connection in
             if createUser {
                 do {
-                    try await connection.query("""
+                    try await connection.query(
+                        """
                         INSERT INTO users (id, username, is_anonymous, created_at)
                         VALUES (\(user.id), \(user.username), \(user.isAnonymous), \(user.createdAt.timeIntervalSince1970))
-                        """, logger: logger).collect()
+                        """, logger: logger
+                    ).collect()
                 } catch {
                     if case StoreError.conflict = Self.translate(error) { throw StoreError.usernameTaken }
                     throw error
@@ -22,13 +26,15 @@ extension PostgresStore {
             }
             if let nostrKey { try await insertNostrKey(nostrKey, onConflict: "", on: connection) }
             do {
-                try await connection.query("""
+                try await connection.query(
+                    """
                     INSERT INTO credentials (\(unescaped: Columns.credential)) VALUES (
                         \(ByteBuffer(bytes: c.id)), \(c.userID), \(ByteBuffer(bytes: c.publicKey)), \(c.algorithm), \(Int(c.signCount)),
                         \(c.transports.joined(separator: ",")), \(ByteBuffer(bytes: c.aaguid)), \(c.attestationFormat),
                         \(c.backupEligible), \(c.backupState), \(c.createdAt.timeIntervalSince1970), \(c.lastUsedAt?.timeIntervalSince1970),
                         \(c.attestationTrusted), \(c.name), \(c.createdOn))
-                    """, logger: logger).collect()
+                    """, logger: logger
+                ).collect()
             } catch {
                 if case StoreError.conflict = Self.translate(error) { throw StoreError.credentialExists }
                 throw error
@@ -38,8 +44,10 @@ extension PostgresStore {
         }
     }
 
-    public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-                                       backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
+    public func completeAuthentication(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+        backupState: Bool, usedAt: Date, session: SessionRecord
+    ) async throws {
         let s = session
         let won = try await call { [self] in
             try await run(Statements.CompleteAuthentication.self) {
@@ -54,10 +62,13 @@ extension PostgresStore {
         guard won == 1 else { throw StoreError.conflict }
     }
 
-    public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
-                                usedAt: Date) async throws {
+    public func updateSignCount(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+        usedAt: Date
+    ) async throws {
         let updated = try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE credentials SET sign_count = \(Int(newSignCount)), backup_state = \(backupState),
                                        last_used_at = \(usedAt.timeIntervalSince1970)
                 WHERE id = \(ByteBuffer(bytes: credentialID)) AND sign_count = \(Int(expectedSignCount)) RETURNING 1

@@ -26,29 +26,35 @@ extension PostgresStore {
         let moment = now.timeIntervalSince1970
         let limit = max(0, limit)
         return try await call { [self] in
-            var removed = try await touched("""
+            var removed = try await touched(
+                """
                 DELETE FROM challenges WHERE challenge IN
                     (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
                 """)
-            removed += try await touched("""
+            removed += try await touched(
+                """
                 DELETE FROM signer_requests WHERE id IN
                     (SELECT id FROM signer_requests WHERE expires_at <= \(moment - 3600) LIMIT \(limit)) RETURNING 1
                 """)
-            removed += try await touched("""
+            removed += try await touched(
+                """
                 DELETE FROM grants WHERE id IN
                     (SELECT id FROM grants WHERE expires_at IS NOT NULL AND expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
                 """)
-            removed += try await touched("""
+            removed += try await touched(
+                """
                 DELETE FROM sessions WHERE token_hash IN
                     (SELECT token_hash FROM sessions WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
                 """)
             // A sealed key's data key lives in a session for its unlock window only.
-            removed += try await touched("""
+            removed += try await touched(
+                """
                 UPDATE sessions SET data_key = NULL WHERE token_hash IN
                     (SELECT token_hash FROM sessions WHERE data_key IS NOT NULL
                      AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit)) RETURNING 1
                 """)
-            removed += try await touched("""
+            removed += try await touched(
+                """
                 DELETE FROM bunker_replies WHERE id IN
                     (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit)) RETURNING 1
                 """)

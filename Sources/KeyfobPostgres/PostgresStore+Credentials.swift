@@ -15,8 +15,9 @@ extension PostgresStore {
     public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
         try await call { [self] in
             try await run(Statements.CredentialWithOwner.self) { $0.append(ByteBuffer(bytes: id)) }.first.map { row in
-                CredentialOwner(credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
-                                nostrKey: try row.optionalText(19) == nil ? nil : try NostrKeyRecord(row: row, from: 19))
+                CredentialOwner(
+                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
+                    nostrKey: try row.optionalText(19) == nil ? nil : try NostrKeyRecord(row: row, from: 19))
             }
         }
     }
@@ -32,20 +33,27 @@ extension PostgresStore {
         try await transaction { connection in
             // Lock the user's passkeys: two removals at once cannot both see "not the last one".
             let owned = try await connection.query(
-                "SELECT id FROM credentials WHERE user_id = \(userID) ORDER BY id FOR UPDATE", logger: self.logger).collect()
+                "SELECT id FROM credentials WHERE user_id = \(userID) ORDER BY id FOR UPDATE", logger: self.logger
+            ).collect()
                 .map { Array(try $0.makeRandomAccess()[0].decode(ByteBuffer.self).readableBytesView) }
             guard owned.contains(id) else { return false }
             guard owned.count > 1 else { throw StoreError.conflict }
-            let sealed = try await connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(userID)",
-                                                    logger: self.logger).collect().first?.makeRandomAccess()[0].decode(Bool.self) ?? false
+            let sealed =
+                try await connection.query(
+                    "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(userID)",
+                    logger: self.logger
+                ).collect().first?.makeRandomAccess()[0].decode(Bool.self) ?? false
             if sealed {
                 let others = try await connection.query(
                     "SELECT 1 FROM key_wraps WHERE user_id = \(userID) AND credential_id <> \(ByteBuffer(bytes: id)) LIMIT 1",
-                    logger: self.logger).collect().count
+                    logger: self.logger
+                ).collect().count
                 guard others > 0 else { throw StoreError.lastSealingPasskey }
             }
-            try await connection.query("DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID)",
-                                       logger: self.logger).collect()
+            try await connection.query(
+                "DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID)",
+                logger: self.logger
+            ).collect()
             try await connection.query("DELETE FROM sessions WHERE credential_id = \(ByteBuffer(bytes: id))", logger: self.logger).collect()
             return true
         }

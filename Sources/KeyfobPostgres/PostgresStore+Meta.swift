@@ -13,10 +13,12 @@ extension PostgresStore {
     }
 
     func upsertMeta(_ name: String, _ value: [UInt8], on connection: PostgresConnection) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO meta (name, value) VALUES (\(name), \(ByteBuffer(bytes: value)))
             ON CONFLICT (name) DO UPDATE SET value = excluded.value
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
     }
 
     public func setMetaValue(_ name: String, _ value: [UInt8]) async throws {
@@ -25,7 +27,8 @@ extension PostgresStore {
 
     public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8] {
         try await call { [self] in
-            _ = try await touched("INSERT INTO meta (name, value) VALUES (\(name), \(ByteBuffer(bytes: value))) ON CONFLICT (name) DO NOTHING RETURNING 1")
+            _ = try await touched(
+                "INSERT INTO meta (name, value) VALUES (\(name), \(ByteBuffer(bytes: value))) ON CONFLICT (name) DO NOTHING RETURNING 1")
             return try await rows("SELECT value FROM meta WHERE name = \(name)").first.map { try $0.bytes(0) } ?? value
         }
     }

@@ -7,11 +7,13 @@ import PostgresNIO
 
 extension PostgresStore {
     func insertNostrKey(_ k: NostrKeyRecord, onConflict: String, on connection: PostgresConnection) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO nostr_keys (\(unescaped: Columns.nostrKey))
             VALUES (\(k.userID), \(k.pubkey), \(k.version), \(ByteBuffer(bytes: k.nonce)), \(ByteBuffer(bytes: k.sealed)),
                     \(k.updatedAt.timeIntervalSince1970), \(k.passkeySealed)) \(unescaped: onConflict)
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
     }
 
     public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
@@ -25,9 +27,12 @@ extension PostgresStore {
             try await client.withConnection { connection in
                 try await insertNostrKey(record, onConflict: "ON CONFLICT (user_id) DO NOTHING", on: connection)
                 // A statement of its own: it sees the row whichever instance wrote it.
-                guard let stored = try await connection.query(
-                    "SELECT \(unescaped: Columns.nostrKey) FROM nostr_keys WHERE user_id = \(record.userID)",
-                    logger: logger).collect().first.map({ try NostrKeyRecord(row: $0.makeRandomAccess()) }) else {
+                guard
+                    let stored = try await connection.query(
+                        "SELECT \(unescaped: Columns.nostrKey) FROM nostr_keys WHERE user_id = \(record.userID)",
+                        logger: logger
+                    ).collect().first.map({ try NostrKeyRecord(row: $0.makeRandomAccess()) })
+                else {
                     throw StoreError.notFound
                 }
                 return stored
@@ -40,12 +45,14 @@ extension PostgresStore {
     }
 
     func replaceKey(_ k: NostrKeyRecord, expectedVersion: Int, on connection: PostgresConnection) async throws {
-        let updated = try await connection.query("""
+        let updated = try await connection.query(
+            """
             UPDATE nostr_keys SET pubkey = \(k.pubkey), version = \(k.version), nonce = \(ByteBuffer(bytes: k.nonce)),
                    sealed = \(ByteBuffer(bytes: k.sealed)), updated_at = \(k.updatedAt.timeIntervalSince1970),
                    passkey_sealed = \(k.passkeySealed)
             WHERE user_id = \(k.userID) AND version = \(expectedVersion) RETURNING 1
-            """, logger: logger).collect().count
+            """, logger: logger
+        ).collect().count
         guard updated == 1 else { throw StoreError.conflict }
     }
 
@@ -60,26 +67,32 @@ extension PostgresStore {
         try await transaction { [self] connection in
             // Lock every key: none may change or appear until the new check value is written.
             try await connection.query("LOCK TABLE nostr_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
-            let count = try await connection.query("SELECT count(*) FROM nostr_keys", logger: logger).collect()
+            let count =
+                try await connection.query("SELECT count(*) FROM nostr_keys", logger: logger).collect()
                 .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
             guard count == records.count else { throw StoreError.conflict }
             for k in records {
-                let updated = try await connection.query("""
+                let updated = try await connection.query(
+                    """
                     UPDATE nostr_keys SET nonce = \(ByteBuffer(bytes: k.nonce)), sealed = \(ByteBuffer(bytes: k.sealed))
                     WHERE user_id = \(k.userID) AND version = \(k.version) AND pubkey = \(k.pubkey)
                       AND passkey_sealed = \(k.passkeySealed) RETURNING 1
-                    """, logger: logger).collect().count
+                    """, logger: logger
+                ).collect().count
                 guard updated == 1 else { throw StoreError.conflict }
             }
             try await connection.query("LOCK TABLE bunker_signers IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
-            let signers = try await connection.query("SELECT count(*) FROM bunker_signers", logger: logger).collect()
+            let signers =
+                try await connection.query("SELECT count(*) FROM bunker_signers", logger: logger).collect()
                 .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
             guard signers == bunkerSigners.count else { throw StoreError.conflict }
             for s in bunkerSigners {
-                let updated = try await connection.query("""
+                let updated = try await connection.query(
+                    """
                     UPDATE bunker_signers SET nonce = \(ByteBuffer(bytes: s.nonce)), sealed = \(ByteBuffer(bytes: s.sealed))
                     WHERE user_id = \(s.userID) AND pubkey = \(s.pubkey) RETURNING 1
-                    """, logger: logger).collect().count
+                    """, logger: logger
+                ).collect().count
                 guard updated == 1 else { throw StoreError.conflict }
             }
             try await upsertMeta(Self.masterKeyCheckName, masterKeyCheck, on: connection)
@@ -92,62 +105,81 @@ extension PostgresStore {
 extension PostgresStore {
     public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
         try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT \(unescaped: Columns.keyWrap) FROM key_wraps WHERE user_id = \(userID)
                 ORDER BY created_at, credential_id
-                """).map { try KeyWrapRecord(row: $0) }
+                """
+            ).map { try KeyWrapRecord(row: $0) }
         }
     }
 
     func insertKeyWrap(_ w: KeyWrapRecord, on connection: PostgresConnection) async throws {
-        try await connection.query("""
+        try await connection.query(
+            """
             INSERT INTO key_wraps (\(unescaped: Columns.keyWrap))
             VALUES (\(w.userID), \(ByteBuffer(bytes: w.credentialID)), \(ByteBuffer(bytes: w.wrapped)), \(w.createdAt.timeIntervalSince1970),
                     \(w.salt.isEmpty ? nil : ByteBuffer(bytes: w.salt)))
             ON CONFLICT (user_id, credential_id) DO UPDATE SET wrapped = excluded.wrapped, created_at = excluded.created_at,
                 salt = excluded.salt
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
     }
 
     public func putKeyWrap(_ w: KeyWrapRecord) async throws -> Bool {
         try await transaction { [self] connection in
-            let sealed = try await connection.query(
-                "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(w.userID) FOR SHARE", logger: logger).collect()
+            let sealed =
+                try await connection.query(
+                    "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(w.userID) FOR SHARE", logger: logger
+                ).collect()
                 .first?.makeRandomAccess()[0].decode(Bool.self) ?? false
-            let owned = try await connection.query(
-                "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: w.credentialID)) AND user_id = \(w.userID) FOR SHARE",
-                logger: logger).collect().count == 1
+            let owned =
+                try await connection.query(
+                    "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: w.credentialID)) AND user_id = \(w.userID) FOR SHARE",
+                    logger: logger
+                ).collect().count == 1
             guard sealed, owned else { return false }
             try await insertKeyWrap(w, on: connection)
             return true
         }
     }
 
-    public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws {
+    public func changeKeyProtection(
+        _ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?
+    ) async throws {
         try await transaction { [self] connection in
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
             if let bunkerSigner {
-                let old = try await connection.query("DELETE FROM bunker_signers WHERE user_id = \(k.userID) RETURNING pubkey",
-                                                     logger: logger).collect().first.map { try $0.makeRandomAccess().text(0) }
+                let old = try await connection.query(
+                    "DELETE FROM bunker_signers WHERE user_id = \(k.userID) RETURNING pubkey",
+                    logger: logger
+                ).collect().first.map { try $0.makeRandomAccess().text(0) }
                 try await connection.query(Self.insertSignerQuery(bunkerSigner, onConflict: ""), logger: logger).collect()
                 if let old, old != bunkerSigner.pubkey {
                     try await connection.query("DELETE FROM bunker_clients WHERE user_id = \(k.userID)", logger: logger).collect()
-                    try await connection.query("DELETE FROM grants WHERE user_id = \(k.userID) AND client LIKE 'nip46:%'",
-                                               logger: logger).collect()
-                    try await connection.query("DELETE FROM signer_requests WHERE user_id = \(k.userID) AND state = 'pending'",
-                                               logger: logger).collect()
+                    try await connection.query(
+                        "DELETE FROM grants WHERE user_id = \(k.userID) AND client LIKE 'nip46:%'",
+                        logger: logger
+                    ).collect()
+                    try await connection.query(
+                        "DELETE FROM signer_requests WHERE user_id = \(k.userID) AND state = 'pending'",
+                        logger: logger
+                    ).collect()
                 }
             }
             try await connection.query("DELETE FROM key_wraps WHERE user_id = \(k.userID)", logger: logger).collect()
             for wrap in wraps { try await insertKeyWrap(wrap, on: connection) }
             try await connection.query(
-                "UPDATE sessions SET data_key = NULL WHERE user_id = \(k.userID) AND data_key IS NOT NULL", logger: logger).collect()
+                "UPDATE sessions SET data_key = NULL WHERE user_id = \(k.userID) AND data_key IS NOT NULL", logger: logger
+            ).collect()
             if let keepingSession {
-                try await connection.query("""
+                try await connection.query(
+                    """
                     UPDATE sessions SET data_key = \(sessionDataKey.map { ByteBuffer(bytes: $0) })
                     WHERE token_hash = \(ByteBuffer(bytes: keepingSession)) AND user_id = \(k.userID)
-                    """, logger: logger).collect()
+                    """, logger: logger
+                ).collect()
             }
         }
     }

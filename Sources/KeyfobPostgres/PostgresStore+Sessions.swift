@@ -24,7 +24,8 @@ extension PostgresStore {
 
     public func lockAllSessions() async throws -> Int {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE sessions SET unlocked_until = NULL, data_key = NULL
                 WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL RETURNING 1
                 """)
@@ -33,7 +34,8 @@ extension PostgresStore {
 
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try await call { [self] in
-            try await touched("""
+            try await touched(
+                """
                 UPDATE sessions SET unlocked_until = \(until.timeIntervalSince1970), data_key = \(dataKey.map { ByteBuffer(bytes: $0) })
                 WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1
                 """) == 1
@@ -42,16 +44,20 @@ extension PostgresStore {
 
     func insertSession(_ s: SessionRecord, on connection: PostgresConnection) async throws {
         // At most `maxSessionsPerUser`: the oldest ones end first.
-        try await connection.query("""
+        try await connection.query(
+            """
             DELETE FROM sessions WHERE token_hash IN
                 (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) ORDER BY created_at DESC
                  OFFSET \(max(0, maxSessionsPerUser - 1)))
-            """, logger: logger).collect()
-        try await connection.query("""
+            """, logger: logger
+        ).collect()
+        try await connection.query(
+            """
             INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
             VALUES (\(ByteBuffer(bytes: s.tokenHash)), \(s.userID), \(s.createdAt.timeIntervalSince1970),
                     \(s.expiresAt.timeIntervalSince1970), \(s.unlockedUntil?.timeIntervalSince1970),
                     \(s.credentialID.map { ByteBuffer(bytes: $0) }), \(s.dataKey.map { ByteBuffer(bytes: $0) }))
-            """, logger: logger).collect()
+            """, logger: logger
+        ).collect()
     }
 }

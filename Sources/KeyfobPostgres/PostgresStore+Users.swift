@@ -21,18 +21,22 @@ extension PostgresStore {
 
     public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
         // ILIKE with the user's text escaped: % and _ in a search are literal (as in SQLite's LIKE).
-        let pattern = query.map { text in
-            "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
-                .replacingOccurrences(of: "_", with: "!_") + "%"
-        } ?? "%"
+        let pattern =
+            query.map { text in
+                "%"
+                    + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+                    .replacingOccurrences(of: "_", with: "!_") + "%"
+            } ?? "%"
         let after = (afterName ?? "").lowercased()
         let limit = max(0, limit)
         return try await call { [self] in
-            try await rows("""
+            try await rows(
+                """
                 SELECT id, username, is_anonymous, created_at FROM users
                 WHERE username ILIKE \(pattern) ESCAPE '!' AND lower(username) COLLATE "C" > \(after) COLLATE "C"
                 ORDER BY lower(username) COLLATE "C" LIMIT \(limit)
-                """).map { try UserRecord(row: $0) }
+                """
+            ).map { try UserRecord(row: $0) }
         }
     }
 

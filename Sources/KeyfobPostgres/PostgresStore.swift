@@ -25,8 +25,10 @@ public final class PostgresStore: KeyfobStore, Sendable {
     /// - Parameter runsPool: true: the pool runs in a task of its own until `shutdown()` (commands,
     ///   tests); false: the caller runs it with `runPool()` — the server does, as a service of its
     ///   group, so that it stops with the others, after them.
-    public init(settings: PostgresSettings, maxSessionsPerUser: Int = 50, logger: Logger = Logger(label: "keyfob.postgres"),
-                runsPool: Bool = true) {
+    public init(
+        settings: PostgresSettings, maxSessionsPerUser: Int = 50, logger: Logger = Logger(label: "keyfob.postgres"),
+        runsPool: Bool = true
+    ) {
         self.settings = settings
         self.maxSessionsPerUser = maxSessionsPerUser
         self.logger = logger
@@ -66,10 +68,12 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 try Task.checkCancellation()
                 // Jitter, so instances that lost the database together do not come back in step.
                 let wait = delay * Double.random(in: 0.8...1.2)
-                logger.warning("database not reachable; keyfob answers 503 until it is. Retrying", metadata: [
-                    "reason": "\(reason)", "attempt": "\(attempt)",
-                    "retryIn": "\(wait.components.seconds).\(String(format: "%03d", Int(wait.components.attoseconds / 1_000_000_000_000_000)))s",
-                ])
+                logger.warning(
+                    "database not reachable; keyfob answers 503 until it is. Retrying",
+                    metadata: [
+                        "reason": "\(reason)", "attempt": "\(attempt)",
+                        "retryIn": "\(wait.components.seconds).\(String(format: "%03d", Int(wait.components.attoseconds / 1_000_000_000_000_000)))s",
+                    ])
                 try await Task.sleep(for: wait)
                 delay = min(delay * 2, maxDelay)
             }
@@ -155,11 +159,13 @@ public final class PostgresStore: KeyfobStore, Sendable {
         }
         try await connection.query(
             "CREATE TABLE IF NOT EXISTS keyfob_schema (version BIGINT PRIMARY KEY, applied_at DOUBLE PRECISION NOT NULL)",
-            logger: logger).collect()
+            logger: logger
+        ).collect()
         let rows = try await connection.query("SELECT coalesce(max(version), 0) FROM keyfob_schema", logger: logger).collect()
         let current = try rows.first?.makeRandomAccess()[0].decode(Int.self) ?? 0
         guard current <= PostgresSchema.migrations.count else {
-            throw StoreError.database("the database's schema (version \(current)) is newer than this keyfob (\(PostgresSchema.migrations.count)): upgrade keyfob")
+            throw StoreError.database(
+                "the database's schema (version \(current)) is newer than this keyfob (\(PostgresSchema.migrations.count)): upgrade keyfob")
         }
         for (index, statements) in PostgresSchema.migrations.enumerated().dropFirst(current) {
             let version = index + 1
@@ -167,7 +173,8 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 for sql in statements { try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger).collect() }
                 try await connection.query(
                     "INSERT INTO keyfob_schema (version, applied_at) VALUES (\(version), \(Date().timeIntervalSince1970))",
-                    logger: logger).collect()
+                    logger: logger
+                ).collect()
             }
             logger.notice("database schema migrated", metadata: ["version": "\(version)"])
         }
@@ -243,7 +250,8 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     /// The rows of one run of a named prepared statement.
     func run<Text: StatementText>(_ text: Text.Type, _ bind: (inout PostgresBindings) -> Void) async throws
-        -> [PostgresRandomAccessRow] {
+        -> [PostgresRandomAccessRow]
+    {
         var bindings = PostgresBindings(capacity: 16)
         bind(&bindings)
         var rows: [PostgresRandomAccessRow] = []

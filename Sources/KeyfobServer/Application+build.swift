@@ -1,11 +1,11 @@
 import Foundation
+import HTTPTypes
 import Hummingbird
 import HummingbirdCore
-import HTTPTypes
-import NIOCore
 import KeyfobPostgres
 import KeyfobStore
 import Logging
+import NIOCore
 import ServiceLifecycle
 import WebAuthn
 
@@ -37,8 +37,9 @@ public func buildApplication(
     }
     let (masterKey, created) = try MasterKeyFile.load(configuration)
     if created {
-        logger.notice("created a new master key; back it up: without it no stored nostr key can be opened",
-                      metadata: ["file": "\(configuration.effectiveMasterKeyFile)"])
+        logger.notice(
+            "created a new master key; back it up: without it no stored nostr key can be opened",
+            metadata: ["file": "\(configuration.effectiveMasterKeyFile)"])
     }
     let vault = try KeyVault(masterKey: masterKey)
     let admins = Admins(namedSince: [:], store: store)
@@ -50,8 +51,9 @@ public func buildApplication(
         try await admins.load(settings.admins, now: clock())
         for line in await admins.describe() { logger.notice("admin \(line)") }
         if let path = try await AdminToken.ensure(store: store, configuration: settings) {
-            logger.notice("created the dashboard's admin token; read it once from the file, then delete the file",
-                          metadata: ["file": "\(path)"])
+            logger.notice(
+                "created the dashboard's admin token; read it once from the file, then delete the file",
+                metadata: ["file": "\(path)"])
         }
     }
     let gate: ReadinessGate
@@ -59,54 +61,64 @@ public func buildApplication(
         // Listen first: /healthz answers 503 (and every other route too) until the database is
         // reachable and start-up has run; a wrong master key still stops the server then.
         gate = ReadinessGate(open: false)
-        services.append(StartUpService(logger: logger) {
-            try await postgres.start()
-            try await startUp()
-            gate.openNow()
-        })
+        services.append(
+            StartUpService(logger: logger) {
+                try await postgres.start()
+                try await startUp()
+                gate.openNow()
+            })
     } else {
         try await startUp()
         gate = ReadinessGate(open: true)
     }
     let hub = RelayHub()
     // External relays: the --relay ones and those nostrconnect:// clients name (one instance holds them).
-    let external = ExternalRelays(configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock,
-                                  policy: configuration.relayAddressPolicy)
+    let external = ExternalRelays(
+        configured: configuration.relays, store: store, hub: hub, logger: logger, now: clock,
+        policy: configuration.relayAddressPolicy)
     services.append(external)
     services.append(BunkerReplyQueue(store: store, hub: hub, interval: 0.5, now: clock, logger: logger))
     // One descriptor budget for both listeners, with room kept for what Keyfob opens itself.
     let outgoing = (try? configuration.postgresSettings())?.map(\.maxConnections).map { $0 + 2 } ?? 8
-    let budget = ConnectionBudget.make(total: configuration.maxConnections, relayEnabled: configuration.effectiveNIP46Port != nil,
-                                       outgoing: outgoing + ExternalRelays.maxLinks)
+    let budget = ConnectionBudget.make(
+        total: configuration.maxConnections, relayEnabled: configuration.effectiveNIP46Port != nil,
+        outgoing: outgoing + ExternalRelays.maxLinks)
     if let relayPort = configuration.effectiveNIP46Port {
         services.append(buildRelayApplication(configuration: configuration, hub: hub, logger: logger, maxConnections: budget.relay))
         logger.info("NIP-46 relay listening", metadata: ["address": "ws://\(configuration.host):\(relayPort)/nip46"])
     }
     let connections = ConnectionCounter()
     let routerServices = RouterServices()
-    let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: clock,
-                             challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate,
-                             hub: hub, external: external, services: routerServices)
+    let router = buildRouter(
+        configuration: configuration, store: store, vault: vault, clock: clock,
+        challenges: challenges, logger: logger, admins: admins, connections: connections, gate: gate,
+        hub: hub, external: external, services: routerServices)
     services += routerServices.all
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = budget.http
-    logger.info("connection limits", metadata: [
-        "maxConnections": "\(maxConnections)", "nip46Connections": "\(budget.relay)",
-        "descriptorReserve": "\(budget.reserve)", "descriptorLimit": "\(budget.descriptorLimit)",
-        "headerTimeout": "\(configuration.headerTimeout)s",
-        "bodyTimeout": "\(configuration.bodyTimeout)s",
-    ])
+    logger.info(
+        "connection limits",
+        metadata: [
+            "maxConnections": "\(maxConnections)", "nip46Connections": "\(budget.relay)",
+            "descriptorReserve": "\(budget.reserve)", "descriptorLimit": "\(budget.descriptorLimit)",
+            "headerTimeout": "\(configuration.headerTimeout)s",
+            "bodyTimeout": "\(configuration.bodyTimeout)s",
+        ])
     let guarded = !configuration.benchWithout.contains("guard")
     return Application(
         router: router,
-        server: .http1(configuration: .init(
-            additionalChannelHandlers: guarded ? [
-                ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout, connections: connections)] : [],
-            idleTimeout: nil,
-            httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
-        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob",
-                             backlog: 1024, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: guarded
+                    ? [
+                        ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout, connections: connections)
+                    ] : [],
+                idleTimeout: nil,
+                httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.port), serverName: "keyfob",
+            backlog: 1024, availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
         services: services + [ExpirySweeper(store: store, interval: configuration.sweepInterval, now: clock, logger: logger)],
         logger: logger)
 }
@@ -192,10 +204,15 @@ public func buildRouter(
     let router = Router(context: KeyfobRequestContext.self)
     let metrics = KeyfobMetrics()
     let without = configuration.benchWithout
-    let log = without.contains("log") ? nil : RequestLog(
-        addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)), logger: logger,
-        metrics: without.contains("metrics") ? nil : metrics)
-    let files = without.contains("files") ? nil
+    let log =
+        without.contains("log")
+        ? nil
+        : RequestLog(
+            addresses: ClientAddress(trustedProxies: Set(configuration.trustedProxies)), logger: logger,
+            metrics: without.contains("metrics") ? nil : metrics)
+    let files =
+        without.contains("files")
+        ? nil
         : FileMiddleware<KeyfobRequestContext, LocalFileSystem>(configuration.publicDirectory, searchForIndexHtml: true, logger: logger)
     router.add(middleware: FrontDoorMiddleware(log: log, rpID: configuration.rpID, files: files, headers: !without.contains("headers")))
     // With SQLite the gate is open before the server listens: no layer for it then.
@@ -204,42 +221,55 @@ public func buildRouter(
     let events = EventLog(logger: logger, metrics: metrics, feed: feed, now: clock)
     let sessions = Sessions(store: store, configuration: configuration, now: clock)
     let custody = KeyCustody(store: store, vault: vault, now: clock, logger: logger)
-    let dispatcher = SignerDispatcher(custody: custody, store: store,
-                                      limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
-                                      metrics: metrics, feed: feed)
+    let dispatcher = SignerDispatcher(
+        custody: custody, store: store,
+        limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
+        metrics: metrics, feed: feed)
     let keys = CredentialKeyCache()
     let limits = ClientLimits(configuration: configuration)
     let device = ReturningDevice(vault: vault)
-    let ceremonies = CeremonyController(store: store, configuration: configuration, sessions: sessions, keys: keys,
-                                        events: events, challenges: challenges, custody: custody,
-                                        limits: limits, now: clock, metrics: metrics, device: device)
+    let ceremonies = CeremonyController(
+        store: store, configuration: configuration, sessions: sessions, keys: keys,
+        events: events, challenges: challenges, custody: custody,
+        limits: limits, now: clock, metrics: metrics, device: device)
     ceremonies.addRoutes(to: router)
     let confirmations = ceremonies.confirmations
     ConfirmationController(confirmations: confirmations, sessions: sessions).addRoutes(to: router)
     let grants = Grants(store: store, now: clock)
     let pending = PendingRequests(store: store, vault: vault, now: clock)
-    let bunker = Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
-                        pending: pending, origin: configuration.effectiveOrigins.first ?? "",
-                        switchRelays: configuration.relays.isEmpty ? nil : configuration.bunkerRelays, external: external,
-                        relayPolicy: configuration.relayAddressPolicy, configuredRelays: configuration.relays,
-                        logger: logger, now: clock)
+    let bunker = Bunker(
+        store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher, grants: grants,
+        pending: pending, origin: configuration.effectiveOrigins.first ?? "",
+        switchRelays: configuration.relays.isEmpty ? nil : configuration.bunkerRelays, external: external,
+        relayPolicy: configuration.relayAddressPolicy, configuredRelays: configuration.relays,
+        logger: logger, now: clock)
     bunker.attach()
     services.append(bunker)
-    ApprovalController(store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
-                       grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
-                       bunker: bunker, now: clock).addRoutes(to: router)
+    ApprovalController(
+        store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
+        grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
+        bunker: bunker, now: clock
+    ).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
-    AccountController(store: store, sessions: sessions, events: events, custody: custody,
-                      names: names, confirmations: confirmations, now: clock).addRoutes(to: router)
-    AdminController(store: store, configuration: configuration, sessions: sessions,
-                    admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
-                    names: names, confirmations: confirmations, logger: logger, now: clock).addRoutes(to: router)
+    AccountController(
+        store: store, sessions: sessions, events: events, custody: custody,
+        names: names, confirmations: confirmations, now: clock
+    ).addRoutes(to: router)
+    AdminController(
+        store: store, configuration: configuration, sessions: sessions,
+        admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
+        names: names, confirmations: confirmations, logger: logger, now: clock
+    ).addRoutes(to: router)
     BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
-    SealController(sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
-                   configuration: configuration, now: clock).addRoutes(to: router)
-    SignerController(sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
-                     configuration: configuration, confirmations: confirmations, now: clock).addRoutes(to: router)
+    SealController(
+        sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
+        configuration: configuration, now: clock
+    ).addRoutes(to: router)
+    SignerController(
+        sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
+        configuration: configuration, confirmations: confirmations, now: clock
+    ).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
     // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,
     // and never through a proxy (behind one every request comes from 127.0.0.1): a request with
@@ -248,7 +278,8 @@ public func buildRouter(
     let forwarding = ["X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "X-Real-IP", "Forwarded"].compactMap { HTTPField.Name($0) }
     router.get("/metrics") { request, context -> Response in
         guard let peer = context.remoteAddress?.ipAddress, scrapers.contains(peer),
-              !forwarding.contains(where: { request.headers[$0] != nil }) else {
+            !forwarding.contains(where: { request.headers[$0] != nil })
+        else {
             throw KeyfobError(.unauthorized, "metrics are served to the operator's scraper only (--metrics-from)", status: .forbidden)
         }
         return metrics.exposition()

@@ -138,10 +138,11 @@ public struct ServerConfiguration: Sendable {
             throw Invalid(description: "--rp-id \"\(rpID)\" must be a bare domain such as example.com (no scheme, port or path)")
         }
         for origin in effectiveOrigins where !RelyingParty.origin(origin, fitsRPID: rpID) {
-            throw Invalid(description: """
-                origin "\(origin)" does not belong to rpId "\(rpID)": its host must be \(rpID) or end with .\(rpID) \
-                (set --rp-id to the registrable domain, or fix --origin)
-                """)
+            throw Invalid(
+                description: """
+                    origin "\(origin)" does not belong to rpId "\(rpID)": its host must be \(rpID) or end with .\(rpID) \
+                    (set --rp-id to the registrable domain, or fix --origin)
+                    """)
         }
         // Each setting's own rule is declared with it (Setting+all.swift); the rules between settings follow.
         for setting in Setting.all { try setting.check(self) }
@@ -162,10 +163,11 @@ public struct ServerConfiguration: Sendable {
         }
         guard !algorithms.isEmpty else { throw Invalid(description: "at least one algorithm must be offered") }
         guard database == "sqlite" || database == ":memory:" || database.hasPrefix("sqlite:") || isPostgres else {
-            throw Invalid(description: """
-                --database "\(database)" is not one Keyfob knows: use "sqlite" (a file in --data-dir), "sqlite:/path/to/file" \
-                or "postgres://user:password@host:5432/database"
-                """)
+            throw Invalid(
+                description: """
+                    --database "\(database)" is not one Keyfob knows: use "sqlite" (a file in --data-dir), "sqlite:/path/to/file" \
+                    or "postgres://user:password@host:5432/database"
+                    """)
         }
         _ = try postgresSettings()
     }
@@ -196,8 +198,9 @@ public struct ServerConfiguration: Sendable {
         let directory = (path as NSString).deletingLastPathComponent
         let dir = directory.isEmpty ? "." : directory
         do {
-            try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
+            try FileManager.default.createDirectory(
+                atPath: dir, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
         } catch {
             throw Invalid(description: "cannot create data directory \(dir): \(error.localizedDescription) (set --data-dir to a writable folder)")
         }

@@ -42,7 +42,8 @@ public enum StoreMigration {
         let counts = try await sqlite.countUsersAndCredentials()
         let copied = try await postgres.countUsersAndCredentials()
         guard counts == copied else {
-            throw StoreError.database("copied \(copied.users) accounts and \(copied.credentials) passkeys of \(counts.users) and \(counts.credentials)")
+            throw StoreError.database(
+                "copied \(copied.users) accounts and \(copied.credentials) passkeys of \(counts.users) and \(counts.credentials)")
         }
         return StoreCopy.tables.map { ($0, written[$0] ?? 0) }
     }

@@ -26,8 +26,9 @@ final class CredentialKeyCache: Sendable {
 extension CredentialKeyCache {
     /// What an assertion is checked against: the stored passkey, its key decoded (once, cached).
     func stored(_ record: CredentialRecord, userID: String) throws(WebAuthnError) -> StoredCredential {
-        StoredCredential(id: record.id, publicKey: try key(for: record), signCount: record.signCount,
-                         userHandle: Base64URL.decode(userID), backupEligible: record.backupEligible)
+        StoredCredential(
+            id: record.id, publicKey: try key(for: record), signCount: record.signCount,
+            userHandle: Base64URL.decode(userID), backupEligible: record.backupEligible)
     }
 }
 
@@ -37,8 +38,9 @@ extension CeremonyStore {
     /// the passkey moved it first.
     func advanceSignCount(of record: CredentialRecord, after verified: VerifiedAuthentication, at date: Date) async throws {
         do {
-            try await updateSignCount(credentialID: record.id, expectedSignCount: record.signCount,
-                                      newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: date)
+            try await updateSignCount(
+                credentialID: record.id, expectedSignCount: record.signCount,
+                newSignCount: verified.newSignCount, backupState: verified.backupState, usedAt: date)
         } catch StoreError.conflict {
             throw KeyfobError(.counterRegression, "this passkey was used at the same moment elsewhere; try again", status: .conflict)
         }
@@ -50,13 +52,16 @@ extension CeremonyStore {
     /// verification: every §7.2 check, then the counter's compare-and-swap. For assertions that
     /// start no session (an action's confirmation, an approval's); returns what was verified.
     @discardableResult
-    func verifyAssertion(_ assertion: AuthenticationCredential, by record: CredentialRecord, challenge: [UInt8],
-                         relyingParty: RelyingParty, keys: CredentialKeyCache, at date: Date) async throws -> VerifiedAuthentication {
+    func verifyAssertion(
+        _ assertion: AuthenticationCredential, by record: CredentialRecord, challenge: [UInt8],
+        relyingParty: RelyingParty, keys: CredentialKeyCache, at date: Date
+    ) async throws -> VerifiedAuthentication {
         let verified: VerifiedAuthentication
         do {
-            verified = try relyingParty.verifyAuthentication(assertion, challenge: challenge,
-                                                             stored: try keys.stored(record, userID: record.userID),
-                                                             requireUserVerification: true)
+            verified = try relyingParty.verifyAuthentication(
+                assertion, challenge: challenge,
+                stored: try keys.stored(record, userID: record.userID),
+                requireUserVerification: true)
         } catch { throw KeyfobError(error) }
         try await advanceSignCount(of: record, after: verified, at: date)
         return verified
@@ -67,8 +72,10 @@ extension AuditStore {
     /// An account change in the user's history (the account page shows recent ones at the top:
     /// "a passkey was added … not you?"). `method`: `add_passkey`, `remove_passkey`, `revoke_sessions`.
     func auditAccountChange(userID: String, method: String, at date: Date) async {
-        _ = try? await appendAudit(AuditRecord(userID: userID, at: date, client: "account", transport: "rest", method: method,
-                                           outcome: "approved"))
+        _ = try? await appendAudit(
+            AuditRecord(
+                userID: userID, at: date, client: "account", transport: "rest", method: method,
+                outcome: "approved"))
     }
 }
 
@@ -103,8 +110,10 @@ struct EventLog: Sendable {
         let code = errorCode?.rawValue
         metrics?.event(kind.rawValue, code: code)
         let category = kind == .signedOut || kind == .credentialRemoved ? "session" : "ceremony"
-        feed?.publish(Activity(time: now(), category: category, event: kind.rawValue, user: username, client: nil, method: nil,
-                               kind: nil, outcome: code == nil ? "ok" : "failed", code: code, ip: ip))
+        feed?.publish(
+            Activity(
+                time: now(), category: category, event: kind.rawValue, user: username, client: nil, method: nil,
+                kind: nil, outcome: code == nil ? "ok" : "failed", code: code, ip: ip))
         logger.log(code == nil ? .info : .notice, kind.rawValue, direct: lines) { fields in
             if let code { fields.add("code", code) }
             if let detail { fields.add("detail", detail) }

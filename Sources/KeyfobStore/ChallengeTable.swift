@@ -71,10 +71,11 @@ final class ChallengeTable: @unchecked Sendable {
         }
 
         func record(_ id: ID) -> ChallengeRecord {
-            ChallengeRecord(challenge: id.bytes, ceremony: ceremony, key: key, userID: registration?.userID,
-                            username: registration?.username, isAnonymous: registration?.isAnonymous ?? false,
-                            existingUser: registration?.existingUser ?? false, algorithms: registration?.algorithms ?? [],
-                            expiresAt: Date(timeIntervalSinceReferenceDate: expiresAt), clientIP: clientIP)
+            ChallengeRecord(
+                challenge: id.bytes, ceremony: ceremony, key: key, userID: registration?.userID,
+                username: registration?.username, isAnonymous: registration?.isAnonymous ?? false,
+                existingUser: registration?.existingUser ?? false, algorithms: registration?.algorithms ?? [],
+                expiresAt: Date(timeIntervalSinceReferenceDate: expiresAt), clientIP: clientIP)
         }
     }
 

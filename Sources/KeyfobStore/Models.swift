@@ -50,10 +50,12 @@ public struct CredentialRecord: Sendable, Equatable {
     /// The browser and system it was made on ("Chrome on Android"), from the User-Agent.
     public var createdOn: String?
 
-    public init(id: [UInt8], userID: String, publicKey: [UInt8], algorithm: Int, signCount: UInt32,
-                transports: [String], aaguid: [UInt8], attestationFormat: String, backupEligible: Bool,
-                backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false,
-                name: String? = nil, createdOn: String? = nil) {
+    public init(
+        id: [UInt8], userID: String, publicKey: [UInt8], algorithm: Int, signCount: UInt32,
+        transports: [String], aaguid: [UInt8], attestationFormat: String, backupEligible: Bool,
+        backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false,
+        name: String? = nil, createdOn: String? = nil
+    ) {
         self.id = id
         self.userID = userID
         self.publicKey = publicKey
@@ -95,9 +97,11 @@ public struct ChallengeRecord: Sendable, Equatable {
     /// the server-wide cap on live challenges, which strangers cannot fill. Not stored.
     public var mayUseReserve = false
 
-    public init(challenge: [UInt8], ceremony: Ceremony, key: String, userID: String? = nil, username: String? = nil,
-                isAnonymous: Bool = false, existingUser: Bool = false, algorithms: [Int] = [], expiresAt: Date,
-                clientIP: String? = nil) {
+    public init(
+        challenge: [UInt8], ceremony: Ceremony, key: String, userID: String? = nil, username: String? = nil,
+        isAnonymous: Bool = false, existingUser: Bool = false, algorithms: [Int] = [], expiresAt: Date,
+        clientIP: String? = nil
+    ) {
         self.challenge = challenge
         self.ceremony = ceremony
         self.key = key
@@ -125,8 +129,10 @@ public struct SessionRecord: Sendable, Equatable {
     /// token (which is stored only as a hash), for the unlock window only. Nil otherwise.
     public var dataKey: [UInt8]?
 
-    public init(tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?,
-                credentialID: [UInt8]? = nil, dataKey: [UInt8]? = nil) {
+    public init(
+        tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?,
+        credentialID: [UInt8]? = nil, dataKey: [UInt8]? = nil
+    ) {
         self.tokenHash = tokenHash
         self.userID = userID
         self.createdAt = createdAt
@@ -159,8 +165,10 @@ public struct NostrKeyRecord: Sendable, Equatable {
     /// server-protected key while wraps exist is a row put back from before sealing (refused).
     public var hasWraps: Bool = false
 
-    public init(userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date,
-                passkeySealed: Bool = false) {
+    public init(
+        userID: String, pubkey: String, version: Int, nonce: [UInt8], sealed: [UInt8], updatedAt: Date,
+        passkeySealed: Bool = false
+    ) {
         self.userID = userID
         self.pubkey = pubkey
         self.version = version
@@ -210,8 +218,10 @@ public struct AuditRecord: Sendable, Equatable {
     /// For passkey-confirmed approvals: the assertion and the bytes its challenge commits to (JSON).
     public var receipt: String?
 
-    public init(id: Int64 = 0, userID: String, at: Date, client: String, transport: String, method: String,
-                kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil, receipt: String? = nil) {
+    public init(
+        id: Int64 = 0, userID: String, at: Date, client: String, transport: String, method: String,
+        kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil, receipt: String? = nil
+    ) {
         self.id = id
         self.userID = userID
         self.at = at
@@ -286,9 +296,11 @@ public struct PendingRequestRecord: Sendable, Equatable {
     /// `pending`, then `approved` or `rejected` (once).
     public var state: String
 
-    public init(id: String, userID: String?, requester: String, client: String, transport: String, method: String,
-                kind: Int?, nonce: [UInt8], payload: [UInt8], confirmationNonce: [UInt8]? = nil, createdAt: Date,
-                expiresAt: Date, state: String = "pending") {
+    public init(
+        id: String, userID: String?, requester: String, client: String, transport: String, method: String,
+        kind: Int?, nonce: [UInt8], payload: [UInt8], confirmationNonce: [UInt8]? = nil, createdAt: Date,
+        expiresAt: Date, state: String = "pending"
+    ) {
         self.id = id
         self.userID = userID
         self.requester = requester
@@ -317,8 +329,10 @@ public struct GrantRecord: Sendable, Equatable {
     public var createdAt: Date
     public var expiresAt: Date?
 
-    public init(id: String, userID: String, client: String, method: String, kind: Int?, allow: Bool, createdAt: Date,
-                expiresAt: Date?) {
+    public init(
+        id: String, userID: String, client: String, method: String, kind: Int?, allow: Bool, createdAt: Date,
+        expiresAt: Date?
+    ) {
         self.id = id
         self.userID = userID
         self.client = client
@@ -345,8 +359,10 @@ public struct BunkerSignerRecord: Sendable, Equatable {
     /// itself encrypted under the data key (the key is made anew when sealing starts).
     public var passkeySealed: Bool
 
-    public init(userID: String, pubkey: String, nonce: [UInt8], sealed: [UInt8], secretHash: [UInt8]?, secretExpiresAt: Date?,
-                createdAt: Date, passkeySealed: Bool = false) {
+    public init(
+        userID: String, pubkey: String, nonce: [UInt8], sealed: [UInt8], secretHash: [UInt8]?, secretExpiresAt: Date?,
+        createdAt: Date, passkeySealed: Bool = false
+    ) {
         self.userID = userID
         self.pubkey = pubkey
         self.nonce = nonce
@@ -391,8 +407,10 @@ public struct BunkerClientRecord: Sendable, Equatable {
     /// and answers there for it.
     public var relays: [String]
 
-    public init(userID: String, clientPubkey: String, name: String?, url: String?, perms: String, createdAt: Date,
-                lastUsedAt: Date? = nil, relays: [String] = []) {
+    public init(
+        userID: String, clientPubkey: String, name: String?, url: String?, perms: String, createdAt: Date,
+        lastUsedAt: Date? = nil, relays: [String] = []
+    ) {
         self.userID = userID
         self.clientPubkey = clientPubkey
         self.name = name

@@ -91,10 +91,12 @@ final class SQLiteConnection {
     /// auto-checkpoint (nil: no hook).
     func setWALHook(_ target: Checkpointer?) {
         guard let target else { sqlite3_wal_hook(db, nil, nil); return }
-        sqlite3_wal_hook(db, { context, _, _, pages in
-            if let context { Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages) }
-            return SQLITE_OK
-        }, Unmanaged.passUnretained(target).toOpaque())
+        sqlite3_wal_hook(
+            db,
+            { context, _, _, pages in
+                if let context { Unmanaged<Checkpointer>.fromOpaque(context).takeUnretainedValue().committed(walPages: pages) }
+                return SQLITE_OK
+            }, Unmanaged.passUnretained(target).toOpaque())
     }
 
     /// Copies the WAL's frames into the database. Passive: without waiting for, or blocking,
@@ -125,7 +127,8 @@ final class SQLiteConnection {
         if let statement = statements[sql] { return statement }
         var statement: OpaquePointer?
         guard sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil) == SQLITE_OK,
-              let statement else { throw StoreError.database(errorMessage) }
+            let statement
+        else { throw StoreError.database(errorMessage) }
         statements[sql] = statement
         return statement
     }
@@ -201,7 +204,11 @@ public enum SQLValue: Equatable {
 
     var int: Int64? { if case .int(let n) = self { return n } else { return nil } }
     var real: Double? {
-        switch self { case .real(let d): return d; case .int(let n): return Double(n); default: return nil }
+        switch self {
+        case .real(let d): return d;
+        case .int(let n): return Double(n);
+        default: return nil
+        }
     }
     var text: String? { if case .text(let s) = self { return s } else { return nil } }
     var blob: [UInt8]? { if case .blob(let b) = self { return b } else { return nil } }

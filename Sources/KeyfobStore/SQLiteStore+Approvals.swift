@@ -7,17 +7,21 @@ extension SQLiteStore {
         try write {
             try connection.transaction {
                 let owner = q.userID ?? q.requester
-                let live = try connection.query(
-                    """
-                    SELECT count(*) FROM (SELECT 1 FROM signer_requests
-                    WHERE (user_id = ? OR requester = ?) AND client = ? AND state = 'pending' AND expires_at > ? LIMIT ?)
-                    """, [.text(owner), .text(owner), .text(q.client), .date(now), .int(Int64(maxPending))]).first?.first?.int ?? 0
+                let live =
+                    try connection.query(
+                        """
+                        SELECT count(*) FROM (SELECT 1 FROM signer_requests
+                        WHERE (user_id = ? OR requester = ?) AND client = ? AND state = 'pending' AND expires_at > ? LIMIT ?)
+                        """, [.text(owner), .text(owner), .text(q.client), .date(now), .int(Int64(maxPending))]
+                    ).first?.first?.int ?? 0
                 guard live < maxPending else { throw StoreError.limitReached }
                 try connection.query(
                     "INSERT INTO signer_requests (\(Columns.request)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [.text(q.id), q.userID.map(SQLValue.text) ?? .null, .text(q.requester), .text(q.client), .text(q.transport),
-                     .text(q.method), q.kind.map { .int(Int64($0)) } ?? .null, .blob(q.nonce), .blob(q.payload),
-                     q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state)])
+                    [
+                        .text(q.id), q.userID.map(SQLValue.text) ?? .null, .text(q.requester), .text(q.client), .text(q.transport),
+                        .text(q.method), q.kind.map { .int(Int64($0)) } ?? .null, .blob(q.nonce), .blob(q.payload),
+                        q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state),
+                    ])
             }
         }
     }
@@ -30,7 +34,8 @@ extension SQLiteStore {
                     [.text(userID), .text(id), .date(now)])
                 return try connection.query(
                     "SELECT \(Columns.request) FROM signer_requests WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
-                    [.text(id), .text(userID), .date(now)]).first.map { try PendingRequestRecord(row: $0) }
+                    [.text(id), .text(userID), .date(now)]
+                ).first.map { try PendingRequestRecord(row: $0) }
             }
         }
     }
@@ -59,14 +64,18 @@ extension SQLiteStore {
                 """
                 SELECT \(Columns.request) FROM signer_requests
                 WHERE user_id = ? AND state = 'pending' AND expires_at > ? ORDER BY created_at, id LIMIT ?
-                """, [.text(userID), .date(now), .int(Int64(limit))]).map { try PendingRequestRecord(row: $0) }
+                """, [.text(userID), .date(now), .int(Int64(limit))]
+            ).map { try PendingRequestRecord(row: $0) }
         }
     }
 
     public func pendingRequestCount(now: Date) async throws -> Int {
         try read { connection in
-            Int(try connection.query("SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",
-                                     [.date(now)]).first?.first?.int ?? 0)
+            Int(
+                try connection.query(
+                    "SELECT count(*) FROM signer_requests WHERE state = 'pending' AND expires_at > ?",
+                    [.date(now)]
+                ).first?.first?.int ?? 0)
         }
     }
 
@@ -74,8 +83,10 @@ extension SQLiteStore {
         try write {
             try connection.query(
                 "INSERT INTO grants (id, user_id, client, method, kind, allow, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [.text(g.id), .text(g.userID), .text(g.client), .text(g.method), g.kind.map { .int(Int64($0)) } ?? .null,
-                 .bool(g.allow), .date(g.createdAt), .date(g.expiresAt)])
+                [
+                    .text(g.id), .text(g.userID), .text(g.client), .text(g.method), g.kind.map { .int(Int64($0)) } ?? .null,
+                    .bool(g.allow), .date(g.createdAt), .date(g.expiresAt),
+                ])
         }
     }
 
@@ -97,8 +108,10 @@ extension SQLiteStore {
         }
     }
 
-    public func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
-                                usedAt: Date) async throws {
+    public func updateSignCount(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+        usedAt: Date
+    ) async throws {
         try write {
             try connection.query(
                 "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",

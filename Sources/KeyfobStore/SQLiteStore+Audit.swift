@@ -11,9 +11,11 @@ extension SQLiteStore {
                 INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
                 """,
-                [.text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
-                 e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
-                 e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null]
+                [
+                    .text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
+                    e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
+                    e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null,
+                ]
             ).first?.first?.int ?? 0
         }
     }
@@ -22,14 +24,17 @@ extension SQLiteStore {
         try read { connection in
             try connection.query(
                 "SELECT \(Columns.audit) FROM audit_log WHERE user_id = ? AND id < ? ORDER BY id DESC LIMIT ?",
-                [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]).map { try AuditRecord(row: $0) }
+                [.text(userID), .int(before ?? Int64.max), .int(Int64(max(0, limit)))]
+            ).map { try AuditRecord(row: $0) }
         }
     }
 
     public func auditEntry(id: Int64, ofUser userID: String) async throws -> AuditRecord? {
         try read { connection in
-            try connection.query("SELECT \(Columns.audit) FROM audit_log WHERE id = ? AND user_id = ?",
-                                 [.int(id), .text(userID)]).first.map { try AuditRecord(row: $0) }
+            try connection.query(
+                "SELECT \(Columns.audit) FROM audit_log WHERE id = ? AND user_id = ?",
+                [.int(id), .text(userID)]
+            ).first.map { try AuditRecord(row: $0) }
         }
     }
 }

@@ -3,24 +3,29 @@ import Foundation
 // MARK: Multi-row writes
 
 extension SQLiteStore {
-    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws {
+    public func completeRegistration(
+        user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+        credential c: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?
+    ) async throws {
         try write {
             try connection.transaction {
                 if createUser {
                     do {
-                        try connection.query("INSERT INTO users (id, username, is_anonymous, created_at) VALUES (?, ?, ?, ?)",
-                                             [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
+                        try connection.query(
+                            "INSERT INTO users (id, username, is_anonymous, created_at) VALUES (?, ?, ?, ?)",
+                            [.text(user.id), .text(user.username), .bool(user.isAnonymous), .date(user.createdAt)])
                     } catch StoreError.conflict { throw StoreError.usernameTaken }
                 }
                 if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
                 do {
                     try connection.query(
                         "INSERT INTO credentials (\(Columns.credential)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [.blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
-                         .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
-                         .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
-                         .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null])
+                        [
+                            .blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
+                            .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
+                            .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
+                            .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null,
+                        ])
                 } catch StoreError.conflict { throw StoreError.credentialExists }
                 if let wrap { try insertKeyWrap(wrap) }
                 try insertSession(session)
@@ -28,8 +33,10 @@ extension SQLiteStore {
         }
     }
 
-    public func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-                                       backupState: Bool, usedAt: Date, session: SessionRecord) async throws {
+    public func completeAuthentication(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+        backupState: Bool, usedAt: Date, session: SessionRecord
+    ) async throws {
         try write {
             try connection.transaction {
                 try connection.query(

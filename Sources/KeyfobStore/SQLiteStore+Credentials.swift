@@ -5,15 +5,18 @@ import Foundation
 extension SQLiteStore {
     public func credential(id: [UInt8]) async throws -> CredentialRecord? {
         try read { connection in
-            try connection.query("SELECT \(Columns.credential) FROM credentials WHERE id = ?", [.blob(id)]).first.map { try CredentialRecord(row: $0) }
+            try connection.query("SELECT \(Columns.credential) FROM credentials WHERE id = ?", [.blob(id)]).first.map {
+                try CredentialRecord(row: $0)
+            }
         }
     }
 
     public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
         try read { connection in
             try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { row in
-                CredentialOwner(credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
-                                nostrKey: row[19] == .null ? nil : try NostrKeyRecord(row: row, from: 19))
+                CredentialOwner(
+                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
+                    nostrKey: row[19] == .null ? nil : try NostrKeyRecord(row: row, from: 19))
             }
         }
     }
@@ -33,8 +36,10 @@ extension SQLiteStore {
 
     public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
         try read { connection in
-            try connection.query("SELECT \(Columns.credential) FROM credentials WHERE user_id = ? ORDER BY created_at",
-                                 [.text(userID)]).map { try CredentialRecord(row: $0) }
+            try connection.query(
+                "SELECT \(Columns.credential) FROM credentials WHERE user_id = ? ORDER BY created_at",
+                [.text(userID)]
+            ).map { try CredentialRecord(row: $0) }
         }
     }
 
@@ -42,13 +47,21 @@ extension SQLiteStore {
         try write {
             try connection.transaction {
                 let count = try connection.query("SELECT count(*) FROM credentials WHERE user_id = ?", [.text(userID)]).first?.first?.int ?? 0
-                guard try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
-                                           [.blob(id), .text(userID)]).first != nil else { return false }
+                guard
+                    try connection.query(
+                        "SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                        [.blob(id), .text(userID)]
+                    ).first != nil
+                else { return false }
                 guard count > 1 else { throw StoreError.conflict }
-                let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(userID)]).first?.first?.bool ?? false
+                let sealed =
+                    try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(userID)]).first?.first?.bool ?? false
                 if sealed {
-                    let others = try connection.query("SELECT count(*) FROM key_wraps WHERE user_id = ? AND credential_id != ?",
-                                                      [.text(userID), .blob(id)]).first?.first?.int ?? 0
+                    let others =
+                        try connection.query(
+                            "SELECT count(*) FROM key_wraps WHERE user_id = ? AND credential_id != ?",
+                            [.text(userID), .blob(id)]
+                        ).first?.first?.int ?? 0
                     guard others > 0 else { throw StoreError.lastSealingPasskey }
                 }
                 try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
@@ -60,8 +73,9 @@ extension SQLiteStore {
 
     public func renameCredential(id: [UInt8], ofUser userID: String, name: String?) async throws -> Bool {
         try write {
-            try connection.query("UPDATE credentials SET name = ? WHERE id = ? AND user_id = ?",
-                                 [name.map(SQLValue.text) ?? .null, .blob(id), .text(userID)])
+            try connection.query(
+                "UPDATE credentials SET name = ? WHERE id = ? AND user_id = ?",
+                [name.map(SQLValue.text) ?? .null, .blob(id), .text(userID)])
             return connection.changes == 1
         }
     }

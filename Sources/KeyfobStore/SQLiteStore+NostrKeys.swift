@@ -9,14 +9,18 @@ extension SQLiteStore {
     func insertNostrKey(_ k: NostrKeyRecord, orIgnore: Bool) throws {
         try connection.query(
             "INSERT \(orIgnore ? "OR IGNORE " : "")INTO nostr_keys (\(Columns.nostrKey)) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [.text(k.userID), .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
-             .bool(k.passkeySealed)])
+            [
+                .text(k.userID), .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
+                .bool(k.passkeySealed),
+            ])
     }
 
     public func nostrKey(ofUser userID: String) async throws -> NostrKeyRecord? {
         try read { connection in
-            try connection.query("SELECT \(Columns.nostrKey), \(Self.hasWrapsColumn) FROM nostr_keys WHERE user_id = ?",
-                                 [.text(userID)]).first.map { try NostrKeyRecord(row: $0, hasWrapsAt: 7) }
+            try connection.query(
+                "SELECT \(Columns.nostrKey), \(Self.hasWrapsColumn) FROM nostr_keys WHERE user_id = ?",
+                [.text(userID)]
+            ).first.map { try NostrKeyRecord(row: $0, hasWrapsAt: 7) }
         }
     }
 
@@ -25,8 +29,12 @@ extension SQLiteStore {
             try connection.transaction {
                 try insertNostrKey(record, orIgnore: true)
                 // Read back on the writer: a reader would not see this transaction.
-                guard let stored = try connection.query("SELECT \(Columns.nostrKey) FROM nostr_keys WHERE user_id = ?",
-                                                        [.text(record.userID)]).first.map({ try NostrKeyRecord(row: $0) }) else {
+                guard
+                    let stored = try connection.query(
+                        "SELECT \(Columns.nostrKey) FROM nostr_keys WHERE user_id = ?",
+                        [.text(record.userID)]
+                    ).first.map({ try NostrKeyRecord(row: $0) })
+                else {
                     throw StoreError.notFound
                 }
                 return stored
@@ -44,8 +52,10 @@ extension SQLiteStore {
             UPDATE nostr_keys SET pubkey = ?, version = ?, nonce = ?, sealed = ?, updated_at = ?, passkey_sealed = ?
             WHERE user_id = ? AND version = ?
             """,
-            [.text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
-             .bool(k.passkeySealed), .text(k.userID), .int(Int64(expectedVersion))])
+            [
+                .text(k.pubkey), .int(Int64(k.version)), .blob(k.nonce), .blob(k.sealed), .date(k.updatedAt),
+                .bool(k.passkeySealed), .text(k.userID), .int(Int64(expectedVersion)),
+            ])
         guard connection.changes == 1 else { throw StoreError.conflict }
     }
 }
@@ -55,8 +65,10 @@ extension SQLiteStore {
 extension SQLiteStore {
     public func keyWraps(ofUser userID: String) async throws -> [KeyWrapRecord] {
         try read { connection in
-            try connection.query("SELECT \(Columns.keyWrap) FROM key_wraps WHERE user_id = ? ORDER BY created_at",
-                                 [.text(userID)]).map { try KeyWrapRecord(row: $0) }
+            try connection.query(
+                "SELECT \(Columns.keyWrap) FROM key_wraps WHERE user_id = ? ORDER BY created_at",
+                [.text(userID)]
+            ).map { try KeyWrapRecord(row: $0) }
         }
     }
 
@@ -69,10 +81,14 @@ extension SQLiteStore {
     public func putKeyWrap(_ w: KeyWrapRecord) async throws -> Bool {
         try write {
             try connection.transaction {
-                let sealed = try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(w.userID)])
+                let sealed =
+                    try connection.query("SELECT passkey_sealed FROM nostr_keys WHERE user_id = ?", [.text(w.userID)])
                     .first?.first?.bool ?? false
-                let owned = try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
-                                                 [.blob(w.credentialID), .text(w.userID)]).first != nil
+                let owned =
+                    try connection.query(
+                        "SELECT 1 FROM credentials WHERE id = ? AND user_id = ?",
+                        [.blob(w.credentialID), .text(w.userID)]
+                    ).first != nil
                 guard sealed, owned else { return false }
                 try insertKeyWrap(w)
                 return true
@@ -80,8 +96,10 @@ extension SQLiteStore {
         }
     }
 
-    public func changeKeyProtection(_ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws {
+    public func changeKeyProtection(
+        _ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?
+    ) async throws {
         try write {
             try connection.transaction {
                 try replaceKey(k, expectedVersion: expectedVersion)
@@ -99,8 +117,9 @@ extension SQLiteStore {
                 for wrap in wraps { try insertKeyWrap(wrap) }
                 try connection.query("UPDATE sessions SET data_key = NULL WHERE user_id = ? AND data_key IS NOT NULL", [.text(k.userID)])
                 if let keepingSession {
-                    try connection.query("UPDATE sessions SET data_key = ? WHERE token_hash = ? AND user_id = ?",
-                                         [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
+                    try connection.query(
+                        "UPDATE sessions SET data_key = ? WHERE token_hash = ? AND user_id = ?",
+                        [sessionDataKey.map(SQLValue.blob) ?? .null, .blob(keepingSession), .text(k.userID)])
                 }
             }
             // The row this replaced (server-protected, when sealing) must not linger in the WAL until
@@ -130,8 +149,9 @@ extension SQLiteStore {
                 let signers = try connection.query("SELECT count(*) FROM bunker_signers").first?.first?.int ?? 0
                 guard signers == bunkerSigners.count else { throw StoreError.conflict }
                 for s in bunkerSigners {
-                    try connection.query("UPDATE bunker_signers SET nonce = ?, sealed = ? WHERE user_id = ? AND pubkey = ?",
-                                         [.blob(s.nonce), .blob(s.sealed), .text(s.userID), .text(s.pubkey)])
+                    try connection.query(
+                        "UPDATE bunker_signers SET nonce = ?, sealed = ? WHERE user_id = ? AND pubkey = ?",
+                        [.blob(s.nonce), .blob(s.sealed), .text(s.userID), .text(s.pubkey)])
                     guard connection.changes == 1 else { throw StoreError.conflict }
                 }
                 try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])

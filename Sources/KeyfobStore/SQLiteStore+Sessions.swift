@@ -17,23 +17,27 @@ extension SQLiteStore {
 
     public func lockAllSessions() async throws -> Int {
         try write {
-            try connection.query("UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
+            try connection.query(
+                "UPDATE sessions SET unlocked_until = NULL, data_key = NULL WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL")
             return connection.changes
         }
     }
 
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try write {
-            try connection.query("UPDATE sessions SET unlocked_until = ?, data_key = ? WHERE token_hash = ?",
-                                 [.date(until), dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
+            try connection.query(
+                "UPDATE sessions SET unlocked_until = ?, data_key = ? WHERE token_hash = ?",
+                [.date(until), dataKey.map(SQLValue.blob) ?? .null, .blob(tokenHash)])
             return connection.changes == 1
         }
     }
 
     public func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool {
         try read { connection in
-            try !connection.query("SELECT 1 FROM sessions WHERE user_id = ? AND unlocked_until > ? AND expires_at > ? LIMIT 1",
-                                  [.text(userID), .date(now), .date(now)]).isEmpty
+            try !connection.query(
+                "SELECT 1 FROM sessions WHERE user_id = ? AND unlocked_until > ? AND expires_at > ? LIMIT 1",
+                [.text(userID), .date(now), .date(now)]
+            ).isEmpty
         }
     }
 
@@ -61,7 +65,9 @@ extension SQLiteStore {
             INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """,
-            [.blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
-             s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null])
+            [
+                .blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
+                s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null,
+            ])
     }
 }

@@ -18,13 +18,16 @@ extension SQLiteStore {
     public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
         try read { connection in
             // LIKE with the user's text escaped: % and _ in a search are literal.
-            let pattern = query.map { text in
-                "%" + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
-                    .replacingOccurrences(of: "_", with: "!_") + "%"
-            } ?? "%"
+            let pattern =
+                query.map { text in
+                    "%"
+                        + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+                        .replacingOccurrences(of: "_", with: "!_") + "%"
+                } ?? "%"
             return try connection.query(
                 "SELECT \(Columns.user) FROM users WHERE username LIKE ? ESCAPE '!' AND username > ? ORDER BY username LIMIT ?",
-                [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]).map { try UserRecord(row: $0) }
+                [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]
+            ).map { try UserRecord(row: $0) }
         }
     }
 

@@ -70,16 +70,20 @@ public protocol KeyWrapStore: Sendable {
     /// but `keepingSession`'s; `conflict` (nothing written) when the version moved. With
     /// `bunkerSigner`, the user's NIP-46 signer is replaced by it too; when that is a new key, the
     /// clients connected to the old one, their grants and the user's undecided requests go.
-    func changeKeyProtection(_ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                             keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws
+    func changeKeyProtection(
+        _ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws
 }
 
 extension KeyWrapStore {
     /// A protection change that leaves the NIP-46 signer alone.
-    public func changeKeyProtection(_ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-                                    keepingSession: [UInt8]?, sessionDataKey: [UInt8]?) async throws {
-        try await changeKeyProtection(record, expectedVersion: expectedVersion, wraps: wraps, keepingSession: keepingSession,
-                                      sessionDataKey: sessionDataKey, bunkerSigner: nil)
+    public func changeKeyProtection(
+        _ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?
+    ) async throws {
+        try await changeKeyProtection(
+            record, expectedVersion: expectedVersion, wraps: wraps, keepingSession: keepingSession,
+            sessionDataKey: sessionDataKey, bunkerSigner: nil)
     }
 }
 
@@ -106,10 +110,13 @@ extension NostrKeyStore {
 
 extension KeyfobStore {
     /// A registration without a key sealed at sign-up.
-    public func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                                     credential: CredentialRecord, session: SessionRecord) async throws {
-        try await completeRegistration(user: user, createUser: createUser, nostrKey: nostrKey, credential: credential,
-                                       session: session, wrap: nil)
+    public func completeRegistration(
+        user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+        credential: CredentialRecord, session: SessionRecord
+    ) async throws {
+        try await completeRegistration(
+            user: user, createUser: createUser, nostrKey: nostrKey, credential: credential,
+            session: session, wrap: nil)
     }
 }
 
@@ -202,18 +209,21 @@ public protocol CeremonyStore: Sendable {
     /// Creates the user (when `createUser`) with its nostr key (when given), the credential,
     /// the key's data-key wrap for that credential (a key sealed at sign-up) and the session in
     /// one transaction. Throws `usernameTaken` or `credentialExists` and writes nothing in that case.
-    func completeRegistration(user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
-                              credential: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws
+    func completeRegistration(
+        user: UserRecord, createUser: Bool, nostrKey: NostrKeyRecord?,
+        credential: CredentialRecord, session: SessionRecord, wrap: KeyWrapRecord?) async throws
 
     /// Compare-and-swap of the sign counter (`expectedSignCount` → `newSignCount`), the backup
     /// state and last use, plus the new session, in one transaction. Throws `conflict` when the
     /// stored counter is no longer `expectedSignCount` (a concurrent assertion won).
-    func completeAuthentication(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-                                backupState: Bool, usedAt: Date, session: SessionRecord) async throws
+    func completeAuthentication(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+        backupState: Bool, usedAt: Date, session: SessionRecord) async throws
 
     /// Compare-and-swap of the sign counter alone (a passkey-confirmed approval: no new session).
-    func updateSignCount(credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
-                         usedAt: Date) async throws
+    func updateSignCount(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
+        usedAt: Date) async throws
 
     /// Is the database reachable?
     func healthCheck() async throws
@@ -222,4 +232,5 @@ public protocol CeremonyStore: Sendable {
 /// Everything the server needs: every role together (the composition root holds this; each
 /// controller takes only the roles it uses).
 public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
-                             ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore {}
+    ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore
+{}

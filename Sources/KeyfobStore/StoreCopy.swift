@@ -5,8 +5,10 @@ import Foundation
 public enum StoreCopy {
     /// What moves, parents before children. Pending ceremonies (challenges) do not: they last a
     /// minute and the server is stopped for the move.
-    public static let tables = ["users", "credentials", "nostr_keys", "key_wraps", "sessions", "meta", "audit_log",
-                                "grants", "signer_requests", "bunker_signers", "bunker_clients"]
+    public static let tables = [
+        "users", "credentials", "nostr_keys", "key_wraps", "sessions", "meta", "audit_log",
+        "grants", "signer_requests", "bunker_signers", "bunker_clients",
+    ]
 
     /// One stored value, as SQLite types it.
     public enum Value: Sendable, Equatable {
@@ -30,8 +32,9 @@ extension SQLiteStore {
             let columns = try connection.query("SELECT name FROM pragma_table_info(?) ORDER BY cid", [.text(table)]).compactMap { $0[0].text }
             // Names from the schema itself, quoted: nothing from outside reaches this SQL.
             let list = columns.map { "\"\($0)\"" }.joined(separator: ", ")
-            let rows = try connection.query("SELECT rowid, \(list) FROM \(table) WHERE rowid > ? ORDER BY rowid LIMIT ?",
-                                            [.int(rowID), .int(Int64(limit))])
+            let rows = try connection.query(
+                "SELECT rowid, \(list) FROM \(table) WHERE rowid > ? ORDER BY rowid LIMIT ?",
+                [.int(rowID), .int(Int64(limit))])
             let values = rows.map { row in
                 row.dropFirst().map { value -> StoreCopy.Value in
                     switch value {

@@ -55,8 +55,9 @@ extension CredentialRecord {
 
 extension SessionRecord {
     public init(row r: some StoreRow) throws {
-        self.init(tokenHash: try r.bytes(0), userID: try r.text(1), createdAt: try r.date(2), expiresAt: try r.date(3),
-                  unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5), dataKey: try r.optionalBytes(6))
+        self.init(
+            tokenHash: try r.bytes(0), userID: try r.text(1), createdAt: try r.date(2), expiresAt: try r.date(3),
+            unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5), dataKey: try r.optionalBytes(6))
     }
 }
 
@@ -64,56 +65,63 @@ extension NostrKeyRecord {
     /// The key whose columns (`Columns.nostrKey`) start at `b`; with `hasWrapsAt`, whether the user
     /// has data-key wraps is read from that column too.
     public init(row r: some StoreRow, from b: Int = 0, hasWrapsAt wraps: Int? = nil) throws {
-        self.init(userID: try r.text(b), pubkey: try r.text(b + 1), version: try r.int(b + 2), nonce: try r.bytes(b + 3),
-                  sealed: try r.bytes(b + 4), updatedAt: try r.date(b + 5), passkeySealed: try r.bool(b + 6))
+        self.init(
+            userID: try r.text(b), pubkey: try r.text(b + 1), version: try r.int(b + 2), nonce: try r.bytes(b + 3),
+            sealed: try r.bytes(b + 4), updatedAt: try r.date(b + 5), passkeySealed: try r.bool(b + 6))
         if let wraps { hasWraps = try r.bool(wraps) }
     }
 }
 
 extension KeyWrapRecord {
     public init(row r: some StoreRow) throws {
-        self.init(userID: try r.text(0), credentialID: try r.bytes(1), wrapped: try r.bytes(2), createdAt: try r.date(3),
-                  salt: try r.optionalBytes(4) ?? [])
+        self.init(
+            userID: try r.text(0), credentialID: try r.bytes(1), wrapped: try r.bytes(2), createdAt: try r.date(3),
+            salt: try r.optionalBytes(4) ?? [])
     }
 }
 
 extension AuditRecord {
     public init(row r: some StoreRow) throws {
-        self.init(id: Int64(try r.int(0)), userID: try r.text(1), at: try r.date(2), client: try r.text(3),
-                  transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6), eventID: try r.optionalText(7),
-                  outcome: try r.text(8), code: try r.optionalText(9), receipt: try r.optionalText(10))
+        self.init(
+            id: Int64(try r.int(0)), userID: try r.text(1), at: try r.date(2), client: try r.text(3),
+            transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6), eventID: try r.optionalText(7),
+            outcome: try r.text(8), code: try r.optionalText(9), receipt: try r.optionalText(10))
     }
 }
 
 extension PendingRequestRecord {
     public init(row r: some StoreRow) throws {
-        self.init(id: try r.text(0), userID: try r.optionalText(1), requester: try r.text(2), client: try r.text(3),
-                  transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6),
-                  nonce: try r.bytes(7), payload: try r.bytes(8), confirmationNonce: try r.optionalBytes(9),
-                  createdAt: try r.date(10), expiresAt: try r.date(11), state: try r.text(12))
+        self.init(
+            id: try r.text(0), userID: try r.optionalText(1), requester: try r.text(2), client: try r.text(3),
+            transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6),
+            nonce: try r.bytes(7), payload: try r.bytes(8), confirmationNonce: try r.optionalBytes(9),
+            createdAt: try r.date(10), expiresAt: try r.date(11), state: try r.text(12))
     }
 }
 
 extension GrantRecord {
     public init(row r: some StoreRow) throws {
-        self.init(id: try r.text(0), userID: try r.text(1), client: try r.text(2), method: try r.text(3),
-                  kind: try r.optionalInt(4), allow: try r.bool(5), createdAt: try r.date(6), expiresAt: try r.optionalDate(7))
+        self.init(
+            id: try r.text(0), userID: try r.text(1), client: try r.text(2), method: try r.text(3),
+            kind: try r.optionalInt(4), allow: try r.bool(5), createdAt: try r.date(6), expiresAt: try r.optionalDate(7))
     }
 }
 
 extension BunkerSignerRecord {
     public init(row r: some StoreRow) throws {
-        self.init(userID: try r.text(0), pubkey: try r.text(1), nonce: try r.bytes(2), sealed: try r.bytes(3),
-                  secretHash: try r.optionalBytes(4), secretExpiresAt: try r.optionalDate(5), createdAt: try r.date(6),
-                  passkeySealed: try r.bool(7))
+        self.init(
+            userID: try r.text(0), pubkey: try r.text(1), nonce: try r.bytes(2), sealed: try r.bytes(3),
+            secretHash: try r.optionalBytes(4), secretExpiresAt: try r.optionalDate(5), createdAt: try r.date(6),
+            passkeySealed: try r.bool(7))
     }
 }
 
 extension BunkerClientRecord {
     public init(row r: some StoreRow) throws {
-        self.init(userID: try r.text(0), clientPubkey: try r.text(1), name: try r.optionalText(2), url: try r.optionalText(3),
-                  perms: try r.text(4), createdAt: try r.date(5), lastUsedAt: try r.optionalDate(6),
-                  relays: try r.text(7).split(separator: "\n").map(String.init))
+        self.init(
+            userID: try r.text(0), clientPubkey: try r.text(1), name: try r.optionalText(2), url: try r.optionalText(3),
+            perms: try r.text(4), createdAt: try r.date(5), lastUsedAt: try r.optionalDate(6),
+            relays: try r.text(7).split(separator: "\n").map(String.init))
     }
 }
 

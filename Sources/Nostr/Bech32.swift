@@ -58,7 +58,8 @@ public enum Bech32 {
             values.append(UInt8(v))
         }
         guard polymod(expand(hrp) + values) == 1,
-              let data = convert(Array(values.dropLast(6)), from: 5, to: 8, pad: false) else { return nil }
+            let data = convert(Array(values.dropLast(6)), from: 5, to: 8, pad: false)
+        else { return nil }
         return (String(decoding: hrp, as: UTF8.self), data)
     }
 }

@@ -24,8 +24,9 @@ public struct UnsignedEvent: Sendable, Equatable {
     /// Signs with `key`: computes the id, then a BIP-340 signature over it.
     public func sign(with key: SecretKey) -> Event {
         let id = id(pubkey: key.publicKey)
-        return Event(id: id, pubkey: key.publicKey, createdAt: createdAt, kind: kind, tags: tags, content: content,
-                     sig: key.sign(id))
+        return Event(
+            id: id, pubkey: key.publicKey, createdAt: createdAt, kind: kind, tags: tags, content: content,
+            sig: key.sign(id))
     }
 }
 
@@ -132,8 +133,9 @@ public struct Event: Sendable, Equatable {
         guard let id = fields.id, let pubkey = fields.pubkey, let sig = fields.sig else {
             throw .content("a signed event needs id, pubkey and sig")
         }
-        return Event(id: id, pubkey: pubkey, createdAt: fields.createdAt!, kind: fields.kind, tags: fields.tags,
-                     content: fields.content, sig: sig)
+        return Event(
+            id: id, pubkey: pubkey, createdAt: fields.createdAt!, kind: fields.kind, tags: fields.tags,
+            content: fields.content, sig: sig)
     }
 }
 

@@ -20,9 +20,10 @@ public enum NIP04 {
     public static func decrypt(_ payload: String, with key: SecretKey, from peer: PublicKey) throws(NostrError) -> String {
         guard payload.utf8.count <= maxPayloadLength else { throw .init(.payloadTooLarge, "NIP-04 payload is too large") }
         guard let separator = payload.range(of: "?iv="),
-              let ciphertext = Data(base64Encoded: String(payload[..<separator.lowerBound])), !ciphertext.isEmpty,
-              ciphertext.count % 16 == 0,
-              let iv = Data(base64Encoded: String(payload[separator.upperBound...])), iv.count == 16 else {
+            let ciphertext = Data(base64Encoded: String(payload[..<separator.lowerBound])), !ciphertext.isEmpty,
+            ciphertext.count % 16 == 0,
+            let iv = Data(base64Encoded: String(payload[separator.upperBound...])), iv.count == 16
+        else {
             throw .decrypt("not a NIP-04 payload (base64 ciphertext ?iv= base64 16-byte IV)")
         }
         return try decrypt(ciphertext: [UInt8](ciphertext), iv: [UInt8](iv), with: key, from: peer)

@@ -56,8 +56,9 @@ public enum NIP19 {
             guard let special = items.first(where: { $0.0 == 0 })?.1, special.count == 32 else {
                 throw .content("nprofile lacks its 32-byte pubkey")
             }
-            return .nprofile(pubkey: try PublicKey(bytes: special),
-                             relays: items.filter { $0.0 == 1 }.map { String(decoding: $0.1, as: UTF8.self) })
+            return .nprofile(
+                pubkey: try PublicKey(bytes: special),
+                relays: items.filter { $0.0 == 1 }.map { String(decoding: $0.1, as: UTF8.self) })
         case "nevent":
             let items = try parseTLV(data)
             guard let id = items.first(where: { $0.0 == 0 })?.1, id.count == 32 else { throw .content("nevent lacks its 32-byte id") }
@@ -68,8 +69,9 @@ public enum NIP19 {
                 guard k.count == 4 else { throw .content("nevent kind must be 4 bytes") }
                 kind = k.reduce(0) { $0 << 8 | UInt32($1) }
             }
-            return .nevent(eventID: id, relays: items.filter { $0.0 == 1 }.map { String(decoding: $0.1, as: UTF8.self) },
-                           author: author, kind: kind)
+            return .nevent(
+                eventID: id, relays: items.filter { $0.0 == 1 }.map { String(decoding: $0.1, as: UTF8.self) },
+                author: author, kind: kind)
         default:
             throw .content("NIP-19 prefix \"\(hrp)\" is not supported")
         }

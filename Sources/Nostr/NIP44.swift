@@ -69,8 +69,10 @@ public enum NIP44 {
     }
 
     /// Encrypts with a given conversation key; `nonce` is random unless given (tests).
-    public static func encrypt(_ plaintext: String, conversationKey: [UInt8], nonce: [UInt8]? = nil,
-                               allowExtended: Bool = false) throws(NostrError) -> String {
+    public static func encrypt(
+        _ plaintext: String, conversationKey: [UInt8], nonce: [UInt8]? = nil,
+        allowExtended: Bool = false
+    ) throws(NostrError) -> String {
         let nonce = nonce ?? randomBytes(32)
         guard nonce.count == 32, conversationKey.count == 32 else { throw .init(.internalError, "bad NIP-44 key or nonce") }
         var keys = messageKeys(conversationKey, nonce: nonce)

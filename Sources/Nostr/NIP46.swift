@@ -16,7 +16,8 @@ public enum NIP46 {
     /// or is over 4 KiB.
     public static func clientMetadata(_ json: String) -> [String: Any] {
         guard json.utf8.count <= 4096,
-              let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any] else { return [:] }
+            let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any]
+        else { return [:] }
         return object
     }
 
@@ -101,8 +102,9 @@ public enum NIP46 {
 
         public static func parse(_ json: String) throws(NostrError) -> Response {
             guard json.utf8.count <= NIP46.maxMessageBytes,
-                  let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any],
-                  let id = object["id"] as? String else {
+                let object = (try? JSONSerialization.jsonObject(with: Data(json.utf8))) as? [String: Any],
+                let id = object["id"] as? String
+            else {
                 throw .content("a NIP-46 response is a JSON object with an id")
             }
             return Response(id: id, result: object["result"] as? String, error: object["error"] as? String)
@@ -114,18 +116,22 @@ public enum NIP46 {
     public enum Encryption: Sendable { case nip44, nip04 }
 
     /// A message sealed for `peer` and signed by `key`, p-tagged to the peer.
-    public static func wrap(_ message: String, from key: SecretKey, to peer: PublicKey, createdAt: Int64,
-                            encryption: Encryption = .nip44) throws(NostrError) -> Event {
-        let content = switch encryption {
-        case .nip44: try NIP44.encrypt(message, from: key, to: peer)
-        case .nip04: try NIP04.encrypt(message, from: key, to: peer)
-        }
+    public static func wrap(
+        _ message: String, from key: SecretKey, to peer: PublicKey, createdAt: Int64,
+        encryption: Encryption = .nip44
+    ) throws(NostrError) -> Event {
+        let content =
+            switch encryption {
+            case .nip44: try NIP44.encrypt(message, from: key, to: peer)
+            case .nip04: try NIP04.encrypt(message, from: key, to: peer)
+            }
         return UnsignedEvent(createdAt: createdAt, kind: kind, tags: [["p", peer.hex]], content: content).sign(with: key)
     }
 
     /// What a kind-24133 event says to the holder of `key`: the sender and the plaintext. Refuses
     /// an event that is not NIP-46, not p-tagged to this key, badly signed, or undecryptable.
-    public static func unwrap(_ event: Event, with key: SecretKey) throws(NostrError) -> (sender: PublicKey, message: String, encryption: Encryption) {
+    public static func unwrap(_ event: Event, with key: SecretKey) throws(NostrError) -> (sender: PublicKey, message: String, encryption: Encryption)
+    {
         guard event.kind == kind else { throw .content("not a NIP-46 event (kind \(event.kind))") }
         let me = key.publicKey.hex
         guard event.tags.contains(where: { $0.count >= 2 && $0[0] == "p" && $0[1] == me }) else {
@@ -157,7 +163,8 @@ public struct BunkerURL: Sendable, Equatable {
         var components = URLComponents()
         components.scheme = "bunker"
         components.host = signer.hex
-        components.queryItems = relays.map { URLQueryItem(name: "relay", value: $0) } + (secret.map { [URLQueryItem(name: "secret", value: $0)] } ?? [])
+        components.queryItems =
+            relays.map { URLQueryItem(name: "relay", value: $0) } + (secret.map { [URLQueryItem(name: "secret", value: $0)] } ?? [])
         return NIP46URL.encode(components)
     }
 
@@ -165,8 +172,9 @@ public struct BunkerURL: Sendable, Equatable {
         let (host, items) = try NIP46URL.split(text, scheme: "bunker")
         let signer: PublicKey
         do { signer = try PublicKey(hex: host) } catch { throw .content("a bunker URL names the signer's public key in hex") }
-        return BunkerURL(signer: signer, relays: items.filter { $0.name == "relay" }.compactMap(\.value),
-                         secret: items.first { $0.name == "secret" }?.value)
+        return BunkerURL(
+            signer: signer, relays: items.filter { $0.name == "relay" }.compactMap(\.value),
+            secret: items.first { $0.name == "secret" }?.value)
     }
 }
 
@@ -195,8 +203,9 @@ public struct NostrConnectURL: Sendable, Equatable {
         // Earlier clients (rust-nostr among them) send `metadata={"name":…,"url":…}` instead.
         let metadata = value("metadata").map(NIP46.clientMetadata) ?? [:]
         func field(_ name: String) -> String? { value(name) ?? (metadata[name] as? String).flatMap { $0.isEmpty ? nil : $0 } }
-        return NostrConnectURL(client: client, relays: relays, secret: secret, perms: try NIP46Permission.parseList(value("perms") ?? ""),
-                               name: field("name"), url: field("url"), image: field("image"))
+        return NostrConnectURL(
+            client: client, relays: relays, secret: secret, perms: try NIP46Permission.parseList(value("perms") ?? ""),
+            name: field("name"), url: field("url"), image: field("image"))
     }
 }
 
@@ -217,7 +226,8 @@ public struct NIP46Permission: Sendable, Equatable, Hashable {
         for entry in entries {
             let parts = entry.split(separator: ":", maxSplits: 1).map(String.init)
             guard let method = parts.first, !method.isEmpty, method.utf8.count <= 64,
-                  method.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                method.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") })
+            else {
                 throw .content("a permission is method[:kind], e.g. sign_event:1")
             }
             var kind: Int?
@@ -239,7 +249,8 @@ enum NIP46URL {
     static func split(_ text: String, scheme: String) throws(NostrError) -> (host: String, items: [URLQueryItem]) {
         guard text.utf8.count <= 8192 else { throw .content("the URL is too long") }
         guard let components = URLComponents(string: text), components.scheme?.lowercased() == scheme,
-              let host = components.host, host.utf8.count == 64 else {
+            let host = components.host, host.utf8.count == 64
+        else {
             throw .content("not a \(scheme):// URL with a 64-character hex public key")
         }
         return (host.lowercased(), components.queryItems ?? [])

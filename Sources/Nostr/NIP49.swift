@@ -13,8 +13,10 @@ public enum NIP49 {
         Array(password.precomposedStringWithCompatibilityMapping.utf8)
     }
 
-    public static func encrypt(_ key: SecretKey, password: String, logN: UInt8 = 16,
-                               security: KeySecurity = .unknown) throws(NostrError) -> String {
+    public static func encrypt(
+        _ key: SecretKey, password: String, logN: UInt8 = 16,
+        security: KeySecurity = .unknown
+    ) throws(NostrError) -> String {
         let salt = randomBytes(16), nonce = randomBytes(24)
         var pw = normalize(password)
         defer { wipe(&pw) }
@@ -50,8 +52,11 @@ public enum NIP49 {
             throw .init(.internalError, "scrypt failed")
         }
         defer { wipe(&symmetric) }
-        guard var secret = Cipher.xchacha20Poly1305(encrypt: false, key: symmetric, nonce24: nonce, aad: [security],
-                                             input: Array(data[43...])), secret.count == 32 else {
+        guard
+            var secret = Cipher.xchacha20Poly1305(
+                encrypt: false, key: symmetric, nonce24: nonce, aad: [security],
+                input: Array(data[43...])), secret.count == 32
+        else {
             throw .decrypt("wrong password or corrupted ncryptsec")
         }
         defer { wipe(&secret) }

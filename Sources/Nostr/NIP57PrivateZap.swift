@@ -36,7 +36,8 @@ public enum PrivateZap {
         let (ciphertext, iv) = try parse(anon[1])
         let eTag = zapRequest.tags.first { $0.first == "e" && $0.count >= 2 }?[1]
         guard let pTag = zapRequest.tags.first(where: { $0.first == "p" && $0.count >= 2 })?[1],
-              let recipient = try? PublicKey(hex: pTag) else {
+            let recipient = try? PublicKey(hex: pTag)
+        else {
             throw .content("zap request has no valid p tag")
         }
 
@@ -50,7 +51,8 @@ public enum PrivateZap {
         guard let note else { throw .decrypt("this private zap was not sent by or to this key") }
         guard note.kind == 9733 else { throw .decrypt("the private zap note is not kind 9733") }
         guard note.tags.first(where: { $0.first == "e" && $0.count >= 2 })?[1] == eTag,
-              note.tags.first(where: { $0.first == "p" && $0.count >= 2 })?[1] == pTag else {
+            note.tags.first(where: { $0.first == "p" && $0.count >= 2 })?[1] == pTag
+        else {
             throw .decrypt("the private zap note does not match the zap request's e and p tags")
         }
         guard note.isValid else { throw .decrypt("the private zap note's id or signature is invalid") }
@@ -66,9 +68,10 @@ public enum PrivateZap {
     static func parse(_ text: String) throws(NostrError) -> ([UInt8], [UInt8]) {
         let parts = text.split(separator: "_", omittingEmptySubsequences: false)
         guard parts.count == 2,
-              let (hrp1, ciphertext) = Bech32.decode(String(parts[0]), maxLength: 64 * 1024), hrp1 == "pzap",
-              let (hrp2, iv) = Bech32.decode(String(parts[1])), hrp2 == "iv", iv.count == 16,
-              !ciphertext.isEmpty, ciphertext.count % 16 == 0 else {
+            let (hrp1, ciphertext) = Bech32.decode(String(parts[0]), maxLength: 64 * 1024), hrp1 == "pzap",
+            let (hrp2, iv) = Bech32.decode(String(parts[1])), hrp2 == "iv", iv.count == 16,
+            !ciphertext.isEmpty, ciphertext.count % 16 == 0
+        else {
             throw .content("anon tag is not a pzap1…_iv1… private zap payload")
         }
         return (ciphertext, iv)

@@ -100,8 +100,10 @@ public struct RelayFilter: Sendable, Equatable {
     public var until: Int64?
     public var limit: Int?
 
-    public init(ids: Set<String>? = nil, authors: Set<String>? = nil, kinds: Set<Int>? = nil, tags: [String: Set<String>] = [:],
-                since: Int64? = nil, until: Int64? = nil, limit: Int? = nil) {
+    public init(
+        ids: Set<String>? = nil, authors: Set<String>? = nil, kinds: Set<Int>? = nil, tags: [String: Set<String>] = [:],
+        since: Int64? = nil, until: Int64? = nil, limit: Int? = nil
+    ) {
         self.ids = ids
         self.authors = authors
         self.kinds = kinds
@@ -127,13 +129,15 @@ public struct RelayFilter: Sendable, Equatable {
         func integer(_ key: String) throws(NostrError) -> Int64? {
             guard let value = object[key] else { return nil }
             guard let number = value as? NSNumber, let whole = Int64(exactly: number.doubleValue),
-                  whole >= 0, whole <= Event.maxTimestamp else {
+                whole >= 0, whole <= Event.maxTimestamp
+            else {
                 throw .content("\(key) is a whole number")
             }
             return whole
         }
         for key in object.keys {
-            let known = ["ids", "authors", "kinds", "since", "until", "limit"].contains(key)
+            let known =
+                ["ids", "authors", "kinds", "since", "until", "limit"].contains(key)
                 || (key.hasPrefix("#") && key.count == 2 && key.last!.isLetter)
             guard known else { throw .content("unknown filter field \(key.prefix(16))") }
         }

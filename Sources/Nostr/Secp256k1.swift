@@ -110,8 +110,9 @@ public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
         params.magic = (0xda, 0x6f, 0xb3, 0x8c)
         let ok = aux.withUnsafeMutableBytes { auxPointer in
             params.ndata = auxPointer.baseAddress
-            return secp256k1_schnorrsig_sign_custom(Secp256k1Context.shared.pointer, &signature, message, message.count,
-                                                    &keypair, &params)
+            return secp256k1_schnorrsig_sign_custom(
+                Secp256k1Context.shared.pointer, &signature, message, message.count,
+                &keypair, &params)
         }
         precondition(ok == 1, "schnorr signing failed with a valid keypair")
         wipe(&aux)
@@ -125,7 +126,9 @@ public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
         var point = secp256k1_pubkey()
         // An x-only key stands for the point with even y: 0x02 || x.
         let compressed = [0x02] + peer.bytes
-        guard secp256k1_ec_pubkey_parse(ctx, &point, compressed, 33) == 1 else { throw .init(.invalidPubkey, "the peer's public key is not a point on secp256k1") }
+        guard secp256k1_ec_pubkey_parse(ctx, &point, compressed, 33) == 1 else {
+            throw .init(.invalidPubkey, "the peer's public key is not a point on secp256k1")
+        }
         let copyX: secp256k1_ecdh_hash_function = { output, x, _, _ in
             guard let output, let x else { return 0 }
             output.update(from: x, count: 32)

@@ -105,7 +105,8 @@ public enum CBORDecoder {
         return try bytes.withUnsafeBufferPointer { (buffer) throws(WebAuthnError) -> (CBOR, Int) in
             var result = cbor_load_result()
             guard let base = buffer.baseAddress,
-                  let root = cbor_load(base, used, &result) else {
+                let root = cbor_load(base, used, &result)
+            else {
                 throw .malformed("CBOR could not be decoded")
             }
             defer { var ref: UnsafeMutablePointer<cbor_item_t>? = root; cbor_decref(&ref) }
@@ -120,13 +121,16 @@ public enum CBORDecoder {
         case CBOR_TYPE_UINT: return .unsigned(cbor_get_int(item))
         case CBOR_TYPE_NEGINT: return .negative(cbor_get_int(item))
         case CBOR_TYPE_BYTESTRING:
-            return .bytes(try stringBytes(item, definite: cbor_bytestring_is_definite(item),
-                                          handle: cbor_bytestring_handle, length: cbor_bytestring_length,
-                                          chunks: cbor_bytestring_chunks_handle, chunkCount: cbor_bytestring_chunk_count))
+            return .bytes(
+                try stringBytes(
+                    item, definite: cbor_bytestring_is_definite(item),
+                    handle: cbor_bytestring_handle, length: cbor_bytestring_length,
+                    chunks: cbor_bytestring_chunks_handle, chunkCount: cbor_bytestring_chunk_count))
         case CBOR_TYPE_STRING:
-            let utf8 = try stringBytes(item, definite: cbor_string_is_definite(item),
-                                       handle: cbor_string_handle, length: cbor_string_length,
-                                       chunks: cbor_string_chunks_handle, chunkCount: cbor_string_chunk_count)
+            let utf8 = try stringBytes(
+                item, definite: cbor_string_is_definite(item),
+                handle: cbor_string_handle, length: cbor_string_length,
+                chunks: cbor_string_chunks_handle, chunkCount: cbor_string_chunk_count)
             guard let text = String(validating: utf8, as: UTF8.self) else { throw .malformed("CBOR text is not UTF-8") }
             return .text(text)
         case CBOR_TYPE_ARRAY:

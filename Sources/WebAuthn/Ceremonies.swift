@@ -66,8 +66,9 @@ extension RelyingParty {
         let authData = object.authenticatorData
 
         // Steps 13-16: rpIdHash, UP, UV, BE/BS.
-        try checkAuthenticatorData(authData, requireUserVerification: requireUserVerification,
-                                   requireUserPresence: requireUserPresence)
+        try checkAuthenticatorData(
+            authData, requireUserVerification: requireUserVerification,
+            requireUserPresence: requireUserPresence)
 
         guard let attested = authData.attestedCredentialData else {
             throw .malformed("authenticator data carries no attested credential data (AT flag clear)")
@@ -150,8 +151,9 @@ extension RelyingParty {
         // Steps 12-14: challenge, origin, topOrigin.
         try checkClientData(clientData, challenge: challenge)
         // Steps 15-18: rpIdHash, UP, UV, BE/BS.
-        try checkAuthenticatorData(authData, requireUserVerification: requireUserVerification,
-                                   requireUserPresence: requireUserPresence)
+        try checkAuthenticatorData(
+            authData, requireUserVerification: requireUserVerification,
+            requireUserPresence: requireUserPresence)
         // BE is fixed when the credential is created (§6.1.3): a change means another authenticator.
         if let eligible = stored.backupEligible, eligible != authData.flags.contains(.backupEligible) {
             throw .malformed("backup eligibility (BE) changed since registration")
@@ -166,12 +168,14 @@ extension RelyingParty {
         // Step 22: the signature counter, when either side uses one, must move forward.
         if authData.signCount != 0 || stored.signCount != 0 {
             guard authData.signCount > stored.signCount else {
-                throw .init(.counterRegression,
-                            "sign count \(authData.signCount) is not greater than \(stored.signCount) (possible cloned authenticator)")
+                throw .init(
+                    .counterRegression,
+                    "sign count \(authData.signCount) is not greater than \(stored.signCount) (possible cloned authenticator)")
             }
         }
-        return VerifiedAuthentication(credentialID: id, newSignCount: authData.signCount,
-                                      flags: authData.flags, extensions: authData.extensions)
+        return VerifiedAuthentication(
+            credentialID: id, newSignCount: authData.signCount,
+            flags: authData.flags, extensions: authData.extensions)
     }
 
     // MARK: - Steps both ceremonies share
@@ -200,8 +204,10 @@ extension RelyingParty {
         }
     }
 
-    func checkAuthenticatorData(_ authData: AuthenticatorData, requireUserVerification: Bool,
-                                requireUserPresence: Bool) throws(WebAuthnError) {
+    func checkAuthenticatorData(
+        _ authData: AuthenticatorData, requireUserVerification: Bool,
+        requireUserPresence: Bool
+    ) throws(WebAuthnError) {
         guard acceptedIDs.contains(where: { sha256(Array($0.utf8)) == authData.rpIDHash }) else {
             throw .init(.rpIdMismatch, "rpIdHash is not the SHA-256 of \(acceptedIDs.joined(separator: " or "))")
         }

@@ -28,7 +28,8 @@ public struct CollectedClientData: Sendable {
             throw .malformed("clientDataJSON is not a JSON object")
         }
         guard let type = object["type"] as? String, let challenge = object["challenge"] as? String,
-              let origin = object["origin"] as? String else {
+            let origin = object["origin"] as? String
+        else {
             throw .malformed("clientDataJSON lacks type, challenge or origin as strings")
         }
         var crossOrigin: Bool?
@@ -45,7 +46,8 @@ public struct CollectedClientData: Sendable {
         if let binding = object["tokenBinding"] as? [String: Any] {
             tokenBinding = TokenBinding(status: binding["status"] as? String, id: binding["id"] as? String)
         }
-        return CollectedClientData(type: type, challenge: challenge, origin: origin, crossOrigin: crossOrigin,
-                                   topOrigin: topOrigin, topOriginPresent: topOriginPresent, tokenBinding: tokenBinding)
+        return CollectedClientData(
+            type: type, challenge: challenge, origin: origin, crossOrigin: crossOrigin,
+            topOrigin: topOrigin, topOriginPresent: topOriginPresent, tokenBinding: tokenBinding)
     }
 }

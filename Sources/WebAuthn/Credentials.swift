@@ -17,8 +17,10 @@ public struct RegistrationCredential: Sendable, Codable {
     public var authenticatorAttachment: String?
     public var clientExtensionResults: ClientExtensionResults?
 
-    public init(id: String, rawId: String, type: String = "public-key", response: Response,
-                authenticatorAttachment: String? = nil, clientExtensionResults: ClientExtensionResults? = nil) {
+    public init(
+        id: String, rawId: String, type: String = "public-key", response: Response,
+        authenticatorAttachment: String? = nil, clientExtensionResults: ClientExtensionResults? = nil
+    ) {
         self.id = id
         self.rawId = rawId
         self.type = type
@@ -85,8 +87,10 @@ public struct AuthenticationCredential: Sendable, Codable {
     public var response: Response
     public var clientExtensionResults: ClientExtensionResults?
 
-    public init(id: String, rawId: String, type: String = "public-key", response: Response,
-                clientExtensionResults: ClientExtensionResults? = nil) {
+    public init(
+        id: String, rawId: String, type: String = "public-key", response: Response,
+        clientExtensionResults: ClientExtensionResults? = nil
+    ) {
         self.id = id
         self.rawId = rawId
         self.type = type
@@ -105,8 +109,10 @@ public struct StoredCredential: Sendable {
     /// BE at registration; nil when unknown. BE may never change afterwards.
     public var backupEligible: Bool?
 
-    public init(id: [UInt8], publicKey: CredentialPublicKey, signCount: UInt32,
-                userHandle: [UInt8]? = nil, backupEligible: Bool? = nil) {
+    public init(
+        id: [UInt8], publicKey: CredentialPublicKey, signCount: UInt32,
+        userHandle: [UInt8]? = nil, backupEligible: Bool? = nil
+    ) {
         self.id = id
         self.publicKey = publicKey
         self.signCount = signCount

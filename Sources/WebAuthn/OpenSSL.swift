@@ -101,7 +101,7 @@ public final class PublicKeyHandle: @unchecked Sendable {
         let params = group.withCString { g in
             point.withUnsafeBytes { pt -> UnsafeMutablePointer<OSSL_PARAM>? in
                 guard OSSL_PARAM_BLD_push_utf8_string(bld, ParamKey.group.cString, g, 0) == 1,
-                      OSSL_PARAM_BLD_push_octet_string(bld, ParamKey.pub.cString, pt.baseAddress, pt.count) == 1
+                    OSSL_PARAM_BLD_push_octet_string(bld, ParamKey.pub.cString, pt.baseAddress, pt.count) == 1
                 else { return nil }
                 return OSSL_PARAM_BLD_to_param(bld)
             }
@@ -119,9 +119,10 @@ public final class PublicKeyHandle: @unchecked Sendable {
         let bnE = e.withUnsafeBufferPointer { BN_bin2bn($0.baseAddress, Int32($0.count), nil) }
         defer { BN_free(bnN); BN_free(bnE) }
         guard let bnN, let bnE,
-              OSSL_PARAM_BLD_push_BN(bld, ParamKey.rsaN.cString, bnN) == 1,
-              OSSL_PARAM_BLD_push_BN(bld, ParamKey.rsaE.cString, bnE) == 1,
-              let params = OSSL_PARAM_BLD_to_param(bld) else { return nil }
+            OSSL_PARAM_BLD_push_BN(bld, ParamKey.rsaN.cString, bnN) == 1,
+            OSSL_PARAM_BLD_push_BN(bld, ParamKey.rsaE.cString, bnE) == 1,
+            let params = OSSL_PARAM_BLD_to_param(bld)
+        else { return nil }
         defer { OSSL_PARAM_free(params) }
         return fromData(type: "RSA", params: params)
     }
@@ -140,8 +141,9 @@ public final class PublicKeyHandle: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
         guard EVP_PKEY_fromdata_init(ctx) == 1,
-              EVP_PKEY_fromdata(ctx, &key, KF_EVP_PKEY_PUBLIC_KEY, params) == 1,
-              let key else { ERR_clear_error(); return nil }
+            EVP_PKEY_fromdata(ctx, &key, KF_EVP_PKEY_PUBLIC_KEY, params) == 1,
+            let key
+        else { ERR_clear_error(); return nil }
         return PublicKeyHandle(owning: key)
     }
 
@@ -155,7 +157,7 @@ public final class PublicKeyHandle: @unchecked Sendable {
         guard EVP_DigestVerifyInit(ctx, &pctx, digest?.md, nil, pkey) == 1 else { ERR_clear_error(); return false }
         if pss {
             guard EVP_PKEY_CTX_set_rsa_padding(pctx, KF_RSA_PKCS1_PSS_PADDING) == 1,
-                  EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, KF_RSA_PSS_SALTLEN_DIGEST) == 1
+                EVP_PKEY_CTX_set_rsa_pss_saltlen(pctx, KF_RSA_PSS_SALTLEN_DIGEST) == 1
             else { ERR_clear_error(); return false }
         }
         let ok = signature.withUnsafeBufferPointer { sig in
@@ -261,7 +263,8 @@ final class Certificate: @unchecked Sendable {
         while true {
             index = X509_NAME_get_index_by_NID(name, nid, index)
             guard index >= 0, let entry = X509_NAME_get_entry(name, index),
-                  let data = X509_NAME_ENTRY_get_data(entry) else { break }
+                let data = X509_NAME_ENTRY_get_data(entry)
+            else { break }
             out.append(String(decoding: asn1Bytes(data), as: UTF8.self))
         }
         return out
@@ -290,7 +293,8 @@ final class Certificate: @unchecked Sendable {
 /// at `time`. An anchor may be an intermediate: partial chains are accepted.
 func validateChain(_ chain: [Certificate], anchors: [Certificate], at time: Date) -> Bool {
     guard let leaf = chain.first, !anchors.isEmpty,
-          let store = X509_STORE_new() else { return false }
+        let store = X509_STORE_new()
+    else { return false }
     defer { X509_STORE_free(store) }
     for anchor in anchors { X509_STORE_add_cert(store, anchor.x509) }
     X509_STORE_set_flags(store, KF_X509_V_FLAG_PARTIAL_CHAIN)

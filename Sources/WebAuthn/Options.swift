@@ -1,4 +1,5 @@
 import KeyfobCrypto
+
 /// `PublicKeyCredentialCreationOptionsJSON` (WebAuthn Level 3 §5.4), base64url fields.
 public struct CreationOptions: Sendable, Codable, Equatable {
     public struct RP: Sendable, Codable, Equatable { public var name: String; public var id: String }
@@ -113,8 +114,9 @@ extension RelyingParty {
             pubKeyCredParams: algorithms.map { .init(alg: $0.rawValue) },
             timeout: timeoutSeconds * 1000,
             excludeCredentials: excludeCredentials,
-            authenticatorSelection: .init(residentKey: "required", requireResidentKey: true,
-                                          userVerification: userVerification.rawValue),
+            authenticatorSelection: .init(
+                residentKey: "required", requireResidentKey: true,
+                userVerification: userVerification.rawValue),
             attestation: attestation,
             extensions: .init(credProps: true, prf: prf))
     }
@@ -127,9 +129,10 @@ extension RelyingParty {
         timeoutSeconds: Int = 60,
         prf: PRFInputs? = nil
     ) -> RequestOptions {
-        RequestOptions(challenge: Base64URL.encode(challenge), timeout: timeoutSeconds * 1000, rpId: id,
-                       allowCredentials: allowCredentials, userVerification: userVerification.rawValue,
-                       extensions: prf.map { RequestExtensions(prf: $0) })
+        RequestOptions(
+            challenge: Base64URL.encode(challenge), timeout: timeoutSeconds * 1000, rpId: id,
+            allowCredentials: allowCredentials, userVerification: userVerification.rawValue,
+            extensions: prf.map { RequestExtensions(prf: $0) })
     }
 }
 

@@ -16,8 +16,10 @@ public struct RelyingParty: Sendable {
     /// Top-level origins accepted in `topOrigin`; empty refuses any `topOrigin`.
     public var allowedTopOrigins: [String]
 
-    public init(id: String, name: String, origins: [String], acceptedIDs: [String]? = nil,
-                allowCrossOrigin: Bool = false, allowedTopOrigins: [String] = []) {
+    public init(
+        id: String, name: String, origins: [String], acceptedIDs: [String]? = nil,
+        allowCrossOrigin: Bool = false, allowedTopOrigins: [String] = []
+    ) {
         self.id = id
         self.name = name
         self.origins = origins
@@ -31,7 +33,8 @@ public struct RelyingParty: Sendable {
     public static func origin(_ origin: String, fitsRPID rpID: String) -> Bool {
         if origin.hasPrefix("android:apk-key-hash:") { return true }
         guard let url = URL(string: origin), let scheme = url.scheme, let host = url.host?.lowercased(),
-              scheme == "https" || scheme == "http", url.path.isEmpty || url.path == "/" else { return false }
+            scheme == "https" || scheme == "http", url.path.isEmpty || url.path == "/"
+        else { return false }
         let rp = rpID.lowercased()
         return host == rp || host.hasSuffix("." + rp)
     }
@@ -51,8 +54,10 @@ public struct AttestationPolicy: Sendable {
     /// attestation statements and attestation certificates. Off by default: old TPMs need it.
     public var allowLegacyAlgorithms: Bool
 
-    public init(trustAnchors: [String: [[UInt8]]] = [:], safetyNetRequireCTSProfileMatch: Bool = true,
-                safetyNetCheckTimestamp: Bool = true, allowLegacyAlgorithms: Bool = false) {
+    public init(
+        trustAnchors: [String: [[UInt8]]] = [:], safetyNetRequireCTSProfileMatch: Bool = true,
+        safetyNetCheckTimestamp: Bool = true, allowLegacyAlgorithms: Bool = false
+    ) {
         self.trustAnchors = trustAnchors
         self.safetyNetRequireCTSProfileMatch = safetyNetRequireCTSProfileMatch
         self.safetyNetCheckTimestamp = safetyNetCheckTimestamp

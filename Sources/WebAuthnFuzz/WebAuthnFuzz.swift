@@ -17,8 +17,9 @@ public func webAuthnFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     _ = try? CollectedClientData.parse(bytes)
     let credential = RegistrationCredential(
         id: "AAAA", rawId: "AAAA",
-        response: .init(clientDataJSON: Base64URL.encode(Array(#"{"type":"webauthn.create","challenge":"AAAA","origin":"http://localhost:8080"}"#.utf8)),
-                        attestationObject: Base64URL.encode(bytes)))
+        response: .init(
+            clientDataJSON: Base64URL.encode(Array(#"{"type":"webauthn.create","challenge":"AAAA","origin":"http://localhost:8080"}"#.utf8)),
+            attestationObject: Base64URL.encode(bytes)))
     _ = try? relyingParty.verifyRegistration(credential, challenge: [0, 0, 0], requireUserVerification: false)
     return 0
 }

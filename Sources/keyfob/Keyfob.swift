@@ -22,11 +22,11 @@ struct Keyfob: AsyncParsableCommand {
     static func main() async {
         NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
         #if os(Linux)
-        // A fixed threshold: blocks of 128 KiB and more (a growing dictionary's storage) are mapped
-        // on their own and go back to the system when freed. glibc otherwise raises the threshold
-        // after the first such free, and later ones stay in the heap for good (an options flood
-        // peaked at 157 MB of RSS instead of 137).
-        mallopt(M_MMAP_THRESHOLD, 128 * 1024)
+            // A fixed threshold: blocks of 128 KiB and more (a growing dictionary's storage) are mapped
+            // on their own and go back to the system when freed. glibc otherwise raises the threshold
+            // after the first such free, and later ones stay in the heap for good (an options flood
+            // peaked at 157 MB of RSS instead of 137).
+            mallopt(M_MMAP_THRESHOLD, 128 * 1024)
         #endif
         await main(nil)
     }

@@ -31,7 +31,9 @@ struct MigrateStore: AsyncParsableCommand {
             try target.validate()
             let copied = try await StoreMigration.run(from: source, to: target)
             for (table, rows) in copied { print("\(table)\t\(rows)") }
-            print("copied \(source.sqlitePath) into \(target.databaseDescription); start the instances with --database pointing there and the same master key")
+            print(
+                "copied \(source.sqlitePath) into \(target.databaseDescription); start the instances with --database pointing there and the same master key"
+            )
         } catch {
             FileHandle.standardError.write(Data("keyfob migrate-store: \(error)\n".utf8))
             throw ExitCode.failure

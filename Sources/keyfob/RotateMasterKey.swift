@@ -20,7 +20,9 @@ struct RotateMasterKey: AsyncParsableCommand {
     var database: String?
     @Option(name: .customLong("master-key-file"), help: ArgumentHelp("The current master key. " + SettingsReference.helpLine("master-key-file")))
     var masterKeyFile: String?
-    @Option(name: .customLong("new-master-key-file"), help: "Where to write the new key (required with KEYFOB_MASTER_KEY; default <master-key-file>.new, then renamed over the old file).")
+    @Option(
+        name: .customLong("new-master-key-file"),
+        help: "Where to write the new key (required with KEYFOB_MASTER_KEY; default <master-key-file>.new, then renamed over the old file).")
     var newMasterKeyFile: String?
 
     func run() async throws {
@@ -32,7 +34,8 @@ struct RotateMasterKey: AsyncParsableCommand {
                     throw ServerConfiguration.Invalid(description: "with KEYFOB_MASTER_KEY, name where the new key goes: --new-master-key-file PATH")
                 }
             } else if !FileManager.default.fileExists(atPath: c.effectiveMasterKeyFile) {
-                throw ServerConfiguration.Invalid(description: "no master key file at \(c.effectiveMasterKeyFile) (set --master-key-file or --data-dir)")
+                throw ServerConfiguration.Invalid(
+                    description: "no master key file at \(c.effectiveMasterKeyFile) (set --master-key-file or --data-dir)")
             }
             try c.validate()
             let (oldKey, _) = try MasterKeyFile.load(c)
@@ -51,11 +54,16 @@ struct RotateMasterKey: AsyncParsableCommand {
             }
             if c.masterKey == nil && newMasterKeyFile == nil {
                 guard rename(newPath, c.effectiveMasterKeyFile) == 0 else {
-                    throw ServerConfiguration.Invalid(description: "re-sealed \(count) keys, but could not move \(newPath) over \(c.effectiveMasterKeyFile): do it by hand before starting the server")
+                    throw ServerConfiguration.Invalid(
+                        description:
+                            "re-sealed \(count) keys, but could not move \(newPath) over \(c.effectiveMasterKeyFile): do it by hand before starting the server"
+                    )
                 }
                 print("re-sealed \(count) nostr keys; \(c.effectiveMasterKeyFile) holds the new master key (back it up)")
             } else {
-                print("re-sealed \(count) nostr keys; the new master key is in \(newPath): set KEYFOB_MASTER_KEY=$(base64 -w0 \(newPath)) or point --master-key-file at it")
+                print(
+                    "re-sealed \(count) nostr keys; the new master key is in \(newPath): set KEYFOB_MASTER_KEY=$(base64 -w0 \(newPath)) or point --master-key-file at it"
+                )
             }
         } catch {
             FileHandle.standardError.write(Data("keyfob rotate-master-key: \(error)\n".utf8))

@@ -26,10 +26,13 @@ struct Serve: AsyncParsableCommand {
         if let found = Self.findPublicDirectory() { defaults.publicDirectory = found }
         let settings: ServerConfiguration
         do throws(ServerConfiguration.Invalid) {
-            settings = try ServerConfiguration.resolve(arguments: self.settings, environment: ProcessInfo.processInfo.environment,
-                                                       defaults: defaults)
+            settings = try ServerConfiguration.resolve(
+                arguments: self.settings, environment: ProcessInfo.processInfo.environment,
+                defaults: defaults)
             guard FileManager.default.fileExists(atPath: (settings.publicDirectory as NSString).appendingPathComponent("index.html")) else {
-                throw ServerConfiguration.Invalid(description: "the web pages (index.html) are not in \(settings.publicDirectory): set --public-dir to the repository's Public folder")
+                throw ServerConfiguration.Invalid(
+                    description:
+                        "the web pages (index.html) are not in \(settings.publicDirectory): set --public-dir to the repository's Public folder")
             }
             try settings.validate()
             try settings.prepareDataDirectory()
@@ -51,21 +54,28 @@ struct Serve: AsyncParsableCommand {
         }
         for origin in settings.effectiveOrigins where settings.rpID == "localhost" {
             if let port = URL(string: origin)?.port, port != settings.port {
-                logger.warning("origin \(origin) has port \(port) but Keyfob listens on \(settings.port): browsers on that origin reach another server (or set --port \(port))")
+                logger.warning(
+                    "origin \(origin) has port \(port) but Keyfob listens on \(settings.port): browsers on that origin reach another server (or set --port \(port))"
+                )
             }
         }
         let open = settings.rpID == "localhost" ? "http://localhost:\(settings.port)" : settings.effectiveOrigins.first ?? ""
-        logger.info("keyfob serving — open \(open)\(settings.rpID == "localhost" ? " (localhost, not 127.0.0.1: browsers refuse passkeys on a bare IP)" : "")", metadata: [
-            "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
-            "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.databaseDescription)",
-            "pages": "\(settings.publicDirectory)",
-        ])
+        logger.info(
+            "keyfob serving — open \(open)\(settings.rpID == "localhost" ? " (localhost, not 127.0.0.1: browsers refuse passkeys on a bare IP)" : "")",
+            metadata: [
+                "address": "http://\(settings.host):\(settings.port)", "rpId": "\(settings.rpID)",
+                "origins": "\(settings.effectiveOrigins.joined(separator: ","))", "database": "\(settings.databaseDescription)",
+                "pages": "\(settings.publicDirectory)",
+            ])
         // Whatever ends the server, the buffered lines are written before the process exits.
         defer { LogOutput.standardOutput.flush() }
         do {
             try await serve(app, logger: logger)
-        } catch where "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") {
-            FileHandle.standardError.write(Data("keyfob serve: port \(settings.port) on \(settings.host) is already in use (another keyfob?): stop that program or choose another port with --port\n".utf8))
+        } catch  where "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") {
+            FileHandle.standardError.write(
+                Data(
+                    "keyfob serve: port \(settings.port) on \(settings.host) is already in use (another keyfob?): stop that program or choose another port with --port\n"
+                        .utf8))
             throw ExitCode.failure
         }
     }

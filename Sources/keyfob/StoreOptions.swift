@@ -29,8 +29,9 @@ extension ServerConfiguration {
     static func forCommand(_ flags: [String: String?], validate: Bool = true) throws -> ServerConfiguration {
         let arguments = flags.sorted { $0.key < $1.key }.flatMap { name, value in value.map { ["--\(name)", $0] } ?? [] }
         do {
-            let c = try ServerConfiguration.resolve(arguments: arguments, environment: ProcessInfo.processInfo.environment,
-                                                    only: Set(flags.keys).union(["config", "master-key"]))
+            let c = try ServerConfiguration.resolve(
+                arguments: arguments, environment: ProcessInfo.processInfo.environment,
+                only: Set(flags.keys).union(["config", "master-key"]))
             if validate { try c.validate() }
             return c
         } catch {

@@ -40,7 +40,9 @@ struct Users: AsyncParsableCommand {
             print("username: \(user.username)\nanonymous: \(user.isAnonymous)\ncreated: \(formatter.string(from: user.createdAt))")
             if let key = try await db.nostrKey(ofUser: user.id) { print("nostr pubkey: \(key.pubkey)") }
             for credential in try await db.credentials(ofUser: user.id) {
-                print("passkey \(Base64URL.encode(credential.id).prefix(16))…  \(credential.name ?? "-")  format=\(credential.attestationFormat) created=\(formatter.string(from: credential.createdAt)) last-used=\(credential.lastUsedAt.map { formatter.string(from: $0) } ?? "never")")
+                print(
+                    "passkey \(Base64URL.encode(credential.id).prefix(16))…  \(credential.name ?? "-")  format=\(credential.attestationFormat) created=\(formatter.string(from: credential.createdAt)) last-used=\(credential.lastUsedAt.map { formatter.string(from: $0) } ?? "never")"
+                )
             }
         }
     }

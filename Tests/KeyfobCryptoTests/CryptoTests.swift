@@ -1,5 +1,6 @@
-@testable import KeyfobCrypto
 import Testing
+
+@testable import KeyfobCrypto
 
 private func hex(_ text: String) -> [UInt8] {
     var bytes: [UInt8] = []

@@ -1,12 +1,13 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import NIOConcurrencyHelpers
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// DESIGN.md §3: a stolen session token alone must not be able to hand the account to someone else
 /// (#24): every account change needs a passkey assertion made for it, by a passkey the account
@@ -27,11 +28,13 @@ import WebAuthnTestSupport
             #expect(add.status == .forbidden && add.error == "confirmation_required", "\(add)")
             // 2. Make a passkey join the seal with an ordinary sign-in assertion (the old "fresh assertion").
             let options = try await client.authenticationOptions()
-            var fields = thief.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                    rpID: "localhost", origin: Harness.origin)
+            var fields = thief.authenticationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!,
+                rpID: "localhost", origin: Harness.origin)
             fields.userHandle = userID
-            let seal = try await client.call(.post, "/api/signer/seal", json: ["cred": try jsonObject(thief.authenticate(fields))],
-                                             headers: bearer)
+            let seal = try await client.call(
+                .post, "/api/signer/seal", json: ["cred": try jsonObject(thief.authenticate(fields))],
+                headers: bearer)
             #expect(seal.error == "challenge_not_found", "\(seal)")
             // 3. Export the key under the thief's password.
             let export = try await client.call(.post, "/api/signer/key/export", json: ["password": "thief-password"], headers: bearer)
@@ -70,34 +73,40 @@ import WebAuthnTestSupport
             }
             // A confirmation of another action, or of the same action on another target.
             #expect(try await remove(client.confirmation("key.export", by: &owner, token: token)).error == "challenge_not_found")
-            #expect(try await remove(client.confirmation("passkey.remove", target: "AAAA", by: &owner, token: token)).error
+            #expect(
+                try await remove(client.confirmation("passkey.remove", target: "AAAA", by: &owner, token: token)).error
                     == "challenge_not_found")
             // Made in another session of the same account.
             let other = try await client.signIn(&owner)["token"] as! String
-            #expect(try await remove(client.confirmation("passkey.remove", target: secondID, by: &owner, token: other)).error
+            #expect(
+                try await remove(client.confirmation("passkey.remove", target: secondID, by: &owner, token: other)).error
                     == "challenge_not_found")
             // Expired after 2 minutes.
             let stale = try await client.confirmation("passkey.remove", target: secondID, by: &owner, token: token)
             harness.clock.advance(121)
             #expect(try await remove(stale).error == "challenge_expired")
             // The passkey added in this session cannot confirm for it (nor is it offered).
-            let offered = try await client.call(.post, "/api/confirmations", json: ["action": "passkey.remove", "target": secondID],
-                                                headers: bearer)
+            let offered = try await client.call(
+                .post, "/api/confirmations", json: ["action": "passkey.remove", "target": secondID],
+                headers: bearer)
             let allowed = (offered["options"] as? [String: Any])?["allowCredentials"] as? [[String: Any]]
             #expect(allowed?.compactMap { $0["id"] as? String } == [Base64URL.encode(owner.credentialID)])
-            #expect(try await remove(client.confirmation("passkey.remove", target: secondID, by: &second, token: token)).error
+            #expect(
+                try await remove(client.confirmation("passkey.remove", target: secondID, by: &second, token: token)).error
                     == "permission_denied")
             // A confirmation's challenge does not sign anyone in.
             let reply = try await client.call(.post, "/api/confirmations", json: ["action": "key.export"], headers: bearer)
             let options = try #require(reply["options"] as? [String: Any])
-            let fields = owner.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                    rpID: "localhost", origin: Harness.origin)
+            let fields = owner.authenticationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!,
+                rpID: "localhost", origin: Harness.origin)
             #expect(try await client.verifyAuthentication(owner.authenticate(fields)).error == "challenge_not_found")
             // The right one works once.
             let good = try await client.confirmation("passkey.remove", target: secondID, by: &owner, token: token)
             #expect(try await remove(good).status == .ok)
             #expect(try await remove(good).status != .ok)
-            #expect(try await client.call(.post, "/api/confirmations", json: ["action": "nothing"], headers: bearer).error
+            #expect(
+                try await client.call(.post, "/api/confirmations", json: ["action": "nothing"], headers: bearer).error
                     == "invalid_request")
         }
     }
@@ -107,8 +116,9 @@ import WebAuthnTestSupport
             var owner = SoftwareAuthenticator()
             let options = try await client.registrationOptions(username: "alice")
             owner.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
-            let fields = owner.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                  rpID: "localhost", origin: Harness.origin)
+            let fields = owner.registrationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!,
+                rpID: "localhost", origin: Harness.origin)
             let body: [String: Any] = ["cred": try jsonObject(owner.register(fields)), "challengeKey": options["challengeKey"]!]
             let reply = try await client.call(.post, "/verify-registration", json: body)
             #expect(reply.status == .ok && reply["token"] == nil)
@@ -117,11 +127,13 @@ import WebAuthnTestSupport
             browser[HTTPField.Name("Sec-Fetch-Site")!] = "same-origin"
             for (headers, expected) in [(Client.wantsToken, true), (browser, false)] {
                 let options = try await client.authenticationOptions()
-                let fields = owner.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                        rpID: "localhost", origin: Harness.origin)
+                let fields = owner.authenticationFields(
+                    challenge: Base64URL.decode(options["challenge"] as! String)!,
+                    rpID: "localhost", origin: Harness.origin)
                 owner.signCount += 1
-                let signIn = try await client.call(.post, "/verify-authentication", json: ["cred": try jsonObject(owner.authenticate(fields))],
-                                                   headers: headers)
+                let signIn = try await client.call(
+                    .post, "/verify-authentication", json: ["cred": try jsonObject(owner.authenticate(fields))],
+                    headers: headers)
                 #expect(signIn.status == .ok && (signIn["token"] is String) == expected, "\(signIn)")
             }
         }
@@ -147,8 +159,9 @@ import WebAuthnTestSupport
         try await Harness().run { client in
             var (token, owner) = try await client.newAccount("alice")
             var second = SoftwareAuthenticator()
-            let added = try await client.signUp(&second, username: "alice", headers: Client.bearer(token),
-                                                confirmation: try await client.confirmation("passkey.add", by: &owner, token: token))
+            let added = try await client.signUp(
+                &second, username: "alice", headers: Client.bearer(token),
+                confirmation: try await client.confirmation("passkey.add", by: &owner, token: token))
             let newToken = try #require(added["token"] as? String)
             let session = try await client.call(.get, "/session", headers: Client.bearer(newToken))
             #expect(session.status == .ok && session["signerLocked"] as? Bool == true)
@@ -163,13 +176,16 @@ import WebAuthnTestSupport
         try await Harness().run { client in
             var (first, owner) = try await client.newAccount("alice")
             var second = SoftwareAuthenticator()
-            let bornLocked = try await client.signUp(&second, username: "alice", headers: Client.bearer(first),
-                                                     confirmation: try await client.confirmation("passkey.add", by: &owner, token: first))["token"] as! String
+            let bornLocked =
+                try await client.signUp(
+                    &second, username: "alice", headers: Client.bearer(first),
+                    confirmation: try await client.confirmation("passkey.add", by: &owner, token: first))["token"] as! String
             let viaSecond = try await client.signIn(&second)["token"] as! String
             let id = Base64URL.encode(second.credentialID)
-            let removed = try await client.call(.delete, "/account/credentials/\(id)",
-                                                json: ["confirmation": try await client.confirmation("passkey.remove", target: id, by: &owner, token: first)],
-                                                headers: Client.bearer(first))
+            let removed = try await client.call(
+                .delete, "/account/credentials/\(id)",
+                json: ["confirmation": try await client.confirmation("passkey.remove", target: id, by: &owner, token: first)],
+                headers: Client.bearer(first))
             #expect(removed.status == .ok)
             for token in [bornLocked, viaSecond] {
                 #expect(try await client.call(.get, "/session", headers: Client.bearer(token)).status == .unauthorized)
@@ -254,14 +270,23 @@ import WebAuthnTestSupport
             _ = try await client.signer("key", ["secret": hex, "confirmation": confirmed("key.import")], token: token)
             let ncryptsec = try NIP49.encrypt(key, password: "import-password-1", logN: 1)
             note(ncryptsec, "import-password-1")
-            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "import-password-1",
-                                                "confirmation": confirmed("key.import")], token: token)
-            _ = try await client.signer("key", ["ncryptsec": ncryptsec, "password": "wrong-password-2",
-                                                "confirmation": confirmed("key.import")], token: token)
+            _ = try await client.signer(
+                "key",
+                [
+                    "ncryptsec": ncryptsec, "password": "import-password-1",
+                    "confirmation": confirmed("key.import"),
+                ], token: token)
+            _ = try await client.signer(
+                "key",
+                [
+                    "ncryptsec": ncryptsec, "password": "wrong-password-2",
+                    "confirmation": confirmed("key.import"),
+                ], token: token)
             note("wrong-password-2")
-            let export = try await client.call(.post, "/api/signer/key/export",
-                                               json: ["password": "export-password-3", "confirmation": confirmed("key.export")],
-                                               headers: Client.bearer(token))
+            let export = try await client.call(
+                .post, "/api/signer/key/export",
+                json: ["password": "export-password-3", "confirmation": confirmed("key.export")],
+                headers: Client.bearer(token))
             note("export-password-3", export["ncryptsec"] as! String)
             let peer = SecretKey.generate()
             let mine = key.publicKey

@@ -1,10 +1,11 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// Per-address limits as an attacker meets them (issue #23): IPv6 counted by prefix, every burst
 /// configurable, `/metrics` never through a proxy. (The plain cookie name only on localhost:
@@ -49,7 +50,8 @@ import WebAuthnTestSupport
             // Sign-ups too: a burst of 3 for the whole /64.
             var signUps: [HTTPResponse.Status] = []
             for i in 1...5 {
-                signUps.append(try await client.call(.get, "/generate-registration-options?username=u\(i)", headers: from("2001:db8:9:9::\(i)")).status)
+                signUps.append(
+                    try await client.call(.get, "/generate-registration-options?username=u\(i)", headers: from("2001:db8:9:9::\(i)")).status)
             }
             #expect(signUps == [.ok, .ok, .ok, .tooManyRequests, .tooManyRequests], "\(signUps)")
         }

@@ -1,12 +1,13 @@
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
 import KeyfobStore
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// The path and query Keyfob serves for a request URL built by the client-side codec.
 func serverTarget(_ url: String) -> String {
@@ -28,8 +29,10 @@ extension Client {
 
     /// Entry → approval page API → approve; returns the callback URL Keyfob redirects to.
     /// `trustedBy`: the passkey that confirms the "trusted" preset for this client (`grant.trusted`).
-    func approveFlow(_ url: String, token: String, remember: String = "once", preset: String? = nil,
-                     assertion: [String: Any]? = nil, trustedBy: SoftwareAuthenticator? = nil) async throws -> String {
+    func approveFlow(
+        _ url: String, token: String, remember: String = "once", preset: String? = nil,
+        assertion: [String: Any]? = nil, trustedBy: SoftwareAuthenticator? = nil
+    ) async throws -> String {
         let (reply, location, body) = try await open(serverTarget(url), token: token)
         guard reply.status == .seeOther, let location, location.hasPrefix("/approve/") else {
             throw TestFailure("expected a redirect to the approval page, got \(reply.status) \(location ?? "") \(body.prefix(300))")
@@ -48,8 +51,10 @@ extension Client {
     }
 }
 
-func keyfobRequest(_ method: SignerMethod, content: String = "", callback: String = "https://client.example/cb",
-                   transport: SignerRequest.Transport, peer: PublicKey? = nil, gzip: Bool = false, id: String? = nil) throws -> SignerRequest {
+func keyfobRequest(
+    _ method: SignerMethod, content: String = "", callback: String = "https://client.example/cb",
+    transport: SignerRequest.Transport, peer: PublicKey? = nil, gzip: Bool = false, id: String? = nil
+) throws -> SignerRequest {
     let cb = try CallbackURL(callback)
     return SignerRequest(
         transport: transport, method: method, content: content, peer: peer, correlationID: id,
@@ -83,8 +88,9 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
                     let items = URLComponents(string: callback)!.queryItems!
                     let id = items.first { $0.name == "id" }!.value!
                     #expect(items.first { $0.name == "pubkey" }?.value == pubkey)
-                    let serialized = Event.serialize(pubkey: pubkey, createdAt: 1_700_000_000, kind: 1, tags: [["t", "keyfob"]],
-                                                     content: "hello from an app")
+                    let serialized = Event.serialize(
+                        pubkey: pubkey, createdAt: 1_700_000_000, kind: 1, tags: [["t", "keyfob"]],
+                        content: "hello from an app")
                     #expect(Hex.encode(sha256(serialized)) == id)
                     #expect(try PublicKey(hex: pubkey).isValidSignature(Hex.decode(sig)!, for: Hex.decode(id)!))
                 }
@@ -100,21 +106,33 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             for transport in [SignerRequest.Transport.dip05, .nip155] {
                 // get_public_key
                 let pk = try keyfobRequest(.getPublicKey, transport: transport)
-                guard case .success(let result, _) = try SignerCodec.parseCallback(try await client.approveFlow(SignerCodec.buildURL(pk), token: token), for: pk).outcome else {
+                guard
+                    case .success(let result, _) = try SignerCodec.parseCallback(
+                        try await client.approveFlow(SignerCodec.buildURL(pk), token: token), for: pk
+                    ).outcome
+                else {
                     Issue.record("get_public_key"); continue
                 }
                 #expect(result == me.hex)
                 // nip44_encrypt: the peer decrypts with its own key
                 let enc = try keyfobRequest(.nip44Encrypt, content: "secret ✓", transport: transport, peer: peer.publicKey)
-                if case .success(let ciphertext, _) = try SignerCodec.parseCallback(try await client.approveFlow(SignerCodec.buildURL(enc), token: token), for: enc).outcome {
+                if case .success(let ciphertext, _) = try SignerCodec.parseCallback(
+                    try await client.approveFlow(SignerCodec.buildURL(enc), token: token), for: enc
+                ).outcome {
                     #expect(try NIP44.decrypt(ciphertext, with: peer, from: me) == "secret ✓")
-                } else { Issue.record("nip44_encrypt") }
+                } else {
+                    Issue.record("nip44_encrypt")
+                }
                 // nip04_decrypt: the server reads what the peer wrote
                 let sealed = try NIP04.encrypt("from the peer", from: peer, to: me)
                 let dec = try keyfobRequest(.nip04Decrypt, content: sealed, transport: transport, peer: peer.publicKey)
-                if case .success(let plaintext, _) = try SignerCodec.parseCallback(try await client.approveFlow(SignerCodec.buildURL(dec), token: token), for: dec).outcome {
+                if case .success(let plaintext, _) = try SignerCodec.parseCallback(
+                    try await client.approveFlow(SignerCodec.buildURL(dec), token: token), for: dec
+                ).outcome {
                     #expect(plaintext == "from the peer")
-                } else { Issue.record("nip04_decrypt") }
+                } else {
+                    Issue.record("nip04_decrypt")
+                }
             }
         }
     }
@@ -122,8 +140,10 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
     @Test func rejectionsReachTheClientInEachSpecsForm() async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
-            for (transport, expected) in [(SignerRequest.Transport.keyfobLink, "ok=0&code=user_rejected"),
-                                          (.dip05, "error=user_rejected&rejected=true"), (.nip155, "code=user_cancelled")] {
+            for (transport, expected) in [
+                (SignerRequest.Transport.keyfobLink, "ok=0&code=user_rejected"),
+                (.dip05, "error=user_rejected&rejected=true"), (.nip155, "code=user_cancelled"),
+            ] {
                 let request = try keyfobRequest(.signEvent, content: Self.note, transport: transport)
                 let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
                 let id = String(location!.dropFirst("/approve/".count))
@@ -140,13 +160,17 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
         try await harness.run { client in
             let (token, _) = try await client.newAccount("alice")
             let payload = Base64URL.encode(Array(Self.note.utf8))
-            let bad = ["JavaScript:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)", "DATA:text/html,x", "file:///etc/passwd",
-                       "nostrsigner:loop", "https://evil.example\\@trusted.example/cb", "https://user:pw@trusted.example/cb",
-                       "https://trusted.example@evil.example/cb", "vbscript:x", "https:evil.example", ""]
+            let bad = [
+                "JavaScript:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)", "DATA:text/html,x", "file:///etc/passwd",
+                "nostrsigner:loop", "https://evil.example\\@trusted.example/cb", "https://user:pw@trusted.example/cb",
+                "https://trusted.example@evil.example/cb", "vbscript:x", "https:evil.example", "",
+            ]
             for cb in bad {
-                for target in ["/app/sign?payload=\(payload)&cb=\(percentEncode(cb))",
-                               "/nostrsigner/\(percentEncode(Self.note))?type=sign_event&callbackUrl=\(percentEncode(cb))",
-                               "/nostrsigner?type=sign_event&event=\(percentEncode(Self.note))&x-success=\(percentEncode(cb))"] {
+                for target in [
+                    "/app/sign?payload=\(payload)&cb=\(percentEncode(cb))",
+                    "/nostrsigner/\(percentEncode(Self.note))?type=sign_event&callbackUrl=\(percentEncode(cb))",
+                    "/nostrsigner?type=sign_event&event=\(percentEncode(Self.note))&x-success=\(percentEncode(cb))",
+                ] {
                     let (reply, location, body) = try await client.open(target, token: token)
                     #expect(reply.status == .badRequest && location == nil, "\(cb): \(reply.status)")
                     #expect(body.contains("cannot be handled") && !body.contains("id=\"back\""), "\(cb)")
@@ -163,14 +187,20 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             let cases: [(String, String)] = [
                 ("/app/sign?payload=%%%&cb=https%3A%2F%2Fclient.example%2Fcb", "https://client.example/cb?ok=0&amp;code=invalid_request"),
                 ("/app/sign?payload=!!!&cb=https%3A%2F%2Fclient.example%2Fcb", "https://client.example/cb?ok=0&amp;code=invalid_content"),
-                ("/app/sign?payload=\(Base64URL.encode(Array(#"{"kind":"1","content":"x"}"#.utf8)))&cb=https%3A%2F%2Fclient.example%2Fcb",
-                 "https://client.example/cb?ok=0&amp;code=invalid_content"),
+                (
+                    "/app/sign?payload=\(Base64URL.encode(Array(#"{"kind":"1","content":"x"}"#.utf8)))&cb=https%3A%2F%2Fclient.example%2Fcb",
+                    "https://client.example/cb?ok=0&amp;code=invalid_content"
+                ),
                 ("/nostrsigner/x?type=teleport&callbackUrl=myapp%3A%2F%2Fcb", "myapp://cb?error=unsupported_type"),
                 ("/nostrsigner/x?type=nip44_encrypt&pubkey=abc&callbackUrl=myapp%3A%2F%2Fcb", "myapp://cb?error=invalid_pubkey"),
-                ("/nostrsigner?type=sign_event&event=%7B%7D&x-success=myapp%3A%2F%2Fok&x-error=myapp%3A%2F%2Ferr&id=9",
-                 "myapp://err?code=invalid_request"),
-                ("/app/sign?payload=\(Base64URL.encode(Array(#"{"kind":14,"content":"rumor"}"#.utf8)))&cb=https%3A%2F%2Fclient.example%2Fcb",
-                 "https://client.example/cb?ok=0&amp;code=invalid_content"),
+                (
+                    "/nostrsigner?type=sign_event&event=%7B%7D&x-success=myapp%3A%2F%2Fok&x-error=myapp%3A%2F%2Ferr&id=9",
+                    "myapp://err?code=invalid_request"
+                ),
+                (
+                    "/app/sign?payload=\(Base64URL.encode(Array(#"{"kind":14,"content":"rumor"}"#.utf8)))&cb=https%3A%2F%2Fclient.example%2Fcb",
+                    "https://client.example/cb?ok=0&amp;code=invalid_content"
+                ),
             ]
             for (target, back) in cases {
                 let (reply, location, body) = try await client.open(target, token: token)
@@ -200,7 +230,8 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             #expect(try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(bob)).error == "request_not_found")
             #expect(try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: Client.bearer(bob)).status == .notFound)
             #expect(try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: Client.bearer(alice)).status == .ok)
-            #expect(try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: Client.bearer(alice)).error == "request_not_found")
+            #expect(
+                try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: Client.bearer(alice)).error == "request_not_found")
             #expect(try await client.call(.post, "/api/requests/\(id)/reject", json: [:], headers: Client.bearer(alice)).status == .notFound)
             // Expired.
             let (_, later, _) = try await client.open(url, token: alice)
@@ -213,8 +244,10 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
     @Test func cookieApprovalsNeedAnAllowedOrigin() async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
-            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(
-                try keyfobRequest(.signEvent, content: Self.note, transport: .keyfobLink))), token: token)
+            let (_, location, _) = try await client.open(
+                serverTarget(
+                    SignerCodec.buildURL(
+                        try keyfobRequest(.signEvent, content: Self.note, transport: .keyfobLink))), token: token)
             let id = String(location!.dropFirst("/approve/".count))
             let cookie: HTTPFields = [.cookie: "keyfob_session=\(token)"]
             let forged = try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: cookie)
@@ -306,7 +339,9 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             let profile = try keyfobRequest(.signEvent, content: #"{"kind":0,"content":"{}"}"#, transport: .keyfobLink)
             #expect(try await client.open(serverTarget(SignerCodec.buildURL(profile)), token: token).1?.hasPrefix("/approve/") == true)
             let repost = try keyfobRequest(.signEvent, content: #"{"kind":6,"content":""}"#, transport: .keyfobLink)
-            #expect(try await client.open(serverTarget(SignerCodec.buildURL(repost)), token: token).1?.hasPrefix("https://client.example/cb?ok=1") == true)
+            #expect(
+                try await client.open(serverTarget(SignerCodec.buildURL(repost)), token: token).1?.hasPrefix("https://client.example/cb?ok=1") == true
+            )
         }
     }
 
@@ -314,8 +349,9 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
         let harness = try Harness()
         try await harness.run { client in
             let (token, _) = try await client.newAccount("alice")
-            _ = try await client.approveFlow(SignerCodec.buildURL(try keyfobRequest(.signEvent, content: Self.note, transport: .keyfobLink)),
-                                             token: token, preset: "everyday")
+            _ = try await client.approveFlow(
+                SignerCodec.buildURL(try keyfobRequest(.signEvent, content: Self.note, transport: .keyfobLink)),
+                token: token, preset: "everyday")
             let reaction = try keyfobRequest(.signEvent, content: #"{"kind":7,"content":"+"}"#, transport: .keyfobLink)
             #expect(try await client.open(serverTarget(SignerCodec.buildURL(reaction)), token: token).1?.hasPrefix("https://") == true)
             let other = try keyfobRequest(.signEvent, content: #"{"kind":30311,"content":""}"#, transport: .keyfobLink)
@@ -337,7 +373,8 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             for _ in 0..<20 { #expect(try await client.open(url, token: token).0.status == .seeOther) }
             let (reply, _, body) = try await client.open(url, token: token)
             #expect(reply.status == .tooManyRequests && body.contains("ok=0&amp;code=rate_limited"))
-            let other = serverTarget(SignerCodec.buildURL(try keyfobRequest(.signEvent, content: Self.note, callback: "https://b.example/cb", transport: .keyfobLink)))
+            let other = serverTarget(
+                SignerCodec.buildURL(try keyfobRequest(.signEvent, content: Self.note, callback: "https://b.example/cb", transport: .keyfobLink)))
             #expect(try await client.open(other, token: token).0.status == .seeOther)
         }
     }
@@ -361,8 +398,9 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
     @Test func aConfirmedApprovalLeavesAReceiptThatVerifies() async throws {
         try await Harness().run { client in
             var (token, authenticator) = try await client.newAccount("alice")
-            let request = try keyfobRequest(.signEvent, content: #"{"kind":0,"content":"{\"name\":\"alice\"}","created_at":1700000000}"#,
-                                            transport: .keyfobLink)
+            let request = try keyfobRequest(
+                .signEvent, content: #"{"kind":0,"content":"{\"name\":\"alice\"}","created_at":1700000000}"#,
+                transport: .keyfobLink)
             let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
             let id = String(location!.dropFirst("/approve/".count))
             let options = try await client.call(.post, "/api/requests/\(id)/challenge", json: [:], headers: Client.bearer(token))
@@ -374,8 +412,9 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             // A wrong challenge is refused.
             var forged = fields
             forged.challenge = Base64URL.encode(sha256(Array("something else".utf8)))
-            let bad = try await client.call(.post, "/api/requests/\(id)/approve",
-                                            json: ["assertion": try jsonObject(authenticator.authenticate(forged))], headers: Client.bearer(token))
+            let bad = try await client.call(
+                .post, "/api/requests/\(id)/approve",
+                json: ["assertion": try jsonObject(authenticator.authenticate(forged))], headers: Client.bearer(token))
             #expect(bad.status.code >= 400 && bad.status.code < 500)
             fields.signCount += 1
             let assertion = try jsonObject(authenticator.authenticate(fields))
@@ -394,14 +433,17 @@ func keyfobRequest(_ method: SignerMethod, content: String = "", callback: Strin
             let data = try JSONSerialization.data(withJSONObject: receipt["assertion"]!)
             let stored = StoredCredential(id: authenticator.credentialID, publicKey: key, signCount: 0)
             let rp = RelyingParty(id: "localhost", name: "Keyfob", origins: [Harness.origin])
-            _ = try rp.verifyAuthentication(JSONDecoder().decode(AuthenticationCredential.self, from: data),
-                                            challenge: sha256(Array((receipt["committed"] as! String).utf8)), stored: stored)
+            _ = try rp.verifyAuthentication(
+                JSONDecoder().decode(AuthenticationCredential.self, from: data),
+                challenge: sha256(Array((receipt["committed"] as! String).utf8)), stored: stored)
             // The committed event id is the id of the event that was signed.
             let eventID = URLComponents(string: redirect)!.queryItems!.first { $0.name == "id" }!.value!
             #expect(committed.contains("event:\(eventID)"))
             // Not someone else's receipt.
             let (other, _) = try await client.newAccount("bob")
-            #expect(try await client.call(.get, "/api/signer/history/\(entry["id"] as! String)/receipt", headers: Client.bearer(other)).status == .notFound)
+            #expect(
+                try await client.call(.get, "/api/signer/history/\(entry["id"] as! String)/receipt", headers: Client.bearer(other)).status
+                    == .notFound)
             token = other
         }
     }

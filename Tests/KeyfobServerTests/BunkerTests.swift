@@ -9,17 +9,20 @@ import Nostr
 import ServiceLifecycle
 import Testing
 import WebAuthn
+
 @testable import KeyfobServer
 
 extension Bunker {
     /// A bunker on its own relay hub, for tests that need its keys only.
     static func standalone(store: any KeyfobStore, vault: KeyVault, hub: RelayHub = RelayHub(), maxInFlight: Int = 256) -> Bunker {
         let custody = KeyCustody(store: store, vault: vault, now: { Date() })
-        let dispatcher = SignerDispatcher(custody: custody, store: store, limiter: RateLimiter(rate: 120, per: 60),
-                                          logger: Logger(label: "test"), now: { Date() })
-        return Bunker(store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher,
-                      grants: Grants(store: store, now: { Date() }), pending: PendingRequests(store: store, vault: vault, now: { Date() }),
-                      origin: "http://localhost:8080", maxInFlight: maxInFlight, logger: Logger(label: "test"), now: { Date() })
+        let dispatcher = SignerDispatcher(
+            custody: custody, store: store, limiter: RateLimiter(rate: 120, per: 60),
+            logger: Logger(label: "test"), now: { Date() })
+        return Bunker(
+            store: store, vault: vault, custody: custody, hub: hub, dispatcher: dispatcher,
+            grants: Grants(store: store, now: { Date() }), pending: PendingRequests(store: store, vault: vault, now: { Date() }),
+            origin: "http://localhost:8080", maxInFlight: maxInFlight, logger: Logger(label: "test"), now: { Date() })
     }
 }
 
@@ -49,10 +52,14 @@ final class NIP46TestClient: @unchecked Sendable {
         let id = "req-\(counter)"
         let json = try JSONSerialization.data(withJSONObject: ["id": id, "method": method, "params": params])
         let plaintext = String(decoding: json, as: UTF8.self)
-        let content = encryption == .nip44 ? try NIP44.encrypt(plaintext, from: key, to: signer)
-                                           : try NIP04.encrypt(plaintext, from: key, to: signer)
-        let event = UnsignedEvent(createdAt: Int64(Date().timeIntervalSince1970), kind: 24133,
-                                  tags: [["p", to ?? signer.hex]], content: content).sign(with: key)
+        let content =
+            encryption == .nip44
+            ? try NIP44.encrypt(plaintext, from: key, to: signer)
+            : try NIP04.encrypt(plaintext, from: key, to: signer)
+        let event = UnsignedEvent(
+            createdAt: Int64(Date().timeIntervalSince1970), kind: 24133,
+            tags: [["p", to ?? signer.hex]], content: content
+        ).sign(with: key)
         let answers = hub.receive(#"["EVENT",\#(event.json)]"#, from: connection)
         #expect(answers.first?.contains("true") == true, "relay refused: \(answers)")
         return id
@@ -67,12 +74,15 @@ final class NIP46TestClient: @unchecked Sendable {
         while Date() < deadline {
             for (index, frame) in frames.withLockedValue({ $0 }).enumerated() where !consumed.withLockedValue({ $0.contains(index) }) {
                 guard let array = try JSONSerialization.jsonObject(with: Data(frame.utf8)) as? [Any], array.count == 3,
-                      array[0] as? String == "EVENT", let object = array[2] as? [String: Any],
-                      object["pubkey"] as? String == signer.hex, let content = object["content"] as? String else { continue }
+                    array[0] as? String == "EVENT", let object = array[2] as? [String: Any],
+                    object["pubkey"] as? String == signer.hex, let content = object["content"] as? String
+                else { continue }
                 #expect((object["tags"] as? [[String]])?.contains(["p", key.publicKey.hex]) == true)
                 #expect(try verifySignedEvent(object))
-                let text = content.contains("?iv=") ? try NIP04.decrypt(content, with: key, from: signer)
-                                                    : try NIP44.decrypt(content, with: key, from: signer)
+                let text =
+                    content.contains("?iv=")
+                    ? try NIP04.decrypt(content, with: key, from: signer)
+                    : try NIP44.decrypt(content, with: key, from: signer)
                 guard let message = try? JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any] else {
                     throw TestFailure("unreadable reply: \(text.prefix(300))")
                 }
@@ -111,7 +121,8 @@ extension Client {
 /// The request id in an auth_url reply.
 func approvalID(_ reply: [String: Any]?) throws -> String {
     guard reply?["result"] as? String == "auth_url", let url = reply?["error"] as? String,
-          let range = url.range(of: "/approve/") else { throw TestFailure("expected auth_url, got \(reply ?? [:])") }
+        let range = url.range(of: "/approve/")
+    else { throw TestFailure("expected auth_url, got \(reply ?? [:])") }
     return String(url[range.upperBound...])
 }
 
@@ -162,8 +173,9 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             let shown = try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(token))
             #expect(shown["transport"] as? String == "nip46" && shown["client"] as? String == "nip46:\(nip46.key.publicKey.hex)")
             #expect(shown["clientName"] as? String == "Test client" && shown["kind"] as? Int == 1)
-            let approved = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "forever"],
-                                                 headers: Client.bearer(token))
+            let approved = try await client.call(
+                .post, "/api/requests/\(id)/approve", json: ["remember": "forever"],
+                headers: Client.bearer(token))
             #expect(approved.status == .ok && approved["redirect"] is NSNull, "\(approved.json)")
             #expect((try await client.call(.get, "/api/requests", headers: Client.bearer(token))["requests"] as! [Any]).isEmpty)
             // The original request id gets the signed event.
@@ -195,8 +207,9 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             let id = try approvalID(try await nip46.reply(to: firstID))
             let shown = try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(token))
             #expect(shown["requestedPerms"] as? [String] == ["nip44_encrypt", "nip44_decrypt", "sign_event:1", "sign_event:0"])
-            _ = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "once", "preset": "requested"],
-                                      headers: Client.bearer(token))
+            _ = try await client.call(
+                .post, "/api/requests/\(id)/approve", json: ["remember": "once", "preset": "requested"],
+                headers: Client.bearer(token))
             let ciphertext = try #require(try await nip46.reply(to: firstID, wait: 0.5)?["result"] as? String)
             let user = try PublicKey(hex: try await client.signer("get_public_key", token: token)["result"] as! String)
             #expect(try NIP44.decrypt(ciphertext, with: peer, from: user) == "a secret for the peer")
@@ -238,13 +251,15 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             #expect(plain.error == "user_verification_required")
             let options = try await client.call(.post, "/api/requests/\(id)/challenge", json: [:], headers: Client.bearer(token))
             #expect((options["committed"] as? String)?.contains("client:nip46:\(nip46.key.publicKey.hex)") == true)
-            var fields = authenticator.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                            rpID: "localhost", origin: Harness.origin)
+            var fields = authenticator.authenticationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!,
+                rpID: "localhost", origin: Harness.origin)
             fields.signCount += 1
             authenticator.signCount = fields.signCount
-            let approved = try await client.call(.post, "/api/requests/\(id)/approve",
-                                                 json: ["assertion": try jsonObject(authenticator.authenticate(fields))],
-                                                 headers: Client.bearer(token))
+            let approved = try await client.call(
+                .post, "/api/requests/\(id)/approve",
+                json: ["assertion": try jsonObject(authenticator.authenticate(fields))],
+                headers: Client.bearer(token))
             #expect(approved.status == .ok, "\(approved.json)")
             let signed = try #require(try await nip46.reply(to: profileID, wait: 0.5)?["result"] as? String)
             #expect(try verifySignedEvent(JSONSerialization.jsonObject(with: Data(signed.utf8)) as! [String: Any]))
@@ -266,8 +281,9 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
                 #expect(approved.status == .ok, "\(approved.json)")
                 // Instance B has no connection to this client: nothing arrives until A reads the queue.
                 #expect(try await nip46.reply(to: requestID, wait: 0.2) == nil)
-                let queue = BunkerReplyQueue(store: harness.store, hub: clientSide, interval: 0.5, now: { harness.clock.now },
-                                             logger: Logger(label: "test"))
+                let queue = BunkerReplyQueue(
+                    store: harness.store, hub: clientSide, interval: 0.5, now: { harness.clock.now },
+                    logger: Logger(label: "test"))
                 var seen: [Int64: Date] = [:]
                 await queue.pollOnce(&seen)
                 let signed = try #require(try await nip46.reply(to: requestID, wait: 0.5)?["result"] as? String)
@@ -283,9 +299,12 @@ func approvalID(_ reply: [String: Any]?) throws -> String {
             let (token, _) = try await client.newAccount("alice")
             let signer = try await client.bunkerURL(token: token).signer
             let nip46 = try NIP46TestClient(hub: hub, signer: signer)
-            let url = "nostrconnect://\(nip46.key.publicKey.hex)?relay=wss%3A%2F%2Frelay.example.com&secret=s3cr3t&perms=sign_event%3A1&name=Nostrudel"
-            for bad in ["bunker://x", "nostrconnect://\(nip46.key.publicKey.hex)?secret=x",
-                        "nostrconnect://\(nip46.key.publicKey.hex)?relay=https%3A%2F%2Fexample.com&secret=x"] {
+            let url =
+                "nostrconnect://\(nip46.key.publicKey.hex)?relay=wss%3A%2F%2Frelay.example.com&secret=s3cr3t&perms=sign_event%3A1&name=Nostrudel"
+            for bad in [
+                "bunker://x", "nostrconnect://\(nip46.key.publicKey.hex)?secret=x",
+                "nostrconnect://\(nip46.key.publicKey.hex)?relay=https%3A%2F%2Fexample.com&secret=x",
+            ] {
                 let refused = try await client.call(.post, "/api/signer/nostrconnect", json: ["url": bad], headers: Client.bearer(token))
                 #expect(refused.status == .badRequest && refused.error == "invalid_request", "\(bad): \(refused.json)")
             }

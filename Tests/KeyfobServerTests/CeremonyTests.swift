@@ -89,8 +89,9 @@ import WebAuthnTestSupport
             // …and a passkey assertion made for adding one.
             let unconfirmed = try await client.registrationOptions(username: "carol", headers: Client.bearer(token))
             #expect(unconfirmed.error == "confirmation_required")
-            let options = try await client.registrationOptions(username: "carol", headers: Client.bearer(token),
-                                                               confirmation: client.confirmation("passkey.add", by: &first, token: token))
+            let options = try await client.registrationOptions(
+                username: "carol", headers: Client.bearer(token),
+                confirmation: client.confirmation("passkey.add", by: &first, token: token))
             let excluded = options["excludeCredentials"] as? [[String: Any]]
             #expect(excluded?.map { $0["id"] as? String } == [Base64URL.encode(first.credentialID)])
             var second = SoftwareAuthenticator(.eddsa)
@@ -152,8 +153,9 @@ import WebAuthnTestSupport
             // The only passkey cannot be removed.
             let id = Base64URL.encode(first.credentialID)
             func remove() async throws -> Reply {
-                try await client.call(.delete, "/account/credentials/\(id)",
-                                      json: client.confirmed([:], "passkey.remove", target: id, by: &first, token: token), headers: auth)
+                try await client.call(
+                    .delete, "/account/credentials/\(id)",
+                    json: client.confirmed([:], "passkey.remove", target: id, by: &first, token: token), headers: auth)
             }
             #expect(try await remove().status == .conflict)
             var second = SoftwareAuthenticator()

@@ -1,9 +1,10 @@
 import HTTPTypes
-@testable import KeyfobServer
 import NIOCore
 import NIOEmbedded
 import NIOHTTPTypes
 import Testing
+
+@testable import KeyfobServer
 
 /// The per-connection deadlines (slow heads, slow bodies, idle keep-alive) with one timer per
 /// connection that moves only when it must.

@@ -1,11 +1,12 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import NIOConcurrencyHelpers
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 @Suite struct DashboardTests {
     /// An admin bound before the name was configured, the token, a rotated-out token, a user, nobody.
@@ -94,14 +95,16 @@ import WebAuthnTestSupport
             let bare = try await client.call(.delete, "/api/admin/users/ann", headers: Client.bearer(session))
             #expect(bare.status == .forbidden && bare.error == "confirmation_required")
             // Confirmed for another user: refused.
-            let wrong = try await client.call(.delete, "/api/admin/users/ann",
-                                              json: client.confirmed([:], "admin.remove_user", target: "ben", by: &root, token: session),
-                                              headers: Client.bearer(session))
+            let wrong = try await client.call(
+                .delete, "/api/admin/users/ann",
+                json: client.confirmed([:], "admin.remove_user", target: "ben", by: &root, token: session),
+                headers: Client.bearer(session))
             #expect(wrong.error == "challenge_not_found")
             #expect(try await harness.store.user(named: "ann") != nil)
-            let removed = try await client.call(.delete, "/api/admin/users/ann",
-                                                json: client.confirmed([:], "admin.remove_user", target: "ann", by: &root, token: session),
-                                                headers: Client.bearer(session))
+            let removed = try await client.call(
+                .delete, "/api/admin/users/ann",
+                json: client.confirmed([:], "admin.remove_user", target: "ann", by: &root, token: session),
+                headers: Client.bearer(session))
             #expect(removed.status == .ok)
             #expect(try await harness.store.user(named: "ann") == nil)
             let revoke = try await client.call(.post, "/api/admin/users/ben/revoke-sessions", json: [:], headers: Client.bearer(session))

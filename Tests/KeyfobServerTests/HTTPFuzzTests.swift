@@ -2,8 +2,8 @@ import Foundation
 import HTTPTypes
 import KeyfobCrypto
 import KeyfobServer
-import Testing
 import TestSupport
+import Testing
 import WebAuthn
 import WebAuthnTestSupport
 
@@ -78,13 +78,15 @@ import WebAuthnTestSupport
                     let options = try await client.registrationOptions()
                     let challenge = Base64URL.decode(options["challenge"] as! String)!
                     authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
-                    let credential = authenticator.register(authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
+                    let credential = authenticator.register(
+                        authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
                     body = ["username": "", "challengeKey": options["challengeKey"]!, "cred": try jsonObject(credential)]
                     endpoint = "/verify-registration"
                 case 1:
                     let options = try await client.authenticationOptions()
                     let challenge = Base64URL.decode(options["challenge"] as! String)!
-                    let credential = authenticator.authenticate(authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
+                    let credential = authenticator.authenticate(
+                        authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
                     body = ["cred": try jsonObject(credential), "prfOutput": Base64URL.encode(randomBytes(32))]
                     endpoint = "/verify-authentication"
                 case 2 where round % 8 == 6:

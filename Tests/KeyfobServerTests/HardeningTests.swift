@@ -1,10 +1,11 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// The security review's findings (issue: hardening), one test each.
 @Suite struct HardeningTests {
@@ -54,7 +55,9 @@ import WebAuthnTestSupport
     }
 
     @Test func forwardedForIsIgnoredFromAnUntrustedPeer() async throws {
-        try await limitedHarness { $0.trustedProxies = []; $0.ipBurst = 3 }.run(.live) { client async throws in
+        try await limitedHarness {
+            $0.trustedProxies = []; $0.ipBurst = 3
+        }.run(.live) { client async throws in
             for i in 0..<3 {
                 // Each claims a new address; all count against the real peer.
                 #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("10.0.0.\(i)")).status == .ok)
@@ -64,7 +67,9 @@ import WebAuthnTestSupport
     }
 
     @Test func signUpsAndLiveChallengesAreCappedPerIP() async throws {
-        try await limitedHarness { $0.signUpBurst = 3; $0.maxChallengesPerIP = 5 }.run(.live) { client async throws in
+        try await limitedHarness {
+            $0.signUpBurst = 3; $0.maxChallengesPerIP = 5
+        }.run(.live) { client async throws in
             for _ in 0..<3 {
                 #expect(try await client.call(.get, "/generate-registration-options", headers: fromIP("192.0.2.1")).status == .ok)
             }
@@ -142,12 +147,15 @@ import WebAuthnTestSupport
                 #expect(reply.status == .badRequest && reply.error == "invalid_request", "\(bad.unicodeScalars.map { String($0.value, radix: 16) })")
             }
             // The message names what is wrong (#27): the character and its code point, or the length.
-            #expect(try await client.registrationOptions(username: "\u{0430}lice")["message"] as? String
+            #expect(
+                try await client.registrationOptions(username: "\u{0430}lice")["message"] as? String
                     == "\"\u{0430}\" (U+0430) cannot be in a username: use a-z, 0-9 and . _ - @ + (letters are not case-sensitive)")
-            #expect((try await client.registrationOptions(username: "ali\u{200B}ce")["message"] as? String)?
-                        .hasPrefix("an invisible character (U+200B)") == true)
-            #expect((try await client.registrationOptions(username: String(repeating: "a", count: 65))["message"] as? String)?
-                        .contains("this one has 65 bytes") == true)
+            #expect(
+                (try await client.registrationOptions(username: "ali\u{200B}ce")["message"] as? String)?
+                    .hasPrefix("an invisible character (U+200B)") == true)
+            #expect(
+                (try await client.registrationOptions(username: String(repeating: "a", count: 65))["message"] as? String)?
+                    .contains("this one has 65 bytes") == true)
             var b = SoftwareAuthenticator()
             #expect(try await client.signUp(&b, username: "John_Doe+nostr@example.com")["username"] as? String == "john_doe+nostr@example.com")
         }

@@ -2,7 +2,6 @@ import COpenSSL
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
 import KeyfobStore
 import Logging
 import Nostr
@@ -10,20 +9,26 @@ import Testing
 import WebAuthn
 import WebAuthnTestSupport
 
+@testable import KeyfobServer
+
 @Suite struct KeyCustodyTests {
     @Test func importAndExportEveryForm() async throws {
         try await Harness().run { client in
             let (token, firstPasskey) = try await client.newAccount("alice")
             var owner = firstPasskey
             let key = SecretKey.generate()
-            for body in [["nsec": NIP19.nsec(key)], ["secret": key.withUnsafeSecretBytes { Hex.encode($0) }],
-                         ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 16), "password": "pässword"]] {
+            for body in [
+                ["nsec": NIP19.nsec(key)], ["secret": key.withUnsafeSecretBytes { Hex.encode($0) }],
+                ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 16), "password": "pässword"],
+            ] {
                 _ = try await client.importKey(["secret": Hex.encode(SecretKey.generate().withUnsafeSecretBytes { $0 })], token: token, by: &owner)
                 let reply = try await client.importKey(body, token: token, by: &owner)
                 #expect(reply.status == .ok && reply["pubkey"] as? String == key.publicKey.hex, "\(reply.json)")
                 #expect(reply["npub"] as? String == NIP19.npub(key.publicKey))
             }
-            let export = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "correct horse"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
+            let export = try await client.call(
+                .post, "/api/signer/key/export", json: client.confirmed(["password": "correct horse"], "key.export", by: &owner, token: token),
+                headers: Client.bearer(token))
             let ncryptsec = try #require(export["ncryptsec"] as? String)
             #expect(export["nsec"] == nil && !export.json.description.contains("nsec1"))
             let (_, data) = try #require(Bech32.decode(ncryptsec))
@@ -31,12 +36,16 @@ import WebAuthnTestSupport
             let back = try NIP49.decrypt(ncryptsec, password: "correct horse")
             #expect(back.publicKey == key.publicKey)
 
-            let short = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "short"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
+            let short = try await client.call(
+                .post, "/api/signer/key/export", json: client.confirmed(["password": "short"], "key.export", by: &owner, token: token),
+                headers: Client.bearer(token))
             #expect(short.status == .badRequest)
-            for bad: [String: Any] in [[:], ["nsec": "nsec1xyz"], ["secret": "00"], ["secret": String(repeating: "0", count: 64)],
-                                       ["secret": String(repeating: "f", count: 64)], ["nsec": NIP19.npub(key.publicKey)],
-                                       ["ncryptsec": ncryptsec], ["ncryptsec": ncryptsec, "password": "wrong"],
-                                       ["nsec": NIP19.nsec(key), "secret": "00"]] {
+            for bad: [String: Any] in [
+                [:], ["nsec": "nsec1xyz"], ["secret": "00"], ["secret": String(repeating: "0", count: 64)],
+                ["secret": String(repeating: "f", count: 64)], ["nsec": NIP19.npub(key.publicKey)],
+                ["ncryptsec": ncryptsec], ["ncryptsec": ncryptsec, "password": "wrong"],
+                ["nsec": NIP19.nsec(key), "secret": "00"],
+            ] {
                 let reply = try await client.importKey(bad, token: token, by: &owner)
                 #expect(reply.status.code / 100 == 4 && reply.error != nil, "\(bad): \(reply.json)")
             }
@@ -51,7 +60,8 @@ import WebAuthnTestSupport
             let cheap = try NIP49.encrypt(SecretKey.generate(), password: "pw", logN: 1)
             var (_, data) = Bech32.decode(cheap)!
             data[1] = 20
-            let reply = try await client.importKey(["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: data), "password": "pw"], token: token, by: &owner)
+            let reply = try await client.importKey(
+                ["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: data), "password": "pw"], token: token, by: &owner)
             #expect(reply.status == .badRequest && reply.error == "invalid_content")
             #expect((reply["message"] as? String)?.contains("log_n") == true)
         }
@@ -65,7 +75,9 @@ import WebAuthnTestSupport
             harness.clock.advance(601)
             let imported = try await client.importKey(["nsec": NIP19.nsec(SecretKey.generate())], token: token, by: &owner)
             #expect(imported.error == "signer_locked")
-            let exported = try await client.call(.post, "/api/signer/key/export", json: client.confirmed(["password": "long enough"], "key.export", by: &owner, token: token), headers: Client.bearer(token))
+            let exported = try await client.call(
+                .post, "/api/signer/key/export", json: client.confirmed(["password": "long enough"], "key.export", by: &owner, token: token),
+                headers: Client.bearer(token))
             #expect(exported.error == "signer_locked")
         }
     }
@@ -77,11 +89,13 @@ import WebAuthnTestSupport
         let token = randomBytes(32)
         try await harness.store.completeRegistration(
             user: user, createUser: true, nostrKey: nil,
-            credential: CredentialRecord(id: [9, 9], userID: user.id, publicKey: [1], algorithm: -7, signCount: 0, transports: [],
-                                         aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
-                                         backupEligible: false, backupState: false, createdAt: t0),
-            session: SessionRecord(tokenHash: sha256(token), userID: user.id, createdAt: t0, expiresAt: t0 + 3600,
-                                   unlockedUntil: t0 + 600))
+            credential: CredentialRecord(
+                id: [9, 9], userID: user.id, publicKey: [1], algorithm: -7, signCount: 0, transports: [],
+                aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
+                backupEligible: false, backupState: false, createdAt: t0),
+            session: SessionRecord(
+                tokenHash: sha256(token), userID: user.id, createdAt: t0, expiresAt: t0 + 3600,
+                unlockedUntil: t0 + 600))
         #expect(try await harness.store.nostrKey(ofUser: user.id) == nil)
         try await harness.run { client in
             let first = try await client.signer("get_public_key", token: Base64URL.encode(token))
@@ -151,7 +165,9 @@ import WebAuthnTestSupport
         await #expect(throws: ServerConfiguration.Invalid.self) { try await KeyCustody.checkMasterKey(harness.vault, store: harness.store) }
         for (name, pubkey) in zip(["alice", "bob", "carol"], pubkeys) {
             let id = try await harness.store.user(named: name)!.id
-            let opened = try await KeyCustody(store: harness.store, vault: next, now: { Date() }).withSecretKey(of: id, unlock: nil) { $0.publicKey.hex }
+            let opened = try await KeyCustody(store: harness.store, vault: next, now: { Date() }).withSecretKey(of: id, unlock: nil) {
+                $0.publicKey.hex
+            }
             #expect(opened == pubkey)
         }
         // Rotating with the wrong old key changes nothing.
@@ -201,7 +217,8 @@ import WebAuthnTestSupport
         // Keys derived independently (RFC 5869 through OpenSSL): distinct, and the legacy one is the nostr keys'.
         let derived = try KeyVault.Purpose.allCases.map { try KeyVault.hkdf(key: master, salt: Array("keyfob".utf8), info: Array($0.rawValue.utf8)) }
         #expect(Set(derived.map(Hex.encode)).count == KeyVault.Purpose.allCases.count)
-        let legacy = try KeyVault.gcm(encrypt: true, key: derived[0], nonce: sealed.nonce, aad: Array("keyfob:bunker-signer:alice".utf8), input: secret)
+        let legacy = try KeyVault.gcm(
+            encrypt: true, key: derived[0], nonce: sealed.nonce, aad: Array("keyfob:bunker-signer:alice".utf8), input: secret)
         #expect(vault.open(nonce: sealed.nonce, sealed: legacy, for: .bunkerKeys, context: "bunker-signer:alice") == secret)
         #expect(vault.open(nonce: sealed.nonce, sealed: legacy, for: .pendingRequests, context: "bunker-signer:alice") == nil)
     }

@@ -1,8 +1,9 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import KeyfobServer
 import Testing
+
+@testable import KeyfobServer
 
 /// What the load harness (scripts/load.sh, BENCHMARKS.md) relies on in the server.
 @Suite struct LoadHarnessTests {
@@ -25,8 +26,9 @@ import Testing
     @Test func theActivityFeedKeepsTheNewestEntriesInOrder() {
         let feed = ActivityFeed(capacity: 3)
         func activity(_ n: Int) -> Activity {
-            Activity(time: Date(timeIntervalSince1970: Double(n)), category: "ceremony", event: "e\(n)", user: nil, client: nil,
-                     method: nil, kind: nil, outcome: "ok", code: nil, ip: nil)
+            Activity(
+                time: Date(timeIntervalSince1970: Double(n)), category: "ceremony", event: "e\(n)", user: nil, client: nil,
+                method: nil, kind: nil, outcome: "ok", code: nil, ip: nil)
         }
         for n in 1...2 { feed.publish(activity(n)) }
         #expect(feed.recent().map(\.event) == ["e2", "e1"])

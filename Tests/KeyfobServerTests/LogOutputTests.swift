@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import Testing
+
 @testable import KeyfobServer
 
 /// The buffered log output: StreamLogHandler's line format, lines in order, errors written at once.
@@ -54,8 +55,9 @@ import Testing
         let output = LogOutput(descriptor: writeEnd, interval: 60)
         let handler = LineLogHandler(label: "keyfob", output: output)
         let logger = Logger(label: "keyfob") { _ in handler }
-        logger.info("request", metadata: ["status": "200", "route": "/x", "ip": "10.0.0.1\nforged=1", "method": "GET"],
-                    source: "KeyfobServer")
+        logger.info(
+            "request", metadata: ["status": "200", "route": "/x", "ip": "10.0.0.1\nforged=1", "method": "GET"],
+            source: "KeyfobServer")
         handler.write(level: .info, source: "KeyfobServer", message: "request") { fields in
             fields.add("ip", "10.0.0.1\nforged=1")
             fields.add("method", "GET")

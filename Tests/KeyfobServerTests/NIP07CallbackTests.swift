@@ -1,11 +1,12 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// Only the page that asked gets the answer (issue #23, high): a NIP-07 result goes through
 /// Keyfob's own `/callback.html`, which posts it to the origin the server read. Each attack is
@@ -60,8 +61,9 @@ import WebAuthnTestSupport
         try await harness.run { client in
             let (token, _) = try await client.newAccount("alice")
             // The grant path: the user approved trusted.example once with "always" (a real NIP-07 request).
-            let legit = try decryptRequest(success: canonical(), error: canonical(flag: "failed"), cancel: canonical(flag: "cancelled"),
-                                           clientURL: Self.trusted)
+            let legit = try decryptRequest(
+                success: canonical(), error: canonical(flag: "failed"), cancel: canonical(flag: "cancelled"),
+                clientURL: Self.trusted)
             let (first, location, _) = try await client.open(legit, token: token)
             #expect(first.status == .seeOther && location?.hasPrefix("/approve/") == true)
             let id = String(location!.dropFirst("/approve/".count))
@@ -108,10 +110,12 @@ import WebAuthnTestSupport
             let (ok, body) = try await page("origin=https%3A%2F%2Ftrusted.example&rid=r1&result=hello%20world")
             #expect(ok == .ok && body.contains(#"data-origin="https://trusted.example""#))
             #expect(body.contains(#"<script src="/callback.js"></script>"#))
-            for bad in ["origin=https%3A%2F%2Ftrusted.example&rid=r1&origin=https%3A%2F%2Fevil.example",
-                        "origin=https%3A%2F%2Ftrusted.example&rid=r1&ori%67in=https%3A%2F%2Fevil.example",
-                        "origin=https%3A%2F%2Ftrusted.example%ZZ&rid=r1", "rid=r1", "origin=https%3A%2F%2Ftrusted.example",
-                        "origin=javascript%3Aalert(1)&rid=r1", "origin=https%3A%2F%2Ftrusted.example%22%3E&rid=r1"] {
+            for bad in [
+                "origin=https%3A%2F%2Ftrusted.example&rid=r1&origin=https%3A%2F%2Fevil.example",
+                "origin=https%3A%2F%2Ftrusted.example&rid=r1&ori%67in=https%3A%2F%2Fevil.example",
+                "origin=https%3A%2F%2Ftrusted.example%ZZ&rid=r1", "rid=r1", "origin=https%3A%2F%2Ftrusted.example",
+                "origin=javascript%3Aalert(1)&rid=r1", "origin=https%3A%2F%2Ftrusted.example%22%3E&rid=r1",
+            ] {
                 let (status, body) = try await page(bad)
                 #expect(status == .badRequest && !body.contains("data-origin"), "\(bad)")
             }
@@ -127,8 +131,10 @@ import WebAuthnTestSupport
         #expect(!own.contains(try CallbackURL("primal://nostrsigner")))
         // On localhost other local apps are clients: only Keyfob's port, or a /callback.html anywhere local.
         let local = OwnCallback.Own(["http://localhost:8080"])
-        for url in ["http://localhost:8080/x", "https://127.0.0.1:8080/", "http://[::1]:8080/", "http://localhost.:8080/",
-                    "http://localhost:9999/callback.html", "http://127.0.0.1:3000/CALLBACK.html?origin=x"] {
+        for url in [
+            "http://localhost:8080/x", "https://127.0.0.1:8080/", "http://[::1]:8080/", "http://localhost.:8080/",
+            "http://localhost:9999/callback.html", "http://127.0.0.1:3000/CALLBACK.html?origin=x",
+        ] {
             #expect(local.contains(try CallbackURL(url)), "\(url)")
         }
         for url in ["http://localhost:3000/cb", "https://localhost:4443/cb", "http://127.0.0.1:9/cb-not-served"] {

@@ -1,10 +1,11 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 @Suite struct WellKnownTests {
     @Test func filesComeFromConfigurationAndAre404Otherwise() async throws {
@@ -37,8 +38,9 @@ import WebAuthnTestSupport
                 var authenticator = SoftwareAuthenticator()
                 let options = try await client.registrationOptions()
                 authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
-                let fields = authenticator.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                              rpID: "localhost", origin: origin)
+                let fields = authenticator.registrationFields(
+                    challenge: Base64URL.decode(options["challenge"] as! String)!,
+                    rpID: "localhost", origin: origin)
                 let reply = try await client.verifyRegistration(authenticator.register(fields), challengeKey: options["challengeKey"] as? String)
                 #expect((reply.error ?? "ok") == expected, "\(origin)")
             }

@@ -1,10 +1,11 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 @Suite struct PasskeyNamesTests {
     @Test func providersAreNamedByAAGUIDAndUnknownOnesArePasskeys() throws {
@@ -21,10 +22,19 @@ import WebAuthnTestSupport
     @Test func theBrowserAndSystemComeFromTheUserAgent() {
         let cases: [(String?, String?)] = [
             ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0 Safari/537.36", "Chrome on Linux"),
-            ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1", "Safari on iPhone"),
-            ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0 Safari/537.36 Edg/129.0", "Edge on Windows"),
+            (
+                "Mozilla/5.0 (iPhone; CPU iPhone OS 17_5 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.5 Mobile/15E148 Safari/604.1",
+                "Safari on iPhone"
+            ),
+            (
+                "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0 Safari/537.36 Edg/129.0",
+                "Edge on Windows"
+            ),
             ("Mozilla/5.0 (Macintosh; Intel Mac OS X 14.5; rv:130.0) Gecko/20100101 Firefox/130.0", "Firefox on Mac"),
-            ("Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0 Mobile Safari/537.36", "Chrome on Android"),
+            (
+                "Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/129.0 Mobile Safari/537.36",
+                "Chrome on Android"
+            ),
             ("curl/8.0", nil), (nil, nil),
         ]
         for (ua, expected) in cases { #expect(PasskeyNames.createdOn(userAgent: ua) == expected, "\(ua ?? "nil")") }
@@ -33,20 +43,27 @@ import WebAuthnTestSupport
     @Test func aPasskeyCanBeRenamedByItsOwnerOnly() async throws {
         try await Harness().run { client in
             var authenticator = SoftwareAuthenticator()
-            let reply = try await client.signUp(&authenticator, username: "ines", headers: [.userAgent: "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) Version/17.5 Safari/604.1"])
+            let reply = try await client.signUp(
+                &authenticator, username: "ines", headers: [.userAgent: "Mozilla/5.0 (iPad; CPU OS 17_5 like Mac OS X) Version/17.5 Safari/604.1"])
             let token = reply["token"] as! String
             let id = Base64URL.encode(authenticator.credentialID)
             var list = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
             #expect(list[0]["authenticatorName"] as? String == "Passkey" && list[0]["createdOn"] as? String == "Safari on iPad")
             #expect(list[0]["name"] == nil && list[0]["icon"] as? String == "passkey")
-            #expect(try await client.call(.patch, "/account/credentials/\(id)", json: ["name": "  kitchen iPad  "], headers: Client.bearer(token)).status == .ok)
+            #expect(
+                try await client.call(.patch, "/account/credentials/\(id)", json: ["name": "  kitchen iPad  "], headers: Client.bearer(token)).status
+                    == .ok)
             list = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
             #expect(list[0]["name"] as? String == "kitchen iPad")
             for bad in [String(repeating: "x", count: 65), "tab\there"] {
-                #expect(try await client.call(.patch, "/account/credentials/\(id)", json: ["name": bad], headers: Client.bearer(token)).status == .badRequest)
+                #expect(
+                    try await client.call(.patch, "/account/credentials/\(id)", json: ["name": bad], headers: Client.bearer(token)).status
+                        == .badRequest)
             }
             let (other, _) = try await client.newAccount("oscar")
-            #expect(try await client.call(.patch, "/account/credentials/\(id)", json: ["name": "mine"], headers: Client.bearer(other)).status == .notFound)
+            #expect(
+                try await client.call(.patch, "/account/credentials/\(id)", json: ["name": "mine"], headers: Client.bearer(other)).status == .notFound
+            )
             #expect(try await client.call(.patch, "/account/credentials/\(id)", json: ["name": ""], headers: Client.bearer(token)).status == .ok)
             list = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))["credentials"] as! [[String: Any]]
             #expect(list[0]["name"] == nil)

@@ -1,11 +1,12 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// Query strings read the way the other side writes them (issue #23, interop): each request is
 /// built by a real encoder — Node's `URLSearchParams`, Python's `urlencode`, Swift's
@@ -25,9 +26,16 @@ import WebAuthnTestSupport
             return components.percentEncodedQuery!.replacingOccurrences(of: "+", with: "%2B")
         default:
             let json = String(data: try JSONSerialization.data(withJSONObject: pairs.map { [$0.0, $0.1] }), encoding: .utf8)!
-            let (program, arguments): (String, [String]) = encoder == "node"
+            let (program, arguments): (String, [String]) =
+                encoder == "node"
                 ? ("/usr/bin/env", ["node", "-e", "process.stdout.write(new URLSearchParams(JSON.parse(process.argv[1])).toString())", json])
-                : ("/usr/bin/env", ["python3", "-c", "import sys, json, urllib.parse; sys.stdout.write(urllib.parse.urlencode([tuple(p) for p in json.loads(sys.argv[1])]))", json])
+                : (
+                    "/usr/bin/env",
+                    [
+                        "python3", "-c",
+                        "import sys, json, urllib.parse; sys.stdout.write(urllib.parse.urlencode([tuple(p) for p in json.loads(sys.argv[1])]))", json,
+                    ]
+                )
             let process = Process()
             process.executableURL = URL(fileURLWithPath: program)
             process.arguments = arguments
@@ -45,7 +53,8 @@ import WebAuthnTestSupport
     func whatAnEncoderWroteIsWhatIsShownAndSigned(_ encoder: String) async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
-            let event = #"{"kind":1,"content":"\#(Self.text.replacingOccurrences(of: "\"", with: "\\\""))","tags":[["t","a b"]],"created_at":1700000000}"#
+            let event =
+                #"{"kind":1,"content":"\#(Self.text.replacingOccurrences(of: "\"", with: "\\\""))","tags":[["t","a b"]],"created_at":1700000000}"#
             let cb = "https://client.example/cb"
             let requests: [(String, [(String, String)], String)] = [
                 ("/nostrsigner", [("type", "sign_event"), ("event", event), ("x-success", cb), ("x-source", "My App + more")], "event"),
@@ -79,12 +88,14 @@ import WebAuthnTestSupport
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
             for extra in ["", "&encryptedText="] {
-                let target = "/nostrsigner?type=\(method)&pubkey=\(Self.peer.hex)&id=7&x-success=https%3A%2F%2Fclient.example%2Fcb"
+                let target =
+                    "/nostrsigner?type=\(method)&pubkey=\(Self.peer.hex)&id=7&x-success=https%3A%2F%2Fclient.example%2Fcb"
                     + "&x-error=https%3A%2F%2Fclient.example%2Ferr" + extra
                 let (reply, location, body) = try await client.open(target, token: token)
                 #expect(reply.status == .badRequest && location == nil, "\(extra): \(reply.status) \(location ?? "")")
-                #expect(body.contains(#"id="back""#) && body.contains("https://client.example/err?code=invalid_request"),
-                        "\(body.prefix(600))")
+                #expect(
+                    body.contains(#"id="back""#) && body.contains("https://client.example/err?code=invalid_request"),
+                    "\(body.prefix(600))")
             }
         }
     }
@@ -96,7 +107,8 @@ import WebAuthnTestSupport
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
             let event = #"{"kind":\#(kind),"content":"hi","tags":[]}"#
-            let target = "/nostrsigner/" + event.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+            let target =
+                "/nostrsigner/" + event.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 + "?type=sign_event&callbackUrl=" + "primal://nostrsigner".addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
             let (reply, location, body) = try await client.open(target, token: token)
             #expect(reply.status != .seeOther || location?.hasPrefix("/approve/") != true, "shown for approval")

@@ -1,6 +1,7 @@
 import Foundation
-@testable import KeyfobServer
 import Testing
+
+@testable import KeyfobServer
 
 /// The per-address and per-session token buckets: limits hold, and memory and work stay bounded
 /// whatever the number of addresses (work is counted, not timed).

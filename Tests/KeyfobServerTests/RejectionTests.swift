@@ -10,9 +10,11 @@ import WebAuthnTestSupport
 /// asserts the error code and that nothing was written.
 @Suite struct RejectionTests {
     /// Signs up with one field corrupted; expects `code` and an untouched store.
-    func rejectSignUp(_ code: String, configure: (inout ServerConfiguration) -> Void = { _ in },
-                      kind: TestPrivateKey.Kind = .es256,
-                      _ edit: @escaping @Sendable (inout SoftwareAuthenticator.Fields) -> Void) async throws {
+    func rejectSignUp(
+        _ code: String, configure: (inout ServerConfiguration) -> Void = { _ in },
+        kind: TestPrivateKey.Kind = .es256,
+        _ edit: @escaping @Sendable (inout SoftwareAuthenticator.Fields) -> Void
+    ) async throws {
         let harness = try Harness(configure)
         try await harness.run { client in
             var authenticator = SoftwareAuthenticator(kind)
@@ -49,10 +51,12 @@ import WebAuthnTestSupport
     @Test func registrationRefusesBSWithoutBE() async throws { try await rejectSignUp("invalid_request") { $0.flags = 0x15 } }
     @Test func registrationTypeMustBeCreate() async throws { try await rejectSignUp("invalid_request") { $0.type = "webauthn.get" } }
     @Test func registrationAttestationMustVerify() async throws {
-        try await rejectSignUp("attestation_invalid") { $0.attestation = .packedSelf; $0.corruptSignature = true }
+        try await rejectSignUp("attestation_invalid") {
+            $0.attestation = .packedSelf; $0.corruptSignature = true
+        }
     }
     @Test func registrationAlgorithmMustHaveBeenOffered() async throws {
-        try await rejectSignUp("unsupported_algorithm", configure: { $0.algorithms = [.es256] }, kind: .rs256) { _ in }
+        try await rejectSignUp("unsupported_algorithm", configure: { $0.algorithms = [.es256] }, kind: .rs256, { _ in })
     }
     @Test func registrationChallengeMustBeOneWeIssued() async throws {
         try await rejectSignUp("challenge_not_found") { $0.challenge = Base64URL.encode([UInt8](repeating: 1, count: 32)) }
@@ -125,7 +129,9 @@ import WebAuthnTestSupport
     @Test func signInRefusesCrossOrigin() async throws { try await rejectSignIn("origin_mismatch") { $0.crossOrigin = true } }
     @Test func signInBEMayNotChange() async throws { try await rejectSignIn("invalid_request") { $0.flags = 0x0d } }
     @Test func signInUnknownCredential() async throws {
-        try await rejectSignIn("credential_not_found") { $0.id = Base64URL.encode([1, 2, 3]); $0.rawId = $0.id }
+        try await rejectSignIn("credential_not_found") {
+            $0.id = Base64URL.encode([1, 2, 3]); $0.rawId = $0.id
+        }
     }
     @Test func signInTypeMustBeGet() async throws { try await rejectSignIn("invalid_request") { $0.type = "webauthn.create" } }
 
@@ -156,7 +162,12 @@ import WebAuthnTestSupport
                 ("JSON of the wrong shape", Array(#"{"cred": "x"}"#.utf8)),
                 ("a missing field", Array(#"{"cred": {"id": "AA", "rawId": "AA", "type": "public-key"}}"#.utf8)),
                 ("wrong types", Array(#"{"cred": {"id": 1, "rawId": [], "type": null, "response": 5}}"#.utf8)),
-                ("bad base64url", Array(#"{"cred": {"id": "!!", "rawId": "!!", "type": "public-key", "response": {"clientDataJSON": "%%%", "attestationObject": "***"}}}"#.utf8)),
+                (
+                    "bad base64url",
+                    Array(
+                        #"{"cred": {"id": "!!", "rawId": "!!", "type": "public-key", "response": {"clientDataJSON": "%%%", "attestationObject": "***"}}}"#
+                            .utf8)
+                ),
                 ("an array", Array("[1,2,3]".utf8)),
                 ("empty", []),
             ]
@@ -181,10 +192,12 @@ import WebAuthnTestSupport
         try await harness.run { client in
             let options = try await client.registrationOptions()
             let clientData = #"{"type":"webauthn.create","challenge":"\#(options["challenge"] as! String)","origin":"http://localhost:8080"}"#
-            let reply = try await client.verifyRegistration(RegistrationCredential(
-                id: "AAAA", rawId: "AAAA",
-                response: .init(clientDataJSON: Base64URL.encode(Array(clientData.utf8)),
-                                attestationObject: Base64URL.encode([0xa3, 0x63, 0x66, 0x6d, 0x74, 0xff, 0x00]))))
+            let reply = try await client.verifyRegistration(
+                RegistrationCredential(
+                    id: "AAAA", rawId: "AAAA",
+                    response: .init(
+                        clientDataJSON: Base64URL.encode(Array(clientData.utf8)),
+                        attestationObject: Base64URL.encode([0xa3, 0x63, 0x66, 0x6d, 0x74, 0xff, 0x00]))))
             #expect(reply.error == "invalid_request")
             #expect(try await harness.counts() == [0, 0])
         }
@@ -207,8 +220,9 @@ import WebAuthnTestSupport
         try await harness.run { client in
             let reply = try await client.call(.post, "/verify-registration", body: Array("{}".utf8), contentType: "text/plain")
             #expect(reply.status == .unsupportedMediaType && reply.error == "invalid_request")
-            let form = try await client.call(.post, "/generate-registration-options", body: Array("username=a".utf8),
-                                             contentType: "application/x-www-form-urlencoded")
+            let form = try await client.call(
+                .post, "/generate-registration-options", body: Array("username=a".utf8),
+                contentType: "application/x-www-form-urlencoded")
             #expect(form.status == .unsupportedMediaType)
         }
     }

@@ -2,10 +2,11 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import HummingbirdWSTesting
-@testable import KeyfobServer
 import Logging
 import Nostr
 import Testing
+
+@testable import KeyfobServer
 
 /// The built-in NIP-46 relay (issue #9): NIP-01 frames over a real WebSocket, kind 24133 only,
 /// routed in memory to matching subscriptions, bounded per connection and per address.
@@ -55,7 +56,10 @@ import Testing
             #expect(answers[1].hasPrefix(#"["NOTICE""#))
             #expect(answers[2] == RelayAnswer.ok(eventID: Hex.encode(event.id), accepted: true, message: ""))
             try await subscriber
-            #expect(frames.frames.map { $0[1] } == [RelayAnswer.endOfStoredEvents(subscription: "sub"), RelayAnswer.event(subscription: "sub", event: event)])
+            #expect(
+                frames.frames.map { $0[1] } == [
+                    RelayAnswer.endOfStoredEvents(subscription: "sub"), RelayAnswer.event(subscription: "sub", event: event),
+                ])
         }
         #expect(hub.connectionCount == 0)  // both closed and forgotten
     }
@@ -120,9 +124,11 @@ import Testing
         var forged = try JSONSerialization.jsonObject(with: Data(good.json.utf8)) as! [String: Any]
         forged["content"] = "changed"
         let note = UnsignedEvent(createdAt: 1_700_000_000, kind: 1, tags: [], content: "hi").sign(with: client)
-        for text in [#"["EVENT","keyfob-0",\#(String(decoding: try JSONSerialization.data(withJSONObject: forged), as: UTF8.self))]"#,
-                     #"["EVENT","keyfob-0",\#(note.json)]"#, "not json", #"["NOTICE","hello"]"#, #"["EVENT","keyfob-0",\#(good.json)]"#,
-                     #"["EVENT","keyfob-0",\#(good.json)]"#] {
+        for text in [
+            #"["EVENT","keyfob-0",\#(String(decoding: try JSONSerialization.data(withJSONObject: forged), as: UTF8.self))]"#,
+            #"["EVENT","keyfob-0",\#(note.json)]"#, "not json", #"["NOTICE","hello"]"#, #"["EVENT","keyfob-0",\#(good.json)]"#,
+            #"["EVENT","keyfob-0",\#(good.json)]"#,
+        ] {
             link.receive(text)
         }
         #expect(received.frames == [["signer", RelayAnswer.event(subscription: "s", event: good)]])
@@ -137,8 +143,9 @@ import Testing
     let attacker = try! SecretKey(hex: String(repeating: "03", count: 32))
 
     func request(from key: SecretKey, at date: Date, id: String) throws -> Event {
-        try NIP46.wrap(#"{"id":"\#(id)","method":"logout","params":[]}"#, from: key, to: signer.publicKey,
-                       createdAt: Int64(date.timeIntervalSince1970))
+        try NIP46.wrap(
+            #"{"id":"\#(id)","method":"logout","params":[]}"#, from: key, to: signer.publicKey,
+            createdAt: Int64(date.timeIntervalSince1970))
     }
 
     @Test func aCapturedRequestResentIsNotHandedOnAgainNowOrLater() throws {

@@ -1,11 +1,12 @@
 import Foundation
 import Hummingbird
 import HummingbirdTesting
-@testable import KeyfobServer
 import KeyfobStore
 import Logging
 import Nostr
 import Testing
+
+@testable import KeyfobServer
 
 /// Relays a user names in a `nostrconnect://` URL (#23): Keyfob dials them from inside the
 /// operator's network, so only public `wss://` relays, printable, within caps.
@@ -38,10 +39,12 @@ import Testing
     }
 
     @Test func aDeployedServerDialsOnlyPublicWssRelays() async {
-        for url in ["wss://127.0.0.1", "wss://[::1]:7777", "wss://10.0.0.1", "wss://169.254.169.254/latest/meta-data",
-                    "wss://localhost:7000", "wss://relay.localhost", "ws://relay.damus.io", "https://relay.damus.io",
-                    "wss://user:pass@relay.damus.io", "wss://relay.damus.io/\nforged", "wss://relay.damus.io/\u{85}x",
-                    "wss://relay damus.io", "wss://" + String(repeating: "a", count: 300)] {
+        for url in [
+            "wss://127.0.0.1", "wss://[::1]:7777", "wss://10.0.0.1", "wss://169.254.169.254/latest/meta-data",
+            "wss://localhost:7000", "wss://relay.localhost", "ws://relay.damus.io", "https://relay.damus.io",
+            "wss://user:pass@relay.damus.io", "wss://relay.damus.io/\nforged", "wss://relay.damus.io/\u{85}x",
+            "wss://relay damus.io", "wss://" + String(repeating: "a", count: 300),
+        ] {
             #expect(await refusal(deployed, url) != nil, "\(url)")
         }
         #expect(await refusal(deployed, "wss://1.1.1.1") == nil)
@@ -81,9 +84,10 @@ import Testing
             let keys = (0..<18).map { _ in SecretKey.generate().publicKey.hex }
             func paste(_ n: Int, _ relays: [String]) async throws -> Reply {
                 let query = relays.map { "relay=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!)" }.joined(separator: "&")
-                return try await client.call(.post, "/api/signer/nostrconnect",
-                                             json: ["url": "nostrconnect://\(keys[n])?\(query)&secret=s"],
-                                             headers: Client.bearer(token))
+                return try await client.call(
+                    .post, "/api/signer/nostrconnect",
+                    json: ["url": "nostrconnect://\(keys[n])?\(query)&secret=s"],
+                    headers: Client.bearer(token))
             }
             for relay in ["ws://10.0.0.1", "wss://169.254.169.254", "wss://[fe80::1]", "wss://100.64.1.1"] {
                 let reply = try await paste(16, [relay])
@@ -92,8 +96,10 @@ import Testing
             // 16 clients through their own relays (made directly: the paste limit would stop a loop).
             let store = client.harness.store
             for n in 0..<16 {
-                try await store.putBunkerClient(BunkerClientRecord(userID: userID, clientPubkey: keys[n], name: nil,
-                                                                   url: nil, perms: "", createdAt: Date(), relays: ["wss://r\(n % 4).example"]))
+                try await store.putBunkerClient(
+                    BunkerClientRecord(
+                        userID: userID, clientPubkey: keys[n], name: nil,
+                        url: nil, perms: "", createdAt: Date(), relays: ["wss://r\(n % 4).example"]))
             }
             #expect((try await paste(16, ["wss://r0.example"]))["error"] as? String == "invalid_request")
             // Replacing one already connected is fine.

@@ -1,11 +1,12 @@
 import Foundation
 import HTTPTypes
-@testable import KeyfobServer
 import KeyfobStore
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// Nothing takes Keyfob down (issue #25), the parts a router test can show; the crash and
 /// shutdown probes run the real binary (Tests/e2e/test_reliability.py).
@@ -21,12 +22,15 @@ import WebAuthnTestSupport
             var owner = owner0
             let good = try NIP49.encrypt(SecretKey.generate(), password: "pw", logN: 1)
             let (_, data) = try #require(Bech32.decode(good))
-            for (index, value, words) in [(1, UInt8(0), "log_n"), (1, UInt8(21), "log_n"), (1, UInt8(255), "log_n"),
-                                          (0, UInt8(1), "version"), (0, UInt8(3), "version")] {
+            for (index, value, words) in [
+                (1, UInt8(0), "log_n"), (1, UInt8(21), "log_n"), (1, UInt8(255), "log_n"),
+                (0, UInt8(1), "version"), (0, UInt8(3), "version"),
+            ] {
                 var edited = data
                 edited[index] = value
-                let reply = try await client.importKey(["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: edited), "password": "pw"],
-                                                       token: token, by: &owner)
+                let reply = try await client.importKey(
+                    ["ncryptsec": Bech32.encode(hrp: "ncryptsec", data: edited), "password": "pw"],
+                    token: token, by: &owner)
                 #expect(reply.status == .badRequest && reply.error == "invalid_content", "byte \(index) = \(value): \(reply.json)")
                 #expect((reply["message"] as? String)?.contains(words) == true, "\(reply.json)")
             }

@@ -1,7 +1,8 @@
 import KeyfobCrypto
-@testable import KeyfobServer
 import Testing
 import WebAuthn
+
+@testable import KeyfobServer
 
 /// The returning-device cookie's MAC is one HMAC now (it was an OpenSSL HKDF call per sign-in):
 /// the same bytes, so the cookies browsers already hold stay valid.

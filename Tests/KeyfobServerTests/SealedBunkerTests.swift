@@ -1,13 +1,14 @@
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
-@testable import KeyfobStore
 import NIOConcurrencyHelpers
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
+@testable import KeyfobStore
 
 /// Collects response bodies as text.
 final class NIOLockedBox: @unchecked Sendable {
@@ -43,8 +44,10 @@ final class NIOLockedBox: @unchecked Sendable {
             // The master key alone does not open the new signer key.
             let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { harness.clock.now })
             #expect(throws: KeyfobError.self) { try custody.openSigner(signer) }
-            if let outer = harness.vault.open(nonce: signer.nonce, sealed: signer.sealed, for: .bunkerKeys,
-                                              context: KeyCustody.signerContext(userID, passkeySealed: true)) {
+            if let outer = harness.vault.open(
+                nonce: signer.nonce, sealed: signer.sealed, for: .bunkerKeys,
+                context: KeyCustody.signerContext(userID, passkeySealed: true))
+            {
                 #expect((try? SecretKey(bytes: outer))?.publicKey.hex != signer.pubkey)
             }
 
@@ -103,7 +106,10 @@ final class NIOLockedBox: @unchecked Sendable {
         signers.closeAll()
         #expect(signers.openCount == 0)
         // Requests for a shut signer: 16 per user, 5 minutes.
-        let event = try Event.parse(json: Array(#"{"id":"\#(String(repeating: "0", count: 64))","pubkey":"\#(a.publicKey.hex)","created_at":1,"kind":24133,"tags":[],"content":"","sig":"\#(String(repeating: "0", count: 128))"}"#.utf8))
+        let event = try Event.parse(
+            json: Array(
+                #"{"id":"\#(String(repeating: "0", count: 64))","pubkey":"\#(a.publicKey.hex)","created_at":1,"kind":24133,"tags":[],"content":"","sig":"\#(String(repeating: "0", count: 128))"}"#
+                    .utf8))
         for _ in 0..<UnlockedSigners.maxWaitingPerUser { #expect(signers.wait(event, userID: "a", now: t0)) }
         #expect(!signers.wait(event, userID: "a", now: t0))
         #expect(signers.waitingCount(userID: "a", now: t0.addingTimeInterval(UnlockedSigners.waitingLifetime + 1)) == 0)

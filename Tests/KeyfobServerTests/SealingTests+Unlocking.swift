@@ -1,13 +1,14 @@
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
-@testable import KeyfobStore
 import NIOConcurrencyHelpers
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
+@testable import KeyfobStore
 
 /// The rest of SealingTests: unlocking, the seal's life cycle and what a sealed key refuses.
 extension SealingTests {
@@ -37,13 +38,17 @@ extension SealingTests {
             // Removing the first removes its wrap; the second cannot be removed then (last sealing passkey).
             let fresh = try #require(try await client.signIn(&second)["token"] as? String)
             let firstID = Base64URL.encode(first.credentialID), secondID = Base64URL.encode(second.credentialID)
-            #expect(try await client.call(.delete, "/account/credentials/\(firstID)",
-                                          json: client.confirmed([:], "passkey.remove", target: firstID, by: &second, token: fresh),
-                                          headers: Client.bearer(fresh)).status == .ok)
+            #expect(
+                try await client.call(
+                    .delete, "/account/credentials/\(firstID)",
+                    json: client.confirmed([:], "passkey.remove", target: firstID, by: &second, token: fresh),
+                    headers: Client.bearer(fresh)
+                ).status == .ok)
             #expect(try await harness.store.keyWraps(ofUser: userID).map(\.credentialID) == [second.credentialID])
-            let refused = try await client.call(.delete, "/account/credentials/\(secondID)",
-                                                json: client.confirmed([:], "passkey.remove", target: secondID, by: &second, token: fresh),
-                                                headers: Client.bearer(fresh))
+            let refused = try await client.call(
+                .delete, "/account/credentials/\(secondID)",
+                json: client.confirmed([:], "passkey.remove", target: secondID, by: &second, token: fresh),
+                headers: Client.bearer(fresh))
             #expect(refused.status == .conflict && (refused["message"] as? String)?.contains("only passkey that can open") == true)
             #expect(try await client.session(fresh)["protection"].flatMap { ($0 as? [String: Any])?["sealedBy"] as? Int } == 1)
         }
@@ -70,8 +75,9 @@ extension SealingTests {
             #expect((refused["message"] as? String)?.contains("sealed by your passkeys") == true)
             // Unlocking offers only the passkeys that can open it (no loop on this one); this one
             // cannot, and is told why.
-            let unlockOptions = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"],
-                                                      headers: Client.bearer(viaPlain))
+            let unlockOptions = try await client.call(
+                .post, "/api/confirmations", json: ["action": "signer.unlock"],
+                headers: Client.bearer(viaPlain))
             let offered = ((unlockOptions["options"] as? [String: Any])?["allowCredentials"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
             #expect(offered == [Base64URL.encode(sealing.credentialID)])
             let notThisOne = try await client.unlock(&plain, token: viaPlain)
@@ -82,8 +88,11 @@ extension SealingTests {
             let noPRF = try await client.seal(&plain, token: viaPlain)
             #expect(noPRF.status == .badRequest && (noPRF["message"] as? String)?.contains("no PRF output") == true)
             // Export needs the key: refused too.
-            #expect(try await client.signer("key/export", client.confirmed(["password": "correct horse"], "key.export", by: &plain, token: viaPlain),
-                                            token: viaPlain).error == "signer_locked")
+            #expect(
+                try await client.signer(
+                    "key/export", client.confirmed(["password": "correct horse"], "key.export", by: &plain, token: viaPlain),
+                    token: viaPlain
+                ).error == "signer_locked")
         }
     }
 
@@ -110,13 +119,17 @@ extension SealingTests {
             let reply = try await client.call(.post, "/api/confirmations", json: ["action": "signer.unlock"], headers: Client.bearer(signIn))
             let options = try #require(reply["options"] as? [String: Any])
             let salt = try #require(prfSalts(options, for: sealing.credentialID)?.first)
-            let fields = sealing.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!,
-                                                      rpID: "localhost", origin: Harness.origin)
+            let fields = sealing.authenticationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!,
+                rpID: "localhost", origin: Harness.origin)
             sealing.signCount = fields.signCount
-            let viaApp = try await client.call(.post, "/api/signer/unlock",
-                                               json: ["cred": try jsonObject(sealing.authenticate(fields)),
-                                                      "prfOutput": Base64URL.encode(sealing.prf(salt)!)],
-                                               headers: Client.bearer(signIn))
+            let viaApp = try await client.call(
+                .post, "/api/signer/unlock",
+                json: [
+                    "cred": try jsonObject(sealing.authenticate(fields)),
+                    "prfOutput": Base64URL.encode(sealing.prf(salt)!),
+                ],
+                headers: Client.bearer(signIn))
             #expect(viaApp.status == .ok, "\(viaApp.json)")
             #expect(try await client.signNote(signIn).status == .ok)
         }
@@ -160,9 +173,13 @@ extension SealingTests {
             passkey.prfSecret = prfSecret
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
             #expect(try await client.seal(&passkey, token: token).status == .ok)
-            #expect(try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(imported)], "key.import", by: &passkey, token: token), token: token).status == .ok)
-            let export = try await client.signer("key/export", client.confirmed(["password": "correct horse"], "key.export", by: &passkey, token: token),
-                                                token: token)
+            #expect(
+                try await client.signer(
+                    "key", client.confirmed(["nsec": NIP19.nsec(imported)], "key.import", by: &passkey, token: token), token: token
+                ).status == .ok)
+            let export = try await client.signer(
+                "key/export", client.confirmed(["password": "correct horse"], "key.export", by: &passkey, token: token),
+                token: token)
             let ncryptsec = try #require(export["ncryptsec"] as? String)
             #expect(try NIP49.decrypt(ncryptsec, password: "correct horse").publicKey == imported.publicKey)
         }
@@ -215,13 +232,15 @@ extension SealingTests {
             let options = try await client.call(.post, "/api/requests/\(id0)/challenge", json: [:], headers: Client.bearer(viaPlain))
             let byCredential = ((options["extensions"] as? [String: Any])?["prf"] as? [String: Any])?["evalByCredential"] as? [String: Any]
             #expect(byCredential?[Base64URL.encode(sealing.credentialID)] != nil)
-            var fields = sealing.authenticationFields(challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
-                                                      origin: Harness.origin)
+            var fields = sealing.authenticationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
+                origin: Harness.origin)
             fields.prfSalt = prfSalts(options.json, for: sealing.credentialID)?.first
             #expect(fields.prfSalt?.count == 32)
             sealing.signCount = fields.signCount
-            let confirmed = try await client.call(.post, "/api/requests/\(id0)/approve",
-                                                  json: ["assertion": try jsonObject(sealing.authenticate(fields))], headers: Client.bearer(viaPlain))
+            let confirmed = try await client.call(
+                .post, "/api/requests/\(id0)/approve",
+                json: ["assertion": try jsonObject(sealing.authenticate(fields))], headers: Client.bearer(viaPlain))
             #expect((confirmed["redirect"] as? String)?.contains("ok=1") == true, "\(confirmed.json)")
             let history = try await client.call(.get, "/api/signer/history", headers: Client.bearer(viaPlain))["entries"] as! [[String: Any]]
             let entry = try #require(history.first { $0["kind"] as? Int == 0 && $0["outcome"] as? String == "approved" })
@@ -244,9 +263,11 @@ extension SealingTests {
             seen.add(signIn.json)
             let t = signIn["token"] as! String
             seen.add(try await client.unlock(&passkey, token: t).json)
-            for reply in [try await client.session(t), try await client.signNote(t),
-                          try await client.call(.get, "/account/credentials", headers: Client.bearer(t)),
-                          try await client.call(.get, "/api/signer/history", headers: Client.bearer(t))] {
+            for reply in [
+                try await client.session(t), try await client.signNote(t),
+                try await client.call(.get, "/account/credentials", headers: Client.bearer(t)),
+                try await client.call(.get, "/api/signer/history", headers: Client.bearer(t)),
+            ] {
                 seen.add(reply.json)
             }
             // What the test knows: the PRF output, and the data key its wrap opens to.

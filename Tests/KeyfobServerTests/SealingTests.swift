@@ -1,13 +1,14 @@
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
-@testable import KeyfobStore
 import NIOConcurrencyHelpers
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
+@testable import KeyfobStore
 
 extension PasskeySeal {
     /// `unwrap`, as an array the test can compare and print.
@@ -126,12 +127,16 @@ extension Client {
             // Make the wrap what an older Keyfob stored: the deployment salt, no salt column.
             let seal = PasskeySeal(rpID: "localhost")
             let current = try #require(try await harness.store.keyWraps(ofUser: userID).first)
-            let dataKey = try #require(PasskeySeal.unwrapBytes(current.wrapped, prfOutput: passkey.prf(current.salt)!, userID: userID,
-                                                          credentialID: passkey.credentialID))
-            let legacy = KeyWrapRecord(userID: userID, credentialID: passkey.credentialID,
-                                       wrapped: try PasskeySeal.wrap(SecretBytes(copying: dataKey), prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
-                                                                     credentialID: passkey.credentialID),
-                                       createdAt: current.createdAt)
+            let dataKey = try #require(
+                PasskeySeal.unwrapBytes(
+                    current.wrapped, prfOutput: passkey.prf(current.salt)!, userID: userID,
+                    credentialID: passkey.credentialID))
+            let legacy = KeyWrapRecord(
+                userID: userID, credentialID: passkey.credentialID,
+                wrapped: try PasskeySeal.wrap(
+                    SecretBytes(copying: dataKey), prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
+                    credentialID: passkey.credentialID),
+                createdAt: current.createdAt)
             #expect(try await harness.store.putKeyWrap(legacy))
             #expect(try await harness.store.keyWraps(ofUser: userID).first?.salt == [])
 
@@ -143,8 +148,10 @@ extension Client {
             #expect(try await client.signNote(viaSignIn).status == .ok)
             let moved = try #require(try await harness.store.keyWraps(ofUser: userID).first)
             #expect(moved.salt.count == 32 && moved.salt != seal.legacySalt)
-            #expect(PasskeySeal.unwrapBytes(moved.wrapped, prfOutput: passkey.prf(moved.salt)!, userID: userID,
-                                            credentialID: passkey.credentialID) == dataKey)
+            #expect(
+                PasskeySeal.unwrapBytes(
+                    moved.wrapped, prfOutput: passkey.prf(moved.salt)!, userID: userID,
+                    credentialID: passkey.credentialID) == dataKey)
         }
     }
 
@@ -157,13 +164,17 @@ extension Client {
             var passkey = SoftwareAuthenticator.withPRF()
             let options = try await client.registrationOptions(username: "alice")
             passkey.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
-            var fields = passkey.registrationFields(challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
-                                                    origin: Harness.origin)
+            var fields = passkey.registrationFields(
+                challenge: Base64URL.decode(options["challenge"] as! String)!, rpID: "localhost",
+                origin: Harness.origin)
             fields.prfSalt = prfSalt(options)
-            let made = try await client.call(.post, "/verify-registration",
-                                             json: ["username": "alice", "challengeKey": options["challengeKey"] as! String,
-                                                    "cred": try jsonObject(passkey.register(fields)), "seal": true],
-                                             headers: Client.wantsToken)
+            let made = try await client.call(
+                .post, "/verify-registration",
+                json: [
+                    "username": "alice", "challengeKey": options["challengeKey"] as! String,
+                    "cred": try jsonObject(passkey.register(fields)), "seal": true,
+                ],
+                headers: Client.wantsToken)
             #expect(made.status == .ok && made["sealsKey"] as? Bool == true, "\(made.json)")
             let token = try #require(made["token"] as? String)
             let userID = try await harness.store.user(named: "alice")!.id
@@ -182,11 +193,16 @@ extension Client {
             var plain = SoftwareAuthenticator()
             let plainOptions = try await client.registrationOptions(username: "bob")
             plain.userHandle = Base64URL.decode((plainOptions["user"] as! [String: Any])["id"] as! String)
-            let plainMade = try await client.call(.post, "/verify-registration",
-                                                  json: ["username": "bob", "challengeKey": plainOptions["challengeKey"] as! String,
-                                                         "cred": try jsonObject(plain.register(plain.registrationFields(
-                                                             challenge: Base64URL.decode(plainOptions["challenge"] as! String)!,
-                                                             rpID: "localhost", origin: Harness.origin))), "seal": true])
+            let plainMade = try await client.call(
+                .post, "/verify-registration",
+                json: [
+                    "username": "bob", "challengeKey": plainOptions["challengeKey"] as! String,
+                    "cred": try jsonObject(
+                        plain.register(
+                            plain.registrationFields(
+                                challenge: Base64URL.decode(plainOptions["challenge"] as! String)!,
+                                rpID: "localhost", origin: Harness.origin))), "seal": true,
+                ])
             #expect(plainMade.status == .ok && plainMade["sealsKey"] as? Bool == false)
             #expect(try await harness.store.nostrKey(ofUser: harness.store.user(named: "bob")!.id)?.passkeySealed == false)
         }
@@ -246,7 +262,9 @@ extension Client {
             #expect((session["protection"] as? [String: Any])?["signerSealed"] as? Bool == false)
             let signed = try await client.signNote(again)
             #expect(try signed.status == .ok && verifySignedEvent(signed["event"] as! [String: Any]))
-            #expect(try await client.signer("get_public_key", token: again)["result"] as? String == first["event"].flatMap { ($0 as? [String: Any])?["pubkey"] as? String })
+            #expect(
+                try await client.signer("get_public_key", token: again)["result"] as? String
+                    == first["event"].flatMap { ($0 as? [String: Any])?["pubkey"] as? String })
 
             // The unlock window ends: locked, and the session's copy of the data key is swept.
             harness.clock.advance(TimeInterval(harness.configuration.signerUnlockTTL + 1))
@@ -268,7 +286,9 @@ extension Client {
         try await harness.run { client in
             var passkey = SoftwareAuthenticator.withPRF()
             let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
-            #expect(try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(key)], "key.import", by: &passkey, token: token), token: token).status == .ok)
+            #expect(
+                try await client.signer("key", client.confirmed(["nsec": NIP19.nsec(key)], "key.import", by: &passkey, token: token), token: token)
+                    .status == .ok)
             let before = try #require(try await harness.store.nostrKey(ofUser: harness.store.user(named: "alice")!.id))
             serverProtected.withLockedValue { $0 = before.sealed }
             #expect(try await client.seal(&passkey, token: token).status == .ok)

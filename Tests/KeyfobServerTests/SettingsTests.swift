@@ -1,6 +1,7 @@
 import Foundation
-@testable import KeyfobServer
 import Testing
+
+@testable import KeyfobServer
 
 /// Each setting is declared once (`Setting.all`); these pin down that every one of them arrives the
 /// same way from its flag, its variable and the config file, and is in `--help` and the docs.
@@ -54,8 +55,9 @@ import Testing
     @Test func flagsBeatVariablesAndVariablesBeatTheFile() throws {
         let path = try Self.configFile(["port": 1111, "host": "10.0.0.1", "rp-name": "From file"])
         defer { unlink(path) }
-        let c = try ServerConfiguration.resolve(arguments: ["--config", path, "--port", "3333"],
-                                                environment: ["KEYFOB_PORT": "2222", "KEYFOB_HOST": "10.0.0.2"])
+        let c = try ServerConfiguration.resolve(
+            arguments: ["--config", path, "--port", "3333"],
+            environment: ["KEYFOB_PORT": "2222", "KEYFOB_HOST": "10.0.0.2"])
         #expect(c.port == 3333)
         #expect(c.host == "10.0.0.2")
         #expect(c.rpName == "From file")

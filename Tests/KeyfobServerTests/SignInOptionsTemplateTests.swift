@@ -1,15 +1,18 @@
 import Foundation
 import KeyfobCrypto
-@testable import KeyfobServer
 import Testing
 import WebAuthn
+
+@testable import KeyfobServer
 
 /// The sign-in options are encoded once and two values spliced in: byte for byte what encoding the
 /// whole answer gives, for any challenge and key.
 @Suite struct SignInOptionsTemplateTests {
     func answer(_ configuration: ServerConfiguration, challenge: [UInt8], key: String) -> [UInt8] {
-        jsonBytes(CeremonyController.signInAnswer(configuration.relyingParty, configuration,
-                                                  challenge: challenge, key: key))
+        jsonBytes(
+            CeremonyController.signInAnswer(
+                configuration.relyingParty, configuration,
+                challenge: challenge, key: key))
     }
 
     @Test(arguments: [false, true])
@@ -28,11 +31,13 @@ import WebAuthn
 
     /// A document in which a marker could be mistaken for another field is not templated.
     @Test func anAmbiguousDocumentIsEncodedEachTime() {
-        #expect(SignInOptionsTemplate { challenge, key in
-            Array("{\"c\":\"\(Base64URL.encode(challenge))\",\"a\":\"\(key)\",\"b\":\"\(key)\"}".utf8)
-        } == nil)
-        #expect(SignInOptionsTemplate { challenge, key in
-            Array("{\"c\":\"\(Base64URL.encode(challenge))\",\"a\":\"\(key)\"}".utf8)
-        } != nil)
+        #expect(
+            SignInOptionsTemplate { challenge, key in
+                Array("{\"c\":\"\(Base64URL.encode(challenge))\",\"a\":\"\(key)\",\"b\":\"\(key)\"}".utf8)
+            } == nil)
+        #expect(
+            SignInOptionsTemplate { challenge, key in
+                Array("{\"c\":\"\(Base64URL.encode(challenge))\",\"a\":\"\(key)\"}".utf8)
+            } != nil)
     }
 }

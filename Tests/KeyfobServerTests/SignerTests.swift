@@ -2,13 +2,14 @@ import COpenSSL
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-@testable import KeyfobServer
 import KeyfobStore
 import Logging
 import Nostr
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 extension Client {
     func signer(_ method: String, _ body: [String: Any] = [:], token: String?) async throws -> Reply {
@@ -33,8 +34,9 @@ struct TestFailure: Error, CustomStringConvertible {
 /// through SHA-256 here, the signature through libsecp256k1's verifier.
 func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
     guard let pubkey = object["pubkey"] as? String, let id = object["id"] as? String, let sig = object["sig"] as? String,
-          let createdAt = (object["created_at"] as? NSNumber)?.int64Value, let kind = (object["kind"] as? NSNumber)?.intValue,
-          let tags = object["tags"] as? [[String]], let content = object["content"] as? String else { return false }
+        let createdAt = (object["created_at"] as? NSNumber)?.int64Value, let kind = (object["kind"] as? NSNumber)?.intValue,
+        let tags = object["tags"] as? [[String]], let content = object["content"] as? String
+    else { return false }
     let serialized = Event.serialize(pubkey: pubkey, createdAt: createdAt, kind: kind, tags: tags, content: content)
     guard Hex.encode(sha256(serialized)) == id else { return false }
     return try PublicKey(hex: pubkey).isValidSignature(Hex.decode(sig)!, for: Hex.decode(id)!)
@@ -62,10 +64,15 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
         try await harness.run { client in
             let (token, _) = try await client.newAccount("alice")
             let mine = try await client.signer("get_public_key", token: token)["result"] as! String
-            let reply = try await client.signer("sign_event", [
-                "id": "x", "event": ["kind": 1, "content": "hello </script> \"nostr\" \u{2028}",
-                                     "pubkey": String(repeating: "a", count: 64), "id": String(repeating: "b", count: 64)],
-            ], token: token)
+            let reply = try await client.signer(
+                "sign_event",
+                [
+                    "id": "x",
+                    "event": [
+                        "kind": 1, "content": "hello </script> \"nostr\" \u{2028}",
+                        "pubkey": String(repeating: "a", count: 64), "id": String(repeating: "b", count: 64),
+                    ],
+                ], token: token)
             #expect(reply.status == .ok, "\(reply.json)")
             let event = try #require(reply["event"] as? [String: Any])
             #expect(event["pubkey"] as? String == mine)
@@ -74,7 +81,8 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
             #expect(reply["result"] as? String == event["sig"] as? String)
             #expect(try verifySignedEvent(event))
             // A string holding the event JSON (NIP-55's form) works too.
-            let asString = try await client.signer("sign_event", ["event": #"{"kind":7,"content":"+","tags":[["e","00"]],"created_at":5}"#], token: token)
+            let asString = try await client.signer(
+                "sign_event", ["event": #"{"kind":7,"content":"+","tags":[["e","00"]],"created_at":5}"#], token: token)
             #expect(try verifySignedEvent(asString["event"] as! [String: Any]))
         }
     }
@@ -82,15 +90,18 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
     /// The shared NIP-01 vectors: with the vector's key imported, the server's event ids are the vectors' ids.
     @Test func signedIdsMatchTheNIP01Vectors() async throws {
         try await Harness().run { client in
-            let vectors = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip01_serialization.json"))) as! [String: Any]
+            let vectors =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip01_serialization.json"))) as! [String: Any]
             let (token, firstPasskey) = try await client.newAccount("alice")
             var owner = firstPasskey
             for vector in vectors["valid"] as! [[String: Any]] {
                 let expected = vector["event"] as! [String: Any]
                 let imported = try await client.importKey(["secret": vector["seckey"] as! String], token: token, by: &owner)
                 #expect(imported["pubkey"] as? String == expected["pubkey"] as? String)
-                let event = ["kind": expected["kind"]!, "content": expected["content"]!, "tags": expected["tags"]!,
-                             "created_at": expected["created_at"]!]
+                let event = [
+                    "kind": expected["kind"]!, "content": expected["content"]!, "tags": expected["tags"]!,
+                    "created_at": expected["created_at"]!,
+                ]
                 let reply = try await client.signer("sign_event", ["event": event], token: token)
                 let signed = try #require(reply["event"] as? [String: Any], "\(vector["label"]!): \(reply.json)")
                 #expect(signed["id"] as? String == expected["id"] as? String, "\(vector["label"]!)")
@@ -109,12 +120,16 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
             // The server encrypts; the peer decrypts with its own key.
             let encrypted = try await client.signer("\(scheme)_encrypt", ["plaintext": plaintext, "pubkey": peer.publicKey.hex], token: token)
             let ciphertext = try #require(encrypted["result"] as? String, "\(encrypted.json)")
-            let opened = scheme == "nip04" ? try NIP04.decrypt(ciphertext, with: peer, from: mine)
-                                           : try NIP44.decrypt(ciphertext, with: peer, from: mine)
+            let opened =
+                scheme == "nip04"
+                ? try NIP04.decrypt(ciphertext, with: peer, from: mine)
+                : try NIP44.decrypt(ciphertext, with: peer, from: mine)
             #expect(opened == plaintext)
             // The peer encrypts; the server decrypts (both field names).
-            let sealed = scheme == "nip04" ? try NIP04.encrypt("reply ✓", from: peer, to: mine)
-                                           : try NIP44.encrypt("reply ✓", from: peer, to: mine)
+            let sealed =
+                scheme == "nip04"
+                ? try NIP04.encrypt("reply ✓", from: peer, to: mine)
+                : try NIP44.encrypt("reply ✓", from: peer, to: mine)
             for field in ["ciphertext", "encryptedText"] {
                 let decrypted = try await client.signer("\(scheme)_decrypt", [field: sealed, "pubkey": peer.publicKey.hex], token: token)
                 #expect(decrypted["result"] as? String == "reply ✓")
@@ -124,7 +139,8 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
                 let reply = try await client.signer("\(scheme)_decrypt", ["ciphertext": garbage, "pubkey": peer.publicKey.hex], token: token)
                 #expect(reply.status.code / 100 == 4 && reply.error != nil, "\(garbage.prefix(20)): \(reply.json)")
             }
-            let wrongPeer = try await client.signer("\(scheme)_decrypt", ["ciphertext": sealed, "pubkey": SecretKey.generate().publicKey.hex], token: token)
+            let wrongPeer = try await client.signer(
+                "\(scheme)_decrypt", ["ciphertext": sealed, "pubkey": SecretKey.generate().publicKey.hex], token: token)
             #expect(wrongPeer.status == .badRequest && wrongPeer.error == "decrypt_failed")
         }
     }
@@ -132,7 +148,8 @@ func verifySignedEvent(_ object: [String: Any]) throws -> Bool {
     /// The generated private-zap vectors, as recipient and as sender.
     @Test func decryptZapEventAsRecipientAndSender() async throws {
         try await Harness().run { client in
-            let file = try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip57_private_zap.json"))) as! [String: Any]
+            let file =
+                try JSONSerialization.jsonObject(with: Data(contentsOf: vectorsURL("nostr/generated_nip57_private_zap.json"))) as! [String: Any]
             let (token, firstPasskey) = try await client.newAccount("alice")
             var owner = firstPasskey
             for vector in file["vectors"] as! [[String: Any]] {
@@ -233,7 +250,8 @@ func vectorsURL(_ name: String) -> URL {
             #expect(notJSON.status == .badRequest && notJSON.error == "invalid_request")
             let array = try await client.call(.post, "/api/signer/sign_event", body: Array("[1]".utf8), headers: Client.bearer(token))
             #expect(array.status == .badRequest && array.error == "invalid_request")
-            let huge = try await client.signer("nip44_encrypt", ["plaintext": String(repeating: "a", count: 70_000), "pubkey": onCurve], token: token)
+            let huge = try await client.signer(
+                "nip44_encrypt", ["plaintext": String(repeating: "a", count: 70_000), "pubkey": onCurve], token: token)
             #expect(huge.status == .contentTooLarge && huge.error == "payload_too_large")
         }
     }
@@ -253,7 +271,6 @@ func vectorsURL(_ name: String) -> URL {
         }
     }
 }
-
 
 func contains(_ haystack: [UInt8], _ needle: [UInt8]) -> Bool {
     guard !needle.isEmpty, haystack.count >= needle.count else { return false }

@@ -38,7 +38,8 @@ struct Harness {
         c.signUpsPerHour = 1_000_000
         c.signUpBurst = 1_000_000
         c.maxChallengesPerIP = 1_000_000
-        c.publicDirectory = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        c.publicDirectory =
+            URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Public").path
         edit(&c)
         configuration = c
@@ -48,15 +49,18 @@ struct Harness {
 
     /// `.router` calls the router directly; `.live` runs a real server on a loopback port (the
     /// socket peer is then 127.0.0.1, for the per-IP tests).
-    func run(_ framework: TestingSetup = .router, admins: Admins? = nil, hub: RelayHub = RelayHub(),
-             _ test: @escaping @Sendable (Client) async throws -> Void) async throws {
+    func run(
+        _ framework: TestingSetup = .router, admins: Admins? = nil, hub: RelayHub = RelayHub(),
+        _ test: @escaping @Sendable (Client) async throws -> Void
+    ) async throws {
         let clock = self.clock
         let logs = self.logs
         var logger = Logger(label: "keyfob") { _ in logs }
         logger.logLevel = .trace
         let services = RouterServices()
-        let router = buildRouter(configuration: configuration, store: store, vault: vault, clock: { clock.now }, logger: logger,
-                                 admins: admins, hub: hub, services: services)
+        let router = buildRouter(
+            configuration: configuration, store: store, vault: vault, clock: { clock.now }, logger: logger,
+            admins: admins, hub: hub, services: services)
         let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)), services: services.all)
         try await app.test(framework) { client in try await test(Client(raw: client, harness: self)) }
     }
@@ -82,8 +86,10 @@ struct Client: Sendable {
     let raw: any TestClientProtocol
     let harness: Harness
 
-    func call(_ method: HTTPRequest.Method, _ uri: String, json: Any? = nil, body: [UInt8]? = nil,
-              contentType: String? = "application/json", headers: HTTPFields = [:]) async throws -> Reply {
+    func call(
+        _ method: HTTPRequest.Method, _ uri: String, json: Any? = nil, body: [UInt8]? = nil,
+        contentType: String? = "application/json", headers: HTTPFields = [:]
+    ) async throws -> Reply {
         var fields = headers
         var buffer: ByteBuffer?
         if let json { buffer = ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: json)) }
@@ -100,8 +106,9 @@ struct Client: Sendable {
 
     func registrationOptions(username: String? = nil, headers: HTTPFields = [:], confirmation: Any? = nil) async throws -> Reply {
         if let confirmation {
-            return try await call(.post, "/generate-registration-options", json: ["username": username ?? "", "confirmation": confirmation],
-                                  headers: headers)
+            return try await call(
+                .post, "/generate-registration-options", json: ["username": username ?? "", "confirmation": confirmation],
+                headers: headers)
         }
         let query = username.map { "?username=\($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)" } ?? ""
         return try await call(.get, "/generate-registration-options" + query, headers: headers)
@@ -110,8 +117,10 @@ struct Client: Sendable {
     /// A bearer client asks for its session token (browsers get only the cookie).
     static let wantsToken: HTTPFields = [HTTPField.Name("Keyfob-Session")!: "bearer"]
 
-    func verifyRegistration(_ credential: RegistrationCredential, username: String? = nil, challengeKey: String? = nil,
-                            headers: HTTPFields = [:]) async throws -> Reply {
+    func verifyRegistration(
+        _ credential: RegistrationCredential, username: String? = nil, challengeKey: String? = nil,
+        headers: HTTPFields = [:]
+    ) async throws -> Reply {
         var body: [String: Any] = ["cred": try jsonObject(credential)]
         if let username { body["username"] = username }
         if let challengeKey { body["challengeKey"] = challengeKey }
@@ -131,21 +140,26 @@ struct Client: Sendable {
     }
 
     /// Adds `new` to `username`'s account, confirmed by `owner` (a passkey older than the session).
-    func addPasskey(_ new: inout SoftwareAuthenticator, username: String, token: String,
-                    by owner: inout SoftwareAuthenticator) async throws -> Reply {
+    func addPasskey(
+        _ new: inout SoftwareAuthenticator, username: String, token: String,
+        by owner: inout SoftwareAuthenticator
+    ) async throws -> Reply {
         let confirmation = try await confirmation("passkey.add", by: &owner, token: token)
         return try await signUp(&new, username: username, headers: Client.bearer(token), confirmation: confirmation)
     }
 
     /// `POST /api/signer/key` (import), confirmed by `owner`.
     func importKey(_ body: [String: Any], token: String, by owner: inout SoftwareAuthenticator) async throws -> Reply {
-        try await call(.post, "/api/signer/key", json: try await confirmed(body, "key.import", by: &owner, token: token),
-                       headers: Client.bearer(token))
+        try await call(
+            .post, "/api/signer/key", json: try await confirmed(body, "key.import", by: &owner, token: token),
+            headers: Client.bearer(token))
     }
 
     /// `body` with a `confirmation` for `action` on `target` made by `owner`.
-    func confirmed(_ body: [String: Any], _ action: String, target: String = "", by owner: inout SoftwareAuthenticator,
-                   token: String) async throws -> [String: Any] {
+    func confirmed(
+        _ body: [String: Any], _ action: String, target: String = "", by owner: inout SoftwareAuthenticator,
+        token: String
+    ) async throws -> [String: Any] {
         var body = body
         body["confirmation"] = try await confirmation(action, target: target, by: &owner, token: token)
         return body
@@ -153,13 +167,16 @@ struct Client: Sendable {
 
     /// An assertion made for `action` on `target` by `authenticator` (one of the account's older
     /// passkeys), as `/api/confirmations` asks: the `confirmation` to send with the action.
-    func confirmation(_ action: String, target: String = "", by authenticator: inout SoftwareAuthenticator, token: String,
-                      headers: HTTPFields = [:]) async throws -> Any {
+    func confirmation(
+        _ action: String, target: String = "", by authenticator: inout SoftwareAuthenticator, token: String,
+        headers: HTTPFields = [:]
+    ) async throws -> Any {
         var fields = headers
         fields.append(contentsOf: Self.bearer(token))
         let reply = try await call(.post, "/api/confirmations", json: ["action": action, "target": target], headers: fields)
         guard reply.status == .ok, let options = reply["options"] as? [String: Any],
-              let challenge = (options["challenge"] as? String).flatMap(Base64URL.decode) else {
+            let challenge = (options["challenge"] as? String).flatMap(Base64URL.decode)
+        else {
             throw TestFailure("no confirmation options: \(reply)")
         }
         var assertion = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
@@ -174,9 +191,11 @@ struct Client: Sendable {
     // MARK: Whole ceremonies
 
     /// Options, then a response from `authenticator` (edited by `edit`), then verification.
-    func signUp(_ authenticator: inout SoftwareAuthenticator, username: String? = nil, headers: HTTPFields = [:],
-                confirmation: Any? = nil,
-                edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) async throws -> Reply {
+    func signUp(
+        _ authenticator: inout SoftwareAuthenticator, username: String? = nil, headers: HTTPFields = [:],
+        confirmation: Any? = nil,
+        edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }
+    ) async throws -> Reply {
         let options = try await registrationOptions(username: username, headers: headers, confirmation: confirmation)
         guard options.status == .ok else { return options }
         let challenge = Base64URL.decode(options["challenge"] as! String)!
@@ -184,13 +203,16 @@ struct Client: Sendable {
         var fields = authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
         if authenticator.prfSecret != nil { fields.prfSalt = prfSalt(options) }
         edit(&fields)
-        return try await verifyRegistration(authenticator.register(fields), username: username,
-                                            challengeKey: options["challengeKey"] as? String, headers: headers)
+        return try await verifyRegistration(
+            authenticator.register(fields), username: username,
+            challengeKey: options["challengeKey"] as? String, headers: headers)
     }
 
     /// Usernameless sign-in; the authenticator's counter moves forward when it succeeds.
-    func signIn(_ authenticator: inout SoftwareAuthenticator, username: String? = nil,
-                edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) async throws -> Reply {
+    func signIn(
+        _ authenticator: inout SoftwareAuthenticator, username: String? = nil,
+        edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }
+    ) async throws -> Reply {
         let options = try await authenticationOptions(username: username)
         let challenge = Base64URL.decode(options["challenge"] as! String)!
         var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
@@ -230,8 +252,10 @@ final class LogCapture: LogHandler, @unchecked Sendable {
         set { metadata[key] = newValue }
     }
 
-    func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-             file: String, function: String, line: UInt) {
+    func log(
+        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+        file: String, function: String, line: UInt
+    ) {
         let merged = self.metadata.merging(metadata ?? [:]) { $1 }
         box.withLockedValue { $0.append("\(level) \(message) \(merged)") }
     }

@@ -1,6 +1,7 @@
 import Foundation
-@testable import KeyfobStore
 import Testing
+
+@testable import KeyfobStore
 
 /// What SQLite's in-memory challenge table does beyond the store contract (which it also passes):
 /// a cap on everyone together, and the compact form it keeps entries in.
@@ -8,8 +9,9 @@ import Testing
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
     func signIn(_ n: Int, expires: TimeInterval = 60, ip: String? = nil) -> ChallengeRecord {
-        ChallengeRecord(challenge: withUnsafeBytes(of: UInt32(n).bigEndian, Array.init) + (4..<32).map { UInt8($0) }, ceremony: .authentication,
-                        key: "k\(n)", expiresAt: t0 + expires, clientIP: ip ?? "10.0.\(n >> 8).\(n & 255)")
+        ChallengeRecord(
+            challenge: withUnsafeBytes(of: UInt32(n).bigEndian, Array.init) + (4..<32).map { UInt8($0) }, ceremony: .authentication,
+            key: "k\(n)", expiresAt: t0 + expires, clientIP: ip ?? "10.0.\(n >> 8).\(n & 255)")
     }
 
     @Test func theWholeTableIsCappedAndExpiredEntriesMakeRoom() throws {
@@ -44,12 +46,14 @@ import Testing
     /// Entries come back exactly as they went in, whichever of the compact forms they took.
     @Test func recordsRoundTrip() throws {
         let table = ChallengeTable()
-        let registration = ChallengeRecord(challenge: [1, 2, 3], ceremony: .registration, key: "a-rather-long-username@example.org",
-                                           userID: "u1", username: "a-rather-long-username@example.org", isAnonymous: false,
-                                           existingUser: true, algorithms: [-7, -257], expiresAt: t0 + 60.5,
-                                           clientIP: "2001:db8:1234:5678:9abc:def0:1234:5678")
-        let anonymous = ChallengeRecord(challenge: [], ceremony: .registration, key: "anon-x", userID: "u2", username: "anon-x",
-                                        isAnonymous: true, algorithms: [-7], expiresAt: t0 + 1)
+        let registration = ChallengeRecord(
+            challenge: [1, 2, 3], ceremony: .registration, key: "a-rather-long-username@example.org",
+            userID: "u1", username: "a-rather-long-username@example.org", isAnonymous: false,
+            existingUser: true, algorithms: [-7, -257], expiresAt: t0 + 60.5,
+            clientIP: "2001:db8:1234:5678:9abc:def0:1234:5678")
+        let anonymous = ChallengeRecord(
+            challenge: [], ceremony: .registration, key: "anon-x", userID: "u2", username: "anon-x",
+            isAnonymous: true, algorithms: [-7], expiresAt: t0 + 1)
         for record in [registration, anonymous, signIn(7)] {
             try table.insert(record, now: t0, maxPerClient: 10)
         }
@@ -58,8 +62,9 @@ import Testing
         #expect(table.consume(signIn(7).challenge) == signIn(7))
         // Longer than any challenge Keyfob makes: refused on the way in, simply absent on the way out.
         #expect(throws: StoreError.self) {
-            try table.insert(ChallengeRecord(challenge: Array(repeating: 1, count: 33), ceremony: .authentication, key: "k", expiresAt: t0 + 60),
-                             now: t0, maxPerClient: 10)
+            try table.insert(
+                ChallengeRecord(challenge: Array(repeating: 1, count: 33), ceremony: .authentication, key: "k", expiresAt: t0 + 60),
+                now: t0, maxPerClient: 10)
         }
         #expect(table.consume(Array(repeating: 1, count: 33)) == nil)
         #expect(table.count == 0)

@@ -1,7 +1,8 @@
 import Foundation
-@testable import KeyfobPostgres
 import KeyfobStore
 import Testing
+
+@testable import KeyfobPostgres
 
 /// What only the PostgreSQL store has: its URL, migrations shared by instances, outages.
 @Suite struct PostgresStoreTests {
@@ -14,8 +15,10 @@ import Testing
         #expect(try PostgresSettings(url: "postgresql://u@h/d").tls == .disable)  // TLS only when the URL asks
         #expect(try PostgresSettings(url: "postgres://u@h/d?sslmode=verify-full").tls == .verifyFull)
         #expect(try PostgresSettings(url: "postgres://u@/d?host=/run/postgresql").socketPath == "/run/postgresql")
-        for bad in ["postgres://h/d", "postgres://u@h/", "postgres://u@h/d?sslmode=maybe", "postgres://u@h/d?pool_max=0",
-                    "postgres://u@h/d?schema=Robert');DROP", "postgres://u@h/d?timeout=-1", "mysql://u@h/d"] {
+        for bad in [
+            "postgres://h/d", "postgres://u@h/", "postgres://u@h/d?sslmode=maybe", "postgres://u@h/d?pool_max=0",
+            "postgres://u@h/d?schema=Robert');DROP", "postgres://u@h/d?timeout=-1", "mysql://u@h/d",
+        ] {
             #expect(throws: PostgresSettings.Invalid.self, "\(bad)") { try PostgresSettings(url: bad) }
         }
     }
@@ -32,8 +35,9 @@ import Testing
         let user = UserRecord(id: "u1", username: "alice", isAnonymous: false, createdAt: Date(timeIntervalSince1970: 1_800_000_000))
         try await stores[0].completeRegistration(
             user: user, createUser: true, nostrKey: nil,
-            credential: CredentialRecord(id: [1], userID: "u1", publicKey: [1], algorithm: -7, signCount: 0, transports: [], aaguid: [],
-                                         attestationFormat: "none", backupEligible: false, backupState: false, createdAt: user.createdAt),
+            credential: CredentialRecord(
+                id: [1], userID: "u1", publicKey: [1], algorithm: -7, signCount: 0, transports: [], aaguid: [],
+                attestationFormat: "none", backupEligible: false, backupState: false, createdAt: user.createdAt),
             session: SessionRecord(tokenHash: [1], userID: "u1", createdAt: user.createdAt, expiresAt: user.createdAt + 60, unlockedUntil: nil))
         #expect(try await stores[9].user(named: "ALICE") == user)
         for store in stores { store.shutdown() }
@@ -56,7 +60,11 @@ import Testing
         #expect(try await b.bunkerReplies(since: Date().addingTimeInterval(-5), limit: 10).map(\.event) == ["{}"])
 
         let holding = AsyncStream.makeStream(of: Void.self)
-        let holder = Task { try await a.holdingRole("test") { holding.continuation.yield(); try await Task.sleep(for: .seconds(60)) } }
+        let holder = Task {
+            try await a.holdingRole("test") {
+                holding.continuation.yield(); try await Task.sleep(for: .seconds(60))
+            }
+        }
         var held = holding.stream.makeAsyncIterator()
         _ = await held.next()
         #expect(try await b.holdingRole("test") { Issue.record("two holders") } == false)

@@ -1,6 +1,7 @@
 import Foundation
-@testable import KeyfobStore
 import Testing
+
+@testable import KeyfobStore
 
 /// What the SQLite store does beyond the contract: many threads at once, and a WAL that stays
 /// small under steady writes.
@@ -25,12 +26,15 @@ import Testing
         let store = try SQLiteStore(path: path, maxSessionsPerUser: 5)
         let users = (0..<50).map { UserRecord(id: "u\($0)", username: "user\($0)", isAnonymous: false, createdAt: t0) }
         for (n, user) in users.enumerated() {
-            let credential = CredentialRecord(id: [UInt8(n)], userID: user.id, publicKey: [UInt8](repeating: 1, count: 77),
-                                              algorithm: -7, signCount: 0, transports: [], aaguid: [UInt8](repeating: 0, count: 16),
-                                              attestationFormat: "none", backupEligible: true, backupState: false, createdAt: t0)
-            try await store.completeRegistration(user: user, createUser: true, nostrKey: nil, credential: credential,
-                                                 session: SessionRecord(tokenHash: [UInt8](repeating: UInt8(n), count: 32),
-                                                                        userID: user.id, createdAt: t0, expiresAt: t0 + 3600, unlockedUntil: nil))
+            let credential = CredentialRecord(
+                id: [UInt8(n)], userID: user.id, publicKey: [UInt8](repeating: 1, count: 77),
+                algorithm: -7, signCount: 0, transports: [], aaguid: [UInt8](repeating: 0, count: 16),
+                attestationFormat: "none", backupEligible: true, backupState: false, createdAt: t0)
+            try await store.completeRegistration(
+                user: user, createUser: true, nostrKey: nil, credential: credential,
+                session: SessionRecord(
+                    tokenHash: [UInt8](repeating: UInt8(n), count: 32),
+                    userID: user.id, createdAt: t0, expiresAt: t0 + 3600, unlockedUntil: nil))
         }
         let rounds = 400
         var peakWAL = 0
@@ -43,8 +47,10 @@ import Testing
                         token[1] = UInt8((round + 1) >> 8)
                         try await store.completeAuthentication(
                             credentialID: [UInt8(n)], expectedSignCount: UInt32(round), newSignCount: UInt32(round + 1),
-                            backupState: false, usedAt: t0, session: SessionRecord(tokenHash: token, userID: user.id,
-                                                                                    createdAt: t0 + Double(round), expiresAt: t0 + 3600, unlockedUntil: nil))
+                            backupState: false, usedAt: t0,
+                            session: SessionRecord(
+                                tokenHash: token, userID: user.id,
+                                createdAt: t0 + Double(round), expiresAt: t0 + 3600, unlockedUntil: nil))
                         #expect(try await store.credential(id: [UInt8(n)])?.signCount == UInt32(round + 1))
                     }
                     return 0
@@ -73,9 +79,11 @@ import Testing
         let t0 = Date(timeIntervalSince1970: 1_800_000_000)
         for i in 0..<20_000 {
             let value = [UInt8(i & 0xff), UInt8(i >> 8), 7]
-            try await store.insertChallenge(ChallengeRecord(challenge: value, ceremony: .authentication, key: "k",
-                                                            expiresAt: t0 + 60 + Double(i % 7), clientIP: "10.0.\(i % 250).\(i / 250 % 250)"),
-                                            now: t0, maxPerClient: 100)
+            try await store.insertChallenge(
+                ChallengeRecord(
+                    challenge: value, ceremony: .authentication, key: "k",
+                    expiresAt: t0 + 60 + Double(i % 7), clientIP: "10.0.\(i % 250).\(i / 250 % 250)"),
+                now: t0, maxPerClient: 100)
         }
         for i in stride(from: 0, to: 20_000, by: 2) { _ = try await store.consumeChallenge([UInt8(i & 0xff), UInt8(i >> 8), 7]) }
         #expect(try await store.sweepExpired(now: t0 + 30, limit: 500) == 0)  // none expired yet
@@ -90,8 +98,10 @@ import Testing
         #expect(try await store.consumeChallenge([1, 0, 7]) == nil)
         // Their places are free again: a client that had 80 live challenges may start 100 new ones.
         for i in 0..<100 {
-            try await store.insertChallenge(ChallengeRecord(challenge: [UInt8(i), 9, 9], ceremony: .authentication, key: "k",
-                                                            expiresAt: t0 + 300, clientIP: "10.0.0.0"), now: t0 + 120, maxPerClient: 100)
+            try await store.insertChallenge(
+                ChallengeRecord(
+                    challenge: [UInt8(i), 9, 9], ceremony: .authentication, key: "k",
+                    expiresAt: t0 + 300, clientIP: "10.0.0.0"), now: t0 + 120, maxPerClient: 100)
         }
     }
 }

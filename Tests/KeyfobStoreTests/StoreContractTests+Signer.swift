@@ -1,8 +1,9 @@
 import Foundation
-@testable import KeyfobPostgres
-@testable import KeyfobStore
 import PostgresNIO
 import Testing
+
+@testable import KeyfobPostgres
+@testable import KeyfobStore
 
 /// The rest of the store contract: keys, approvals, audit and NIP-46, for every backend.
 extension StoreContractTests {
@@ -52,7 +53,9 @@ extension StoreContractTests {
         let all = try await store.allNostrKeys()
         #expect(all.map(\.userID) == [alice.id, bob.id])
         // Rotation: all keys and the check value, or nothing.
-        var rewrapped = all.map { var k = $0; k.nonce = [9]; k.sealed = [9, 9]; return k }
+        var rewrapped = all.map {
+            var k = $0; k.nonce = [9]; k.sealed = [9, 9]; return k
+        }
         await #expect(throws: StoreError.conflict) {
             try await store.rewrapNostrKeys(Array(rewrapped.prefix(1)), masterKeyCheck: [1])  // one key missing
         }
@@ -76,10 +79,13 @@ extension StoreContractTests {
         #expect(try await store.metaValue("x") == [3])
         var ids: [Int64] = []
         for i in 0..<5 {
-            ids.append(try await store.appendAudit(AuditRecord(userID: i == 4 ? "id-bob" : "id-alice", at: t0 + Double(i), client: "app",
-                                                               transport: "rest", method: "sign_event", kind: i == 0 ? nil : 1,
-                                                               eventID: i == 0 ? nil : "e\(i)", outcome: "approved",
-                                                               code: nil, receipt: i == 3 ? "{}" : nil)))
+            ids.append(
+                try await store.appendAudit(
+                    AuditRecord(
+                        userID: i == 4 ? "id-bob" : "id-alice", at: t0 + Double(i), client: "app",
+                        transport: "rest", method: "sign_event", kind: i == 0 ? nil : 1,
+                        eventID: i == 0 ? nil : "e\(i)", outcome: "approved",
+                        code: nil, receipt: i == 3 ? "{}" : nil)))
         }
         #expect(ids == ids.sorted() && Set(ids).count == 5)
         let page = try await store.auditEntries(ofUser: "id-alice", before: nil, limit: 2)
@@ -97,8 +103,9 @@ extension StoreContractTests {
         let alice = user("alice"), bob = user("bob")
         try await register([alice, bob], in: store)
         func request(_ id: String, user: String?, expires: TimeInterval = 300) -> PendingRequestRecord {
-            PendingRequestRecord(id: id, userID: user, requester: "ip:10.0.0.1", client: "app", transport: "redirect",
-                                 method: "sign_event", kind: 1, nonce: [1], payload: [2, 3], createdAt: t0, expiresAt: t0 + expires)
+            PendingRequestRecord(
+                id: id, userID: user, requester: "ip:10.0.0.1", client: "app", transport: "redirect",
+                method: "sign_event", kind: 1, nonce: [1], payload: [2, 3], createdAt: t0, expiresAt: t0 + expires)
         }
         try await store.insertPendingRequest(request("r1", user: nil), now: t0, maxPending: 2)
         try await store.insertPendingRequest(request("r2", user: nil), now: t0, maxPending: 2)
@@ -129,11 +136,14 @@ extension StoreContractTests {
     func grantsAreListedNewestFirstUntilTheyExpire(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
-                                             session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
+            session: session(1, of: alice))
         for (i, expires) in [nil, t0 + 60, nil].enumerated() {
-            try await store.insertGrant(GrantRecord(id: "g\(i)", userID: alice.id, client: "app", method: "sign_event",
-                                                    kind: i == 2 ? nil : 1, allow: i != 1, createdAt: t0, expiresAt: expires))
+            try await store.insertGrant(
+                GrantRecord(
+                    id: "g\(i)", userID: alice.id, client: "app", method: "sign_event",
+                    kind: i == 2 ? nil : 1, allow: i != 1, createdAt: t0, expiresAt: expires))
         }
         let grants = try await store.grants(ofUser: alice.id, now: t0)
         #expect(grants.map(\.id) == ["g2", "g1", "g0"])  // same instant: the later one first
@@ -150,14 +160,16 @@ extension StoreContractTests {
     func concurrentAssertionsWithOneCounterAcceptExactlyOne(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
-                                             session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
+            session: session(1, of: alice))
         let wins = try await withThrowingTaskGroup(of: Bool.self) { group in
             for i in 0..<16 {
                 group.addTask {
                     do {
-                        try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 1, newSignCount: 2, backupState: false,
-                                                               usedAt: self.t0, session: self.session(UInt8(10 + i), of: alice))
+                        try await store.completeAuthentication(
+                            credentialID: [1, 1], expectedSignCount: 1, newSignCount: 2, backupState: false,
+                            usedAt: self.t0, session: self.session(UInt8(10 + i), of: alice))
                         return true
                     } catch StoreError.conflict { return false }
                 }
@@ -173,8 +185,9 @@ extension StoreContractTests {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
         try await register([alice, bob], in: store)
-        let signer = BunkerSignerRecord(userID: alice.id, pubkey: "aa", nonce: [1], sealed: [2], secretHash: nil, secretExpiresAt: nil,
-                                        createdAt: t0)
+        let signer = BunkerSignerRecord(
+            userID: alice.id, pubkey: "aa", nonce: [1], sealed: [2], secretHash: nil, secretExpiresAt: nil,
+            createdAt: t0)
         #expect(try await store.insertBunkerSignerIfAbsent(signer) == signer)
         var other = signer
         other.pubkey = "bb"
@@ -189,8 +202,9 @@ extension StoreContractTests {
         #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0))
         #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0) == false)  // used
         // Clients: added, touched, listed, revoked; gone with the account.
-        let app = BunkerClientRecord(userID: alice.id, clientPubkey: "cc", name: "App", url: "https://app.example",
-                                     perms: "sign_event:1", createdAt: t0)
+        let app = BunkerClientRecord(
+            userID: alice.id, clientPubkey: "cc", name: "App", url: "https://app.example",
+            perms: "sign_event:1", createdAt: t0)
         try await store.putBunkerClient(app)
         try await store.touchBunkerClient(userID: alice.id, clientPubkey: "cc", at: t0 + 5)
         #expect(try await store.bunkerClient(userID: alice.id, clientPubkey: "cc")?.lastUsedAt == t0 + 5)
@@ -228,9 +242,10 @@ extension StoreContractTests {
 
         // Waiting requests: the user's own, pending and live, oldest first.
         func request(_ id: String, user: String?, at offset: TimeInterval) -> PendingRequestRecord {
-            PendingRequestRecord(id: id, userID: user, requester: "nip46:cc", client: "nip46:cc", transport: "nip46",
-                                 method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0 + offset,
-                                 expiresAt: t0 + offset + 300)
+            PendingRequestRecord(
+                id: id, userID: user, requester: "nip46:cc", client: "nip46:cc", transport: "nip46",
+                method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0 + offset,
+                expiresAt: t0 + offset + 300)
         }
         try await store.insertPendingRequest(request("w2", user: alice.id, at: 2), now: t0, maxPending: 20)
         try await store.insertPendingRequest(request("w1", user: alice.id, at: 1), now: t0, maxPending: 20)
@@ -245,7 +260,8 @@ extension StoreContractTests {
     @Test func aFileDatabaseUsesWALAndSurvivesReopening() async throws {
         let (store, path) = try await Self.make(.file)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         let reopened = try SQLiteStore(path: path!)  // migrations run again and change nothing
         #expect(try await reopened.user(named: "alice") == alice)
         #expect(FileManager.default.fileExists(atPath: path! + "-wal"))

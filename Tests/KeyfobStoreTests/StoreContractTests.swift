@@ -1,8 +1,9 @@
 import Foundation
-@testable import KeyfobPostgres
-@testable import KeyfobStore
 import PostgresNIO
 import Testing
+
+@testable import KeyfobPostgres
+@testable import KeyfobStore
 
 /// The contract every `KeyfobStore` keeps, run against each implementation: an in-memory SQLite
 /// database, a WAL file on disk, and PostgreSQL (a schema of its own per test, in the cluster
@@ -29,20 +30,23 @@ import Testing
 
     func user(_ name: String) -> UserRecord { UserRecord(id: "id-\(name)", username: name, isAnonymous: false, createdAt: t0) }
     func credential(_ id: UInt8, of user: UserRecord, count: UInt32 = 0) -> CredentialRecord {
-        CredentialRecord(id: [id, id], userID: user.id, publicKey: [1, 2, 3], algorithm: -7, signCount: count,
-                         transports: ["internal", "hybrid"], aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
-                         backupEligible: true, backupState: false, createdAt: t0)
+        CredentialRecord(
+            id: [id, id], userID: user.id, publicKey: [1, 2, 3], algorithm: -7, signCount: count,
+            transports: ["internal", "hybrid"], aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none",
+            backupEligible: true, backupState: false, createdAt: t0)
     }
     func session(_ byte: UInt8, of user: UserRecord, ttl: TimeInterval = 3600) -> SessionRecord {
-        SessionRecord(tokenHash: [UInt8](repeating: byte, count: 32), userID: user.id, createdAt: t0,
-                      expiresAt: t0 + ttl, unlockedUntil: t0 + 600)
+        SessionRecord(
+            tokenHash: [UInt8](repeating: byte, count: 32), userID: user.id, createdAt: t0,
+            expiresAt: t0 + ttl, unlockedUntil: t0 + 600)
     }
 
     /// New accounts, the n-th with passkey [n, n] and session n (from 1).
     func register(_ users: [UserRecord], in store: any KeyfobStore) async throws {
         for (i, u) in users.enumerated() {
-            try await store.completeRegistration(user: u, createUser: true, nostrKey: nil, credential: credential(UInt8(i + 1), of: u),
-                                                 session: session(UInt8(i + 1), of: u))
+            try await store.completeRegistration(
+                user: u, createUser: true, nostrKey: nil, credential: credential(UInt8(i + 1), of: u),
+                session: session(UInt8(i + 1), of: u))
         }
     }
 
@@ -50,7 +54,8 @@ import Testing
     func registrationWritesUserCredentialAndSessionTogether(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         #expect(try await store.user(named: "ALICE") == alice)  // usernames are case-insensitive
         #expect(try await store.credential(id: [1, 1])?.transports == ["internal", "hybrid"])
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.userID == alice.id)
@@ -63,7 +68,8 @@ import Testing
     func aBadRowIsAnErrorNotAnEmptyRecord(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         if let sqlite = store as? SQLiteStore {
             try sqlite.write { try sqlite.connection.execute("UPDATE users SET created_at = 'yesterday'") }
         } else if let postgres = store as? PostgresStore {
@@ -85,10 +91,12 @@ import Testing
         let (alice, bob) = (user("alice"), user("bob"))
         var aliceKey = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 3, nonce: [1, 2], sealed: [3, 4], updatedAt: t0 + 0.25)
         aliceKey.passkeySealed = true
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: aliceKey, credential: credential(1, of: alice),
-                                             session: session(1, of: alice))
-        try await store.completeRegistration(user: bob, createUser: true, nostrKey: nil, credential: credential(2, of: bob),
-                                             session: session(2, of: bob))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: aliceKey, credential: credential(1, of: alice),
+            session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: bob, createUser: true, nostrKey: nil, credential: credential(2, of: bob),
+            session: session(2, of: bob))
         let bobs = try #require(try await store.credentialWithOwner(id: [2, 2]))
         #expect(bobs.user == bob && bobs.nostrKey == nil && bobs.credential.userID == bob.id)
         let owner = try #require(try await store.credentialWithOwner(id: [1, 1]))
@@ -102,16 +110,19 @@ import Testing
     func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         // Same username, new user: nothing of it may remain.
         var other = user("Alice"); other.id = "id-other"
         await #expect(throws: StoreError.usernameTaken) {
-            try await store.completeRegistration(user: other, createUser: true, nostrKey: nil, credential: credential(2, of: other), session: session(2, of: other))
+            try await store.completeRegistration(
+                user: other, createUser: true, nostrKey: nil, credential: credential(2, of: other), session: session(2, of: other))
         }
         // A credential id registers once; the new user is rolled back with it.
         let bob = user("bob")
         await #expect(throws: StoreError.credentialExists) {
-            try await store.completeRegistration(user: bob, createUser: true, nostrKey: nil, credential: credential(1, of: bob), session: session(3, of: bob))
+            try await store.completeRegistration(
+                user: bob, createUser: true, nostrKey: nil, credential: credential(1, of: bob), session: session(3, of: bob))
         }
         #expect(try await store.user(named: "bob") == nil)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
@@ -121,8 +132,9 @@ import Testing
     @Test(arguments: Kind.allCases)
     func challengesAreConsumedOnce(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
-        let c = ChallengeRecord(challenge: [7, 7], ceremony: .registration, key: "alice", userID: "u", username: "alice",
-                                algorithms: [-7, -8], expiresAt: t0 + 60)
+        let c = ChallengeRecord(
+            challenge: [7, 7], ceremony: .registration, key: "alice", userID: "u", username: "alice",
+            algorithms: [-7, -8], expiresAt: t0 + 60)
         try await store.insertChallenge(c, now: t0, maxPerClient: 10)
         #expect(try await store.consumeChallenge([7, 7]) == c)
         #expect(try await store.consumeChallenge([7, 7]) == nil)
@@ -132,14 +144,18 @@ import Testing
     func expiredRowsAreSweptInBoundedBatches(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         for i in 0..<25 {
-            try await store.insertChallenge(ChallengeRecord(challenge: [1, UInt8(i)], ceremony: .authentication, key: "k",
-                                                            expiresAt: t0 + 60), now: t0, maxPerClient: 100)
+            try await store.insertChallenge(
+                ChallengeRecord(
+                    challenge: [1, UInt8(i)], ceremony: .authentication, key: "k",
+                    expiresAt: t0 + 60), now: t0, maxPerClient: 100)
         }
-        try await store.insertChallenge(ChallengeRecord(challenge: [2], ceremony: .authentication, key: "k", expiresAt: t0 + 200),
-                                        now: t0 + 100, maxPerClient: 100)
+        try await store.insertChallenge(
+            ChallengeRecord(challenge: [2], ceremony: .authentication, key: "k", expiresAt: t0 + 200),
+            now: t0 + 100, maxPerClient: 100)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
-                                             session: session(1, of: alice, ttl: 60))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice),
+            session: session(1, of: alice, ttl: 60))
         // Inserting no longer sweeps; the sweeper does, at most `limit` rows of each kind a call.
         #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 11)  // 10 challenges + 1 session
         #expect(try await store.sweepExpired(now: t0 + 100, limit: 10) == 10)
@@ -169,13 +185,15 @@ import Testing
     func sessionsPerUserAreCappedOldestFirst(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind, maxSessionsPerUser: 3)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
-                                             session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
+            session: session(1, of: alice))
         for i in 2...5 {
             var s = session(UInt8(i), of: alice)
             s.createdAt = t0 + TimeInterval(i)
-            try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
-                                                   backupState: false, usedAt: t0, session: s)
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
+                backupState: false, usedAt: t0, session: s)
         }
         let live = try await (1...5).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
         #expect(live == [3, 4, 5])
@@ -185,13 +203,16 @@ import Testing
     func theCounterIsACompareAndSwap(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
-        try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
-                                               usedAt: t0 + 10, session: session(2, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
+        try await store.completeAuthentication(
+            credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
+            usedAt: t0 + 10, session: session(2, of: alice))
         // A second assertion that read the old counter loses, and writes no session.
         await #expect(throws: StoreError.conflict) {
-            try await store.completeAuthentication(credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
-                                                   usedAt: t0 + 11, session: session(3, of: alice))
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
+                usedAt: t0 + 11, session: session(3, of: alice))
         }
         let stored = try await store.credential(id: [1, 1])
         #expect(stored?.signCount == 6 && stored?.backupState == true && stored?.lastUsedAt == t0 + 10)
@@ -202,7 +223,8 @@ import Testing
     func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice, ttl: 60))
         let hash = [UInt8](repeating: 1, count: 32)
         #expect(try await store.session(tokenHash: hash, now: t0 + 59) != nil)
         #expect(try await store.session(tokenHash: hash, now: t0 + 61) == nil)
@@ -214,9 +236,11 @@ import Testing
     func theLastPasskeyCannotBeRemoved(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
         await #expect(throws: StoreError.conflict) { _ = try await store.deleteCredential(id: [1, 1], ofUser: alice.id) }
-        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
         #expect(try await store.deleteCredential(id: [9, 9], ofUser: alice.id) == false)
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: "id-mallory") == false)
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
@@ -228,16 +252,19 @@ import Testing
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         let key = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
-        try await store.completeRegistration(user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
-        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: session(2, of: alice))
         let wrap1 = KeyWrapRecord(userID: alice.id, credentialID: [1, 1], wrapped: [9], createdAt: t0)
         // Not sealed yet: no wrap can be put.
         #expect(try await store.putKeyWrap(wrap1) == false)
         var sealed = key
         sealed.version = 2
         sealed.passkeySealed = true
-        try await store.changeKeyProtection(sealed, expectedVersion: 1, wraps: [wrap1], keepingSession: [UInt8](repeating: 1, count: 32),
-                                           sessionDataKey: [7, 7])
+        try await store.changeKeyProtection(
+            sealed, expectedVersion: 1, wraps: [wrap1], keepingSession: [UInt8](repeating: 1, count: 32),
+            sessionDataKey: [7, 7])
         #expect(try await store.nostrKey(ofUser: alice.id)?.passkeySealed == true)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.dataKey == [7, 7])
         #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0)?.dataKey == nil)
@@ -252,7 +279,8 @@ import Testing
         // Removing a passkey removes its wrap; the last sealing passkey stays.
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
         #expect(try await store.keyWraps(ofUser: alice.id).map(\.credentialID) == [[2, 2]])
-        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(3, of: alice), session: session(3, of: alice))
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(3, of: alice), session: session(3, of: alice))
         await #expect(throws: StoreError.lastSealingPasskey) { _ = try await store.deleteCredential(id: [2, 2], ofUser: alice.id) }
         // The session copy: set with the unlock window, cleared by the kill switch, and swept when the window ends.
         #expect(try await store.unlockSession(tokenHash: [UInt8](repeating: 3, count: 32), until: t0 + 600, dataKey: [6]))

@@ -16,7 +16,8 @@ enum TestPostgres {
 
     /// Settings for a new, empty schema.
     static func settings(schema: String = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(20).lowercased())
-        throws -> PostgresSettings {
+        throws -> PostgresSettings
+    {
         guard let base = baseURL else { throw NotConfigured() }
         return try PostgresSettings(url: base + (base.contains("?") ? "&" : "?") + "schema=\(schema)&timeout=30")
     }

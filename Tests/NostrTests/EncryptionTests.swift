@@ -1,7 +1,8 @@
 import Foundation
 import KeyfobCrypto
-@testable import Nostr
 import Testing
+
+@testable import Nostr
 
 @Suite struct NIP44Tests {
     static var v2: [String: Any] { get throws { try NostrVectors.json("nip44.vectors.json")["v2"] as! [String: Any] } }
@@ -49,8 +50,9 @@ import Testing
         for item in valid["encrypt_decrypt_long_msg"] as! [[String: Any]] {
             let plaintext = String(repeating: item["pattern"] as! String, count: item["repeat"] as! Int)
             #expect(Hex.encode(sha256(Array(plaintext.utf8))) == item["plaintext_sha256"] as! String)
-            let payload = try NIP44.encrypt(plaintext, conversationKey: hex(item["conversation_key"] as! String),
-                                            nonce: hex(item["nonce"] as! String))
+            let payload = try NIP44.encrypt(
+                plaintext, conversationKey: hex(item["conversation_key"] as! String),
+                nonce: hex(item["nonce"] as! String))
             #expect(Hex.encode(sha256(Array(payload.utf8))) == item["payload_sha256"] as! String)
             #expect(try NIP44.decrypt(payload, conversationKey: hex(item["conversation_key"] as! String)) == plaintext)
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Nostr
 
 @Suite struct BIP340Tests {
@@ -76,8 +77,9 @@ import Testing
         let v = try NostrVectors.json("generated_nip01_serialization.json")
         for item in v["valid"] as! [[String: Any]] {
             let e = item["event"] as! [String: Any]
-            let serialized = Event.serialize(pubkey: e["pubkey"] as! String, createdAt: Int64(e["created_at"] as! Int),
-                                             kind: e["kind"] as! Int, tags: e["tags"] as! [[String]], content: e["content"] as! String)
+            let serialized = Event.serialize(
+                pubkey: e["pubkey"] as! String, createdAt: Int64(e["created_at"] as! Int),
+                kind: e["kind"] as! Int, tags: e["tags"] as! [[String]], content: e["content"] as! String)
             #expect(String(decoding: serialized, as: UTF8.self) == item["serialized"] as! String, "\(item["label"]!)")
             let event = try Event.parse(json: NostrVectors.jsonBytes(e))
             #expect(event.isValid, "\(item["label"]!)")
@@ -151,7 +153,10 @@ import Testing
     }
 
     @Test func badStringsAreRefused() {
-        for s in ["npub1", "npub180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w7", "xyz1qqqqqqqq", "NPUB180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6x", ""] {
+        for s in [
+            "npub1", "npub180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w7", "xyz1qqqqqqqq",
+            "NPUB180cvv07tjdrrgpa0j7j7tmnyl2yr6yr7l8j4s3evf6u64th6gkwsyjh6w6x", "",
+        ] {
             #expect(throws: NostrError.self, "\(s)") { _ = try NIP19.decode(s) }
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import Nostr
 
 /// 100,000 random and mutated inputs through every decoder and decrypt function.

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import Nostr
 
 /// The request forms of DIP-05, NIP-155 and the keyfob links, from the specs' own examples.
@@ -8,7 +9,8 @@ import Testing
 
     @Test func dip05ExampleFlowRoundTrips() throws {
         // specs/dip-05-nostrsigner-ios.md, "Example Flow".
-        let url = "nostrsigner:%7B%22kind%22%3A1%2C%22content%22%3A%22Hello%22%7D?type=sign_event&callbackUrl=primal%3A%2F%2Fnostrsigner&returnType=event"
+        let url =
+            "nostrsigner:%7B%22kind%22%3A1%2C%22content%22%3A%22Hello%22%7D?type=sign_event&callbackUrl=primal%3A%2F%2Fnostrsigner&returnType=event"
         let request = try SignerCodec.parse(nostrsignerURL: url)
         #expect(request.transport == .dip05 && request.method == .signEvent)
         #expect(request.content == #"{"kind":1,"content":"Hello"}"#)
@@ -30,8 +32,10 @@ import Testing
     }
 
     @Test func dangerousCallbackSchemesAreRefused() {
-        for scheme in ["javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,x", "file:///etc/passwd", "about:blank",
-                       "blob:https://x/y", "vbscript:x", "nostrsigner:loop", " javascript:alert(1)", "java\tscript:x", "//no-scheme", ""] {
+        for scheme in [
+            "javascript:alert(1)", "JavaScript:alert(1)", "data:text/html,x", "file:///etc/passwd", "about:blank",
+            "blob:https://x/y", "vbscript:x", "nostrsigner:loop", " javascript:alert(1)", "java\tscript:x", "//no-scheme", "",
+        ] {
             #expect(throws: NostrError.self, "\(scheme)") { _ = try CallbackURL(scheme) }
             let url = "nostrsigner:?type=get_public_key&callbackUrl=\(percentEncode(scheme))"
             do { _ = try SignerCodec.parse(nostrsignerURL: url); Issue.record("accepted \(scheme)") } catch {
@@ -72,10 +76,14 @@ import Testing
         let peer = SecretKey.generate().publicKey.hex
         let ok = try SignerCodec.parse(nostrsignerURL: "nostrsigner:hello%20world?type=nip44_encrypt&pubkey=\(peer)&callbackUrl=app%3A%2F%2Fcb")
         #expect(ok.content == "hello world" && ok.peer?.hex == peer)
-        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:hi?type=nip04_encrypt&pubkey=zz&callbackUrl=app%3A%2F%2Fcb"); Issue.record("accepted") } catch {
+        do {
+            _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:hi?type=nip04_encrypt&pubkey=zz&callbackUrl=app%3A%2F%2Fcb");
+            Issue.record("accepted")
+        } catch {
             #expect(error.code == .invalidPubkey)
         }
-        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:?type=sign_message&callbackUrl=app%3A%2F%2Fcb"); Issue.record("accepted") } catch {
+        do { _ = try SignerCodec.parse(nostrsignerURL: "nostrsigner:?type=sign_message&callbackUrl=app%3A%2F%2Fcb"); Issue.record("accepted") } catch
+        {
             #expect(error.code == .unsupportedType)
         }
     }
@@ -87,8 +95,9 @@ import Testing
         let b = try JSONSerialization.jsonObject(with: Data((v["event_json"] as! String).utf8)) as! NSDictionary
         #expect(a == b)
 
-        let request = try SignerCodec.parse(nostrsignerURL:
-            "nostrsigner:%7B%7D?type=sign_event&callbackUrl=app%3A%2F%2Fcb&returnType=event&compressionType=gzip")
+        let request = try SignerCodec.parse(
+            nostrsignerURL:
+                "nostrsigner:%7B%7D?type=sign_event&callbackUrl=app%3A%2F%2Fcb&returnType=event&compressionType=gzip")
         let url = SignerCodec.callback(for: request, outcome: .success(result: "sig", event: v["event_json"] as! String))!
         let event = URLComponents(string: url)!.queryItems!.first { $0.name == "event" }!.value!
         #expect(event.hasPrefix("Signer1"))
@@ -104,24 +113,29 @@ import Testing
 
     @Test func nip155SignEventExampleRoundTrips() throws {
         // specs/nip-155-ios-signer.md §14.1 (line breaks removed).
-        let url = "nostrsigner://sign_event?type=sign_event&event=%7B%22kind%22%3A1%2C%22content%22%3A%22hello%22%7D&current_user=ABCDEF&id=42&returnType=signature&x-success=myapp://nostr/signed&x-error=myapp://nostr/error&x-source=MyNostrClient"
+        let url =
+            "nostrsigner://sign_event?type=sign_event&event=%7B%22kind%22%3A1%2C%22content%22%3A%22hello%22%7D&current_user=ABCDEF&id=42&returnType=signature&x-success=myapp://nostr/signed&x-error=myapp://nostr/error&x-source=MyNostrClient"
         let request = try SignerCodec.parse(nostrsignerURL: url)
         #expect(request.transport == .nip155 && request.method == .signEvent)
         #expect(request.content == #"{"kind":1,"content":"hello"}"#)
         #expect(request.correlationID == "42" && request.clientName == "MyNostrClient" && request.client == "myapp")
         #expect(SignerCodec.callback(for: request, outcome: .success(result: "abcd", event: "{}")) == "myapp://nostr/signed?id=42&result=abcd")
-        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "permission_denied", message: "no")) ==
-                "myapp://nostr/error?code=permission_denied&reason=no&id=42")
-        #expect(SignerCodec.callback(for: request, outcome: .rejected) == "myapp://nostr/error?code=user_cancelled&reason=the%20user%20declined&id=42")
+        #expect(
+            SignerCodec.callback(for: request, outcome: .failure(code: "permission_denied", message: "no"))
+                == "myapp://nostr/error?code=permission_denied&reason=no&id=42")
+        #expect(
+            SignerCodec.callback(for: request, outcome: .rejected) == "myapp://nostr/error?code=user_cancelled&reason=the%20user%20declined&id=42")
     }
 
     @Test func nip155GetPublicKeyFromTheWeb() throws {
         // §14.2.
-        let url = "nostrsigner://get_public_key?type=get_public_key&x-success=https://example.com/nostr/callback&x-error=https://example.com/nostr/callback-error&permissions=%5B%7B%22type%22%3A%22sign_event%22%7D%5D&x-source=ExampleWeb"
+        let url =
+            "nostrsigner://get_public_key?type=get_public_key&x-success=https://example.com/nostr/callback&x-error=https://example.com/nostr/callback-error&permissions=%5B%7B%22type%22%3A%22sign_event%22%7D%5D&x-source=ExampleWeb"
         let request = try SignerCodec.parse(nostrsignerURL: url)
         #expect(request.permissions == #"[{"type":"sign_event"}]"# && request.client == "example.com")
-        #expect(SignerCodec.callback(for: request, outcome: .success(result: "ab12", event: nil), signerPackage: "keyfob") ==
-                "https://example.com/nostr/callback?pubkey=ab12&package=keyfob")
+        #expect(
+            SignerCodec.callback(for: request, outcome: .success(result: "ab12", event: nil), signerPackage: "keyfob")
+                == "https://example.com/nostr/callback?pubkey=ab12&package=keyfob")
     }
 
     @Test func nip155AppendixBExampleOnAnAppSpecificScheme() throws {
@@ -135,15 +149,17 @@ import Testing
     @Test func nip155WithoutAnErrorCallbackSendsNoErrorAndCancelPrefersXCancel() throws {
         let bare = try SignerCodec.parse(nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok")
         #expect(SignerCodec.callback(for: bare, outcome: .failure(code: "internal_error", message: "x")) == nil)
-        let cancel = try SignerCodec.parse(nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok&x-cancel=app://cancel&id=7")
+        let cancel = try SignerCodec.parse(
+            nostrsignerURL: "nostrsigner://get_public_key?type=get_public_key&x-success=app://ok&x-cancel=app://cancel&id=7")
         #expect(SignerCodec.callback(for: cancel, outcome: .rejected) == "app://cancel?id=7")
     }
 
     @Test func nip155GzipAppliesToPayloadsAndResults() throws {
         let peer = SecretKey.generate().publicKey.hex
         let compressed = percentEncode(SignerCodec.gzipBase64("secret text"))
-        let request = try SignerCodec.parse(nostrsignerURL:
-            "nostrsigner://nip44_encrypt?type=nip44_encrypt&plaintext=\(compressed)&pubkey=\(peer)&compressionType=gzip&x-success=app://ok")
+        let request = try SignerCodec.parse(
+            nostrsignerURL:
+                "nostrsigner://nip44_encrypt?type=nip44_encrypt&plaintext=\(compressed)&pubkey=\(peer)&compressionType=gzip&x-success=app://ok")
         #expect(request.content == "secret text")
         let url = SignerCodec.callback(for: request, outcome: .success(result: "ciphertext", event: nil))!
         let result = URLComponents(string: url)!.queryItems!.first { $0.name == "result" }!.value!
@@ -163,15 +179,18 @@ import Testing
         let event = #"{"kind":1,"created_at":1700000000,"tags":[],"content":"hi"}"#
         let payload = Data(event.utf8).base64EncodedString().replacingOccurrences(of: "+", with: "-")
             .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-        let link = "https://keyfob.example.com/app/sign?payload=\(payload)&cb=\(percentEncode("https://client.example/callback.html"))&origin=client.example"
+        let link =
+            "https://keyfob.example.com/app/sign?payload=\(payload)&cb=\(percentEncode("https://client.example/callback.html"))&origin=client.example"
         let request = try SignerCodec.parse(keyfobURL: link)
         #expect(request.transport == .keyfobLink && request.method == .signEvent && request.content == event)
         #expect(request.client == "client.example" && request.clientName == "client.example")
         let signed = #"{"id":"aa","pubkey":"bb","sig":"cc"}"#
-        #expect(SignerCodec.callback(for: request, outcome: .success(result: "cc", event: signed)) ==
-                "https://client.example/callback.html?ok=1&id=aa&sig=cc&pubkey=bb")
-        #expect(SignerCodec.callback(for: request, outcome: .failure(code: "signer_locked", message: "Sign in first")) ==
-                "https://client.example/callback.html?ok=0&code=signer_locked&msg=Sign%20in%20first")
+        #expect(
+            SignerCodec.callback(for: request, outcome: .success(result: "cc", event: signed))
+                == "https://client.example/callback.html?ok=1&id=aa&sig=cc&pubkey=bb")
+        #expect(
+            SignerCodec.callback(for: request, outcome: .failure(code: "signer_locked", message: "Sign in first"))
+                == "https://client.example/callback.html?ok=0&code=signer_locked&msg=Sign%20in%20first")
     }
 
     @Test func keyfobPubkeyLinkAndSchemeForm() throws {
@@ -196,18 +215,24 @@ import Testing
         for method in SignerMethod.allCases {
             let content = method == .signEvent || method == .decryptZapEvent ? event : method == .getPublicKey ? "" : "text + ünïcode"
             let peer = method.needsPeer ? Self.peer : nil
-            out.append(SignerRequest(transport: .dip05, method: method, content: content, peer: peer, correlationID: nil,
-                                     returnType: method == .signEvent ? "event" : nil, compression: method == .signEvent ? .gzip : .none,
-                                     callbacks: Callbacks(success: app), currentUser: nil, clientName: nil, permissions: nil))
-            out.append(SignerRequest(transport: .nip155, method: method, content: content, peer: peer, correlationID: "42",
-                                     returnType: method == .signEvent ? "signature" : nil, compression: method == .nip44Encrypt ? .gzip : .none,
-                                     callbacks: Callbacks(success: web, error: try CallbackURL("https://client.example/err"), cancel: nil),
-                                     currentUser: Self.peer.hex, clientName: "Client", permissions: nil))
+            out.append(
+                SignerRequest(
+                    transport: .dip05, method: method, content: content, peer: peer, correlationID: nil,
+                    returnType: method == .signEvent ? "event" : nil, compression: method == .signEvent ? .gzip : .none,
+                    callbacks: Callbacks(success: app), currentUser: nil, clientName: nil, permissions: nil))
+            out.append(
+                SignerRequest(
+                    transport: .nip155, method: method, content: content, peer: peer, correlationID: "42",
+                    returnType: method == .signEvent ? "signature" : nil, compression: method == .nip44Encrypt ? .gzip : .none,
+                    callbacks: Callbacks(success: web, error: try CallbackURL("https://client.example/err"), cancel: nil),
+                    currentUser: Self.peer.hex, clientName: "Client", permissions: nil))
         }
         for method in [SignerMethod.signEvent, .getPublicKey] {
-            out.append(SignerRequest(transport: .keyfobLink, method: method, content: method == .signEvent ? event : "", peer: nil,
-                                     correlationID: nil, returnType: method == .signEvent ? "event" : nil, compression: .none,
-                                     callbacks: Callbacks(success: web), currentUser: nil, clientName: "client.example", permissions: nil))
+            out.append(
+                SignerRequest(
+                    transport: .keyfobLink, method: method, content: method == .signEvent ? event : "", peer: nil,
+                    correlationID: nil, returnType: method == .signEvent ? "event" : nil, compression: .none,
+                    callbacks: Callbacks(success: web), currentUser: nil, clientName: "client.example", permissions: nil))
         }
         return out
     }
@@ -223,8 +248,10 @@ import Testing
     @Test func callbacksRoundTrip() throws {
         let signed = #"{"id":"aa","pubkey":"bb","sig":"cc","content":"x & y"}"#
         for request in try Self.requests() {
-            let outcomes: [SignerOutcome] = [.success(result: request.method == .getPublicKey ? Self.peer.hex : "cc", event: nil), .rejected,
-                                             .failure(code: "internal_error", message: "went wrong")]
+            let outcomes: [SignerOutcome] = [
+                .success(result: request.method == .getPublicKey ? Self.peer.hex : "cc", event: nil), .rejected,
+                .failure(code: "internal_error", message: "went wrong"),
+            ]
             for outcome in outcomes {
                 guard let url = SignerCodec.callback(for: request, outcome: outcome) else { continue }
                 let read = try SignerCodec.parseCallback(url, for: request)
@@ -247,9 +274,11 @@ import Testing
 /// Callback URLs are read the way browsers read them (WHATWG URL), and clients are named by origin.
 @Suite struct CallbackParsingTests {
     @Test func urlsThatBrowsersReadDifferentlyAreRefused() {
-        for raw in ["https://evil.example\\@trusted.example/cb", "https://trusted.example\\cb", "https://user@trusted.example/cb",
-                    "https://user:pw@trusted.example/cb", "https://trusted.example@evil.example/cb", "https:trusted.example/cb",
-                    "https:/trusted.example/cb", "https://tr\u{0443}sted.example/cb", "myapp://x\\y"] {
+        for raw in [
+            "https://evil.example\\@trusted.example/cb", "https://trusted.example\\cb", "https://user@trusted.example/cb",
+            "https://user:pw@trusted.example/cb", "https://trusted.example@evil.example/cb", "https:trusted.example/cb",
+            "https:/trusted.example/cb", "https://tr\u{0443}sted.example/cb", "myapp://x\\y",
+        ] {
             #expect(throws: NostrError.self, "\(raw)") { _ = try CallbackURL(raw) }
         }
     }

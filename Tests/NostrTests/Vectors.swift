@@ -1,4 +1,5 @@
 import Foundation
+import Nostr
 
 /// The nostr vectors in `Tests/Vectors/nostr/` (public sources; see its README).
 enum NostrVectors {
@@ -19,5 +20,3 @@ enum NostrVectors {
 }
 
 func hex(_ s: String) -> [UInt8] { Hex.decode(s)! }
-
-import Nostr

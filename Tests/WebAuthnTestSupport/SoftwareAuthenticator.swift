@@ -50,12 +50,13 @@ public final class TestPrivateKey: @unchecked Sendable {
     public func sign(_ message: [UInt8]) -> [UInt8] {
         let ctx = EVP_MD_CTX_new()!
         defer { EVP_MD_CTX_free(ctx) }
-        let md: OpaquePointer? = switch kind {
-        case .eddsa: nil
-        case .es384: EVP_sha384()
-        case .es512: EVP_sha512()
-        default: sha1 ? EVP_sha1() : EVP_sha256()
-        }
+        let md: OpaquePointer? =
+            switch kind {
+            case .eddsa: nil
+            case .es384: EVP_sha384()
+            case .es512: EVP_sha512()
+            default: sha1 ? EVP_sha1() : EVP_sha256()
+            }
         var pctx: OpaquePointer?
         precondition(EVP_DigestSignInit(ctx, &pctx, md, nil, pkey) == 1)
         if kind == .ps256 {
@@ -87,11 +88,17 @@ public final class TestPrivateKey: @unchecked Sendable {
             var length = 0
             EVP_PKEY_get_octet_string_param(pkey, OSSL_PKEY_PARAM_ENCODED_PUBLIC_KEY, &point, point.count, &length)
             let curve = kind == .es256 ? 1 : kind == .es384 ? 2 : 3
-            return encodeCBOR(.map([(.int(1), .int(2)), (.int(3), .int(algorithm.rawValue)), (.int(-1), .int(curve)),
-                                    (.int(-2), .bytes(Array(point[1...size]))), (.int(-3), .bytes(Array(point[(size + 1)...(2 * size)])))]))
+            return encodeCBOR(
+                .map([
+                    (.int(1), .int(2)), (.int(3), .int(algorithm.rawValue)), (.int(-1), .int(curve)),
+                    (.int(-2), .bytes(Array(point[1...size]))), (.int(-3), .bytes(Array(point[(size + 1)...(2 * size)]))),
+                ]))
         case .rs256, .ps256:
-            return encodeCBOR(.map([(.int(1), .int(3)), (.int(3), .int(algorithm.rawValue)),
-                                    (.int(-1), .bytes(bigParam("n"))), (.int(-2), .bytes(bigParam("e")))]))
+            return encodeCBOR(
+                .map([
+                    (.int(1), .int(3)), (.int(3), .int(algorithm.rawValue)),
+                    (.int(-1), .bytes(bigParam("n"))), (.int(-2), .bytes(bigParam("e"))),
+                ]))
         case .eddsa:
             var raw = [UInt8](repeating: 0, count: 32)
             var length = 32
@@ -166,8 +173,10 @@ public struct SoftwareAuthenticator: Sendable {
         guard let salt = f.prfSalt else { return nil }
         guard let output = prf(salt) else { return creating ? ClientExtensionResults(prf: .init(enabled: false)) : nil }
         let second = f.prfSecondSalt.flatMap(prf).map(Base64URL.encode)
-        return ClientExtensionResults(prf: .init(enabled: creating ? true : nil,
-                                                 results: PRFValues(first: Base64URL.encode(output), second: second)))
+        return ClientExtensionResults(
+            prf: .init(
+                enabled: creating ? true : nil,
+                results: PRFValues(first: Base64URL.encode(output), second: second)))
     }
 
     func clientData(_ f: Fields) -> [UInt8] {
@@ -190,14 +199,16 @@ public struct SoftwareAuthenticator: Sendable {
 
     /// Default fields for a registration.
     public func registrationFields(challenge: [UInt8], rpID: String, origin: String) -> Fields {
-        Fields(type: "webauthn.create", challenge: Base64URL.encode(challenge), origin: origin, rpID: rpID,
-               flags: 0x05, signCount: signCount)
+        Fields(
+            type: "webauthn.create", challenge: Base64URL.encode(challenge), origin: origin, rpID: rpID,
+            flags: 0x05, signCount: signCount)
     }
 
     /// Default fields for an authentication; the counter moves forward by one.
     public func authenticationFields(challenge: [UInt8], rpID: String, origin: String) -> Fields {
-        Fields(type: "webauthn.get", challenge: Base64URL.encode(challenge), origin: origin, rpID: rpID,
-               flags: 0x05, signCount: signCount + 1, userHandle: userHandle.map(Base64URL.encode))
+        Fields(
+            type: "webauthn.get", challenge: Base64URL.encode(challenge), origin: origin, rpID: rpID,
+            flags: 0x05, signCount: signCount + 1, userHandle: userHandle.map(Base64URL.encode))
     }
 
     public func register(_ f: Fields) -> RegistrationCredential {
@@ -209,18 +220,24 @@ public struct SoftwareAuthenticator: Sendable {
             if f.corruptSignature { sig[sig.count / 2] ^= 0x01 }
             statement = [(.text("alg"), .int((f.algorithmInStatement ?? key.algorithm).rawValue)), (.text("sig"), .bytes(sig))]
         }
-        let object = encodeCBOR(.map([(.text("fmt"), .text(f.attestation == .none ? "none" : "packed")),
-                                      (.text("attStmt"), .map(statement)), (.text("authData"), .bytes(authData))]))
+        let object = encodeCBOR(
+            .map([
+                (.text("fmt"), .text(f.attestation == .none ? "none" : "packed")),
+                (.text("attStmt"), .map(statement)), (.text("authData"), .bytes(authData)),
+            ]))
         let id = Base64URL.encode(credentialID)
         return RegistrationCredential(
             id: f.id ?? id, rawId: f.rawId ?? id,
-            response: .init(clientDataJSON: Base64URL.encode(cdj), attestationObject: Base64URL.encode(object),
-                            transports: ["internal"]),
+            response: .init(
+                clientDataJSON: Base64URL.encode(cdj), attestationObject: Base64URL.encode(object),
+                transports: ["internal"]),
             clientExtensionResults: extensionResults(f, creating: true))
     }
 
-    public mutating func register(challenge: [UInt8], rpID: String, origin: String,
-                                  attestation: Attestation = .none) -> RegistrationCredential {
+    public mutating func register(
+        challenge: [UInt8], rpID: String, origin: String,
+        attestation: Attestation = .none
+    ) -> RegistrationCredential {
         var f = registrationFields(challenge: challenge, rpID: rpID, origin: origin)
         f.attestation = attestation
         return register(f)
@@ -234,8 +251,9 @@ public struct SoftwareAuthenticator: Sendable {
         let id = Base64URL.encode(credentialID)
         return AuthenticationCredential(
             id: f.id ?? id, rawId: f.rawId ?? id,
-            response: .init(clientDataJSON: Base64URL.encode(cdj), authenticatorData: Base64URL.encode(authData),
-                            signature: Base64URL.encode(sig), userHandle: f.userHandle),
+            response: .init(
+                clientDataJSON: Base64URL.encode(cdj), authenticatorData: Base64URL.encode(authData),
+                signature: Base64URL.encode(sig), userHandle: f.userHandle),
             clientExtensionResults: extensionResults(f, creating: false))
     }
 

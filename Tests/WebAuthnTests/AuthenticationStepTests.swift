@@ -13,15 +13,17 @@ import WebAuthnTestSupport
         var a = SoftwareAuthenticator(.es256, signCount: 5)
         a.userHandle = [1, 2, 3, 4]
         authenticator = a
-        stored = StoredCredential(id: a.credentialID, publicKey: try CredentialPublicKey(cose: a.key.coseKey),
-                                  signCount: 5, userHandle: [1, 2, 3, 4], backupEligible: false)
+        stored = StoredCredential(
+            id: a.credentialID, publicKey: try CredentialPublicKey(cose: a.key.coseKey),
+            signCount: 5, userHandle: [1, 2, 3, 4], backupEligible: false)
     }
 
     var fields: SoftwareAuthenticator.Fields {
         authenticator.authenticationFields(challenge: challenge, rpID: "example.com", origin: "https://example.com")
     }
 
-    func verify(stored: StoredCredential? = nil, _ edit: (inout SoftwareAuthenticator.Fields) -> Void) throws(WebAuthnError) -> VerifiedAuthentication {
+    func verify(stored: StoredCredential? = nil, _ edit: (inout SoftwareAuthenticator.Fields) -> Void) throws(WebAuthnError) -> VerifiedAuthentication
+    {
         var f = fields
         edit(&f)
         return try rp.verifyAuthentication(authenticator.authenticate(f), challenge: challenge, stored: stored ?? self.stored)
@@ -91,7 +93,9 @@ import WebAuthnTestSupport
         expectFailure(.userHandleMismatch) { $0.userHandle = Base64URL.encode([9, 9]) }
     }
     @Test func responseMustBeForTheStoredCredential() {
-        expectFailure(.credentialNotFound) { $0.id = Base64URL.encode([1]); $0.rawId = $0.id }
+        expectFailure(.credentialNotFound) {
+            $0.id = Base64URL.encode([1]); $0.rawId = $0.id
+        }
     }
     @Test func idAndRawIdMustAgree() { expectFailure(.invalidRequest) { $0.rawId = Base64URL.encode([1]) } }
 

@@ -8,12 +8,15 @@ import WebAuthnTestSupport
     let rp = RelyingParty(id: "example.com", name: "Example", origins: ["https://example.com"])
     let challenge = [UInt8](repeating: 7, count: 32)
 
-    func register(_ authenticator: SoftwareAuthenticator, legacy: Bool = false,
-                  edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }) throws(WebAuthnError) -> VerifiedRegistration {
+    func register(
+        _ authenticator: SoftwareAuthenticator, legacy: Bool = false,
+        edit: (inout SoftwareAuthenticator.Fields) -> Void = { _ in }
+    ) throws(WebAuthnError) -> VerifiedRegistration {
         var fields = authenticator.registrationFields(challenge: challenge, rpID: "example.com", origin: "https://example.com")
         edit(&fields)
-        return try rp.verifyRegistration(authenticator.register(fields), challenge: challenge,
-                                         attestation: AttestationPolicy(allowLegacyAlgorithms: legacy))
+        return try rp.verifyRegistration(
+            authenticator.register(fields), challenge: challenge,
+            attestation: AttestationPolicy(allowLegacyAlgorithms: legacy))
     }
 
     func code(_ body: () throws(WebAuthnError) -> Void) -> WebAuthnError.Code? {
@@ -35,8 +38,11 @@ import WebAuthnTestSupport
     @Test func rsaKeysOver8192BitsOrWithHugeExponentsAreRefused() throws {
         // COSE RSA keys are checked before OpenSSL builds them.
         func cose(n: Int, e: [UInt8]) -> [UInt8] {
-            encodeCBOR(.map([(.unsigned(1), .unsigned(3)), (.unsigned(3), .negative(256)),
-                             (.negative(0), .bytes([0xc1] + [UInt8](repeating: 0x5a, count: n - 1))), (.negative(1), .bytes(e))]))
+            encodeCBOR(
+                .map([
+                    (.unsigned(1), .unsigned(3)), (.unsigned(3), .negative(256)),
+                    (.negative(0), .bytes([0xc1] + [UInt8](repeating: 0x5a, count: n - 1))), (.negative(1), .bytes(e)),
+                ]))
         }
         #expect(throws: WebAuthnError.self) { _ = try CredentialPublicKey(cose: cose(n: 1025, e: [1, 0, 1])) }
         #expect(throws: WebAuthnError.self) { _ = try CredentialPublicKey(cose: cose(n: 256, e: [1, 0, 0, 0, 1])) }
@@ -56,8 +62,10 @@ import WebAuthnTestSupport
         for bad in [#","crossOrigin":0"#, #","crossOrigin":1"#, #","crossOrigin":"false""#, #","crossOrigin":{}"#] {
             #expect(code { () throws(WebAuthnError) in _ = try register(a, edit: withClientData(bad)) } == .invalidRequest, "\(bad)")
         }
-        for top in [#","topOrigin":"https://evil.example""#, #","topOrigin":null"#, #","topOrigin":5"#,
-                    #","topOrigin":{"a":1}"#, #","topOrigin":[]"#] {
+        for top in [
+            #","topOrigin":"https://evil.example""#, #","topOrigin":null"#, #","topOrigin":5"#,
+            #","topOrigin":{"a":1}"#, #","topOrigin":[]"#,
+        ] {
             #expect(code { () throws(WebAuthnError) in _ = try register(a, edit: withClientData(top)) } == .originMismatch, "\(top)")
         }
     }

@@ -1,7 +1,8 @@
-import Testing
 import Foundation
-@testable import WebAuthn
+import Testing
 import WebAuthnTestSupport
+
+@testable import WebAuthn
 
 /// The parsers refuse bad input with a typed error and never allocate what input merely declares.
 @Suite struct ParserTests {
@@ -27,8 +28,10 @@ import WebAuthnTestSupport
     }
 
     @Test func cborValuesRoundTrip() throws {
-        let value: CBOR = .map([(.text("a"), .array([.int(1), .int(-500), .bytes([1, 2]), .bool(true), .null])),
-                                (.int(3), .tagged(24, .text("ü")))])
+        let value: CBOR = .map([
+            (.text("a"), .array([.int(1), .int(-500), .bytes([1, 2]), .bool(true), .null])),
+            (.int(3), .tagged(24, .text("ü"))),
+        ])
         #expect(try CBORDecoder.decode(encodeCBOR(value)) == value)
         // Indefinite-length byte string: two chunks.
         #expect(try CBORDecoder.decode([0x5f, 0x41, 0x01, 0x42, 0x02, 0x03, 0xff]) == .bytes([1, 2, 3]))
@@ -57,9 +60,12 @@ import WebAuthnTestSupport
             #expect(error.code == .unsupportedAlgorithm)
         }
         // A point that is not on P-256.
-        let offCurve = encodeCBOR(.map([(.int(1), .int(2)), (.int(3), .int(-7)), (.int(-1), .int(1)),
-                                        (.int(-2), .bytes([UInt8](repeating: 1, count: 32))),
-                                        (.int(-3), .bytes([UInt8](repeating: 2, count: 32)))]))
+        let offCurve = encodeCBOR(
+            .map([
+                (.int(1), .int(2)), (.int(3), .int(-7)), (.int(-1), .int(1)),
+                (.int(-2), .bytes([UInt8](repeating: 1, count: 32))),
+                (.int(-3), .bytes([UInt8](repeating: 2, count: 32))),
+            ]))
         #expect(throws: WebAuthnError.self) { _ = try CredentialPublicKey(cose: offCurve) }
         // alg that does not fit the curve.
         let a = SoftwareAuthenticator(.es256)

@@ -50,15 +50,25 @@ import WebAuthnTestSupport
     @Test func backupStateWithoutEligibilityIsInvalid() { expectFailure(.invalidRequest) { $0.flags = 0x05 | 0x10 } }
     @Test func idAndRawIdMustAgree() { expectFailure(.invalidRequest) { $0.rawId = Base64URL.encode([9, 9, 9]) } }
     @Test func idMustBeTheCredentialInAuthenticatorData() {
-        expectFailure(.invalidRequest) { $0.id = Base64URL.encode([9, 9, 9]); $0.rawId = $0.id }
+        expectFailure(.invalidRequest) {
+            $0.id = Base64URL.encode([9, 9, 9]); $0.rawId = $0.id
+        }
     }
-    @Test func idMustBeBase64URL() { expectFailure(.invalidRequest) { $0.id = "not base64!"; $0.rawId = $0.id } }
+    @Test func idMustBeBase64URL() {
+        expectFailure(.invalidRequest) {
+            $0.id = "not base64!"; $0.rawId = $0.id
+        }
+    }
     @Test func clientDataMustBeJSON() { expectFailure(.invalidRequest) { $0.clientDataJSON = Array("{nope".utf8) } }
     @Test func packedSelfSignatureMustVerify() {
-        expectFailure(.attestationInvalid) { $0.attestation = .packedSelf; $0.corruptSignature = true }
+        expectFailure(.attestationInvalid) {
+            $0.attestation = .packedSelf; $0.corruptSignature = true
+        }
     }
     @Test func packedSelfAlgorithmMustBeTheCredentials() {
-        expectFailure(.attestationInvalid) { $0.attestation = .packedSelf; $0.algorithmInStatement = .es384 }
+        expectFailure(.attestationInvalid) {
+            $0.attestation = .packedSelf; $0.algorithmInStatement = .es384
+        }
     }
     @Test func authenticatorDataMayNotHaveTrailingBytes() {
         expectFailure(.invalidRequest) { $0.editAuthenticatorData = { $0 + [0] } }

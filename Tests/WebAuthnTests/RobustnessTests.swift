@@ -1,6 +1,7 @@
 import Foundation
-import Testing
 import TestSupport
+import Testing
+
 @testable import WebAuthn
 
 /// 100,000 random and mutated inputs through every parser and both verify
@@ -18,8 +19,10 @@ import TestSupport
         case 5: b = (0..<Int(rng.next() % 96)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         case 6 where b.count > 8:
             // Interesting CBOR heads: huge declared lengths, indefinite markers, deep arrays.
-            let heads: [[UInt8]] = [[0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], [0xba, 0xc1, 0x41, 0x68, 0x3c],
-                                    [0x5f], [0xff], [0x81, 0x81, 0x81, 0x81], [0xd8, 0x18], [0xf9, 0x7c, 0x00]]
+            let heads: [[UInt8]] = [
+                [0x9b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], [0xba, 0xc1, 0x41, 0x68, 0x3c],
+                [0x5f], [0xff], [0x81, 0x81, 0x81, 0x81], [0xd8, 0x18], [0xf9, 0x7c, 0x00],
+            ]
             let at = Int(rng.next() % UInt64(b.count))
             b.insert(contentsOf: heads[Int(rng.next() % UInt64(heads.count))], at: at)
         default:
@@ -42,14 +45,16 @@ import TestSupport
             let rp = WebAuthnVectorTests.relyingParty(v)
             let challenge = Base64URL.decode(v["expected_challenge_b64url"] as! String)!
             if v["kind"] as! String == "registration" {
-                return Seed(rp: rp, challenge: challenge,
-                            registration: try Vectors.decode(RegistrationCredential.self, from: v["credential"]!),
-                            authentication: nil, stored: nil)
+                return Seed(
+                    rp: rp, challenge: challenge,
+                    registration: try Vectors.decode(RegistrationCredential.self, from: v["credential"]!),
+                    authentication: nil, stored: nil)
             }
             let auth = try Vectors.decode(AuthenticationCredential.self, from: v["credential"]!)
             guard let key = try? CredentialPublicKey(cose: Base64URL.decode(v["credential_public_key_b64url"] as! String)!) else { return nil }
-            return Seed(rp: rp, challenge: challenge, registration: nil, authentication: auth,
-                        stored: StoredCredential(id: Base64URL.decode(auth.rawId)!, publicKey: key, signCount: 0))
+            return Seed(
+                rp: rp, challenge: challenge, registration: nil, authentication: auth,
+                stored: StoredCredential(id: Base64URL.decode(auth.rawId)!, publicKey: key, signCount: 0))
         }
     }
 
@@ -75,17 +80,23 @@ import TestSupport
                 note { () throws(WebAuthnError) in _ = try CBORDecoder.decode(mutated) }
                 note { () throws(WebAuthnError) in _ = try AttestationObject(bytes: mutated) }
                 note { () throws(WebAuthnError) in _ = try CollectedClientData.parse(Self.mutate(clientData, &rng)) }
-                verify { () throws(WebAuthnError) in _ = try seed.rp.verifyRegistration(credential, challenge: seed.challenge, requireUserVerification: false, now: pinned) }
+                verify { () throws(WebAuthnError) in
+                    _ = try seed.rp.verifyRegistration(credential, challenge: seed.challenge, requireUserVerification: false, now: pinned)
+                }
             } else if var credential = seed.authentication, let stored = seed.stored {
                 let authData = Base64URL.decode(credential.response.authenticatorData) ?? []
                 switch rng.next() % 3 {
                 case 0: credential.response.authenticatorData = Base64URL.encode(Self.mutate(authData, &rng))
                 case 1: credential.response.signature = Base64URL.encode(Self.mutate(Base64URL.decode(credential.response.signature) ?? [], &rng))
-                default: credential.response.clientDataJSON = Base64URL.encode(Self.mutate(Base64URL.decode(credential.response.clientDataJSON) ?? [], &rng))
+                default:
+                    credential.response.clientDataJSON = Base64URL.encode(
+                        Self.mutate(Base64URL.decode(credential.response.clientDataJSON) ?? [], &rng))
                 }
                 note { () throws(WebAuthnError) in _ = try AuthenticatorData(bytes: Base64URL.decode(credential.response.authenticatorData) ?? []) }
                 note { () throws(WebAuthnError) in _ = try CredentialPublicKey(cose: Self.mutate(stored.publicKey.cose, &rng)) }
-                verify { () throws(WebAuthnError) in _ = try seed.rp.verifyAuthentication(credential, challenge: seed.challenge, stored: stored, requireUserVerification: false) }
+                verify { () throws(WebAuthnError) in
+                    _ = try seed.rp.verifyAuthentication(credential, challenge: seed.challenge, stored: stored, requireUserVerification: false)
+                }
             }
             _ = Base64URL.decode(String(decoding: Self.mutate(Array("AQIDBA-_".utf8), &rng), as: UTF8.self))
         }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import WebAuthn
 
 /// Every response in `Tests/Vectors/webauthn/` through the verifier, with the
@@ -68,7 +69,8 @@ import Testing
         case .failure(let error):
             #expect(!shouldVerify, "\(name) failed: \(error)")
             if !shouldVerify {
-                let code = (expected["keyfob_code"] as? String).flatMap(WebAuthnError.Code.init(rawValue:))
+                let code =
+                    (expected["keyfob_code"] as? String).flatMap(WebAuthnError.Code.init(rawValue:))
                     ?? Self.expectedCodes[name]
                 #expect(code != nil, "\(name): no expected code pinned (got \(error))")
                 if let code { #expect(error.code == code, "\(name): \(error)") }
@@ -112,20 +114,27 @@ import Testing
         } else {
             let credential = try! Vectors.decode(AuthenticationCredential.self, from: v["credential"]!)
             let key = try CredentialPublicKey(cose: Base64URL.decode(v["credential_public_key_b64url"] as! String)!)
-            let storedID = (v["stored_credential_id_b64url"] as? String).flatMap(Base64URL.decode)
+            let storedID =
+                (v["stored_credential_id_b64url"] as? String).flatMap(Base64URL.decode)
                 ?? Base64URL.decode(credential.rawId) ?? []
-            let stored = StoredCredential(id: storedID, publicKey: key,
-                                          signCount: UInt32(v["prior_sign_count"] as? Int ?? 0))
-            let result = try rp.verifyAuthentication(credential, challenge: challenge, stored: stored,
-                                                     requireUserVerification: uv, requireUserPresence: up)
-            return ["new_sign_count": Int(result.newSignCount), "flags": flags(result.flags),
-                    "credential_id_b64url": Base64URL.encode(result.credentialID)]
+            let stored = StoredCredential(
+                id: storedID, publicKey: key,
+                signCount: UInt32(v["prior_sign_count"] as? Int ?? 0))
+            let result = try rp.verifyAuthentication(
+                credential, challenge: challenge, stored: stored,
+                requireUserVerification: uv, requireUserPresence: up)
+            return [
+                "new_sign_count": Int(result.newSignCount), "flags": flags(result.flags),
+                "credential_id_b64url": Base64URL.encode(result.credentialID),
+            ]
         }
     }
 
     static func flags(_ f: AuthenticatorData.Flags) -> [String: Bool] {
-        ["up": f.contains(.userPresent), "uv": f.contains(.userVerified), "be": f.contains(.backupEligible),
-         "bs": f.contains(.backupState), "at": f.contains(.attestedCredentialData), "ed": f.contains(.extensionData)]
+        [
+            "up": f.contains(.userPresent), "uv": f.contains(.userVerified), "be": f.contains(.backupEligible),
+            "bs": f.contains(.backupState), "at": f.contains(.attestedCredentialData), "ed": f.contains(.extensionData),
+        ]
     }
 
     static func compare(_ got: [String: Any], _ expected: [String: Any], _ name: String) {

@@ -48,11 +48,12 @@ struct AccountController: Sendable {
         // A sealed key this session cannot open is a locked signer, whatever the window says (the
         // window is still reported: account changes need it, signing needs the seal opened too).
         let window = auth.session.isUnlocked(at: now())
-        return jsonResponse(SessionResponse(
-            username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
-            signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
-            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
-            waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now())))
+        return jsonResponse(
+            SessionResponse(
+                username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
+                signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
+                pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
+                waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now())))
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -72,7 +73,8 @@ struct AccountController: Sendable {
                 events.record(.signedOut, username: auth.user.username)
             }
         }
-        return jsonResponse(["signedOut": true], headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
+        return jsonResponse(
+            ["signedOut": true], headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
     }
 
     struct CredentialInfo: Encodable {
@@ -105,7 +107,8 @@ struct AccountController: Sendable {
     /// Bluetooth, else "Passkey".
     static func fallbackName(_ provider: PasskeyNames.Provider, transports: [String]) -> PasskeyNames.Provider {
         guard provider == PasskeyNames.unknown, !transports.isEmpty,
-              transports.allSatisfy({ ["usb", "nfc", "ble"].contains($0) }) else { return provider }
+            transports.allSatisfy({ ["usb", "nfc", "ble"].contains($0) })
+        else { return provider }
         return PasskeyNames.Provider(name: "Security key", icon: provider.icon)
     }
 
@@ -114,13 +117,14 @@ struct AccountController: Sendable {
         let sealing = Set(try await store.keyWraps(ofUser: auth.user.id).map(\.credentialID))
         let list = try await store.credentials(ofUser: auth.user.id).map {
             let provider = Self.fallbackName(names.provider(aaguid: $0.aaguid), transports: $0.transports)
-            return CredentialInfo(id: Base64URL.encode($0.id), name: $0.name, authenticatorName: provider.name,
-                           icon: provider.icon, createdOn: $0.createdOn,
-                           algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
-                           aaguid: Hex.encode($0.aaguid), transports: $0.transports,
-                           backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
-                           createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id),
-                           current: $0.id == auth.session.credentialID)
+            return CredentialInfo(
+                id: Base64URL.encode($0.id), name: $0.name, authenticatorName: provider.name,
+                icon: provider.icon, createdOn: $0.createdOn,
+                algorithm: $0.algorithm, attestationFormat: $0.attestationFormat,
+                aaguid: Hex.encode($0.aaguid), transports: $0.transports,
+                backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
+                createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id),
+                current: $0.id == auth.session.credentialID)
         }
         return jsonResponse(["credentials": list])
     }
@@ -162,8 +166,10 @@ struct AccountController: Sendable {
         } catch StoreError.conflict {
             throw KeyfobError(.invalidRequest, "this is your only passkey; add another before removing it", status: .conflict)
         } catch StoreError.lastSealingPasskey {
-            throw KeyfobError(.invalidRequest, "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
-                           status: .conflict)
+            throw KeyfobError(
+                .invalidRequest,
+                "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
+                status: .conflict)
         }
         events.record(.credentialRemoved, username: auth.user.username)
         await store.auditAccountChange(userID: auth.user.id, method: "remove_passkey", at: now())

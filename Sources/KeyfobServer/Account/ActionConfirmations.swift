@@ -43,9 +43,10 @@ struct ActionConfirmations: Sendable {
     var store: any CredentialStore & KeyWrapStore & ChallengeStore & CeremonyStore { ceremonies.store }
     var now: @Sendable () -> Date { ceremonies.now }
 
-    static let required = KeyfobError(.confirmationRequired,
-                                   "confirm this with one of your passkeys: POST /api/confirmations with this action first",
-                                   status: .forbidden)
+    static let required = KeyfobError(
+        .confirmationRequired,
+        "confirm this with one of your passkeys: POST /api/confirmations with this action first",
+        status: .forbidden)
 
     /// The value stored with the challenge: what it may confirm, for which session.
     static func binding(_ action: Action, target: String, session: SessionRecord) -> String {
@@ -67,8 +68,9 @@ struct ActionConfirmations: Sendable {
     func options(_ action: Action, target: String, for auth: Sessions.Authenticated, ip: String?) async throws -> Response {
         var allowed = try await eligible(auth)
         guard !allowed.isEmpty else {
-            throw KeyfobError(.permissionDenied, "none of your passkeys is older than this session; sign in again with one of them",
-                           status: .forbidden)
+            throw KeyfobError(
+                .permissionDenied, "none of your passkeys is older than this session; sign in again with one of them",
+                status: .forbidden)
         }
         // PRF per passkey: the salt of its wrap (random per wrap), or a fresh one for a passkey that
         // joins the seal now. A sealed key unlocks only with a passkey that has a wrap.
@@ -76,18 +78,22 @@ struct ActionConfirmations: Sendable {
         if action == .unlock, try await ceremonies.custody.record(for: auth.user.id).passkeySealed {
             allowed = allowed.filter { credential in wraps.contains { $0.credentialID == credential.id } }
             guard !allowed.isEmpty else {
-                throw KeyfobError(.signerLocked, "none of the passkeys that may unlock this session can open your sealed key; "
-                               + "sign in with one that seals it", status: .forbidden)
+                throw KeyfobError(
+                    .signerLocked,
+                    "none of the passkeys that may unlock this session can open your sealed key; "
+                        + "sign in with one that seals it", status: .forbidden)
             }
         }
         let challenge = randomBytes(32)
-        var record = ChallengeRecord(challenge: challenge, ceremony: .authentication,
-                                     key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
-                                     expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
+        var record = ChallengeRecord(
+            challenge: challenge, ceremony: .authentication,
+            key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
+            expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
         record.mayUseReserve = true
         try await ceremonies.limits.insert(record, into: store, now: now())
         let allow = allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        let prf = action.needsPRF
+        let prf =
+            action.needsPRF
             ? ceremonies.seal.inputs(for: allow, wraps: wraps, challenge: challenge, newWraps: action == .seal) : nil
         let options = ceremonies.relyingParty.requestOptions(
             challenge: challenge, allowCredentials: allow, userVerification: .required,
@@ -107,26 +113,34 @@ struct ActionConfirmations: Sendable {
     /// account's and older than the session; every §7.2 check with user verification; the counter moves.
     /// Returns the passkey and the challenge it signed (a fresh PRF salt derives from it).
     @discardableResult
-    func verify(_ assertion: AuthenticationCredential?, _ action: Action, target: String,
-                for auth: Sessions.Authenticated) async throws -> (credential: CredentialRecord, challenge: [UInt8]) {
+    func verify(
+        _ assertion: AuthenticationCredential?, _ action: Action, target: String,
+        for auth: Sessions.Authenticated
+    ) async throws -> (credential: CredentialRecord, challenge: [UInt8]) {
         guard let assertion else { throw Self.required }
         // Consumed once whatever follows, and unexpired (2 minutes), like any ceremony's challenge.
-        let pending = try await ceremonies.consumeChallenge(clientDataJSON: assertion.response.clientDataJSON,
-                                                            ceremony: .authentication, key: nil)
+        let pending = try await ceremonies.consumeChallenge(
+            clientDataJSON: assertion.response.clientDataJSON,
+            ceremony: .authentication, key: nil)
         guard pending.key == Self.binding(action, target: target, session: auth.session) else {
-            throw KeyfobError(.challengeNotFound, "this confirmation was not made for this action on this session, or was used already; "
-                           + "request a new one")
+            throw KeyfobError(
+                .challengeNotFound,
+                "this confirmation was not made for this action on this session, or was used already; "
+                    + "request a new one")
         }
         guard let credentialID = Base64URL.decode(assertion.rawId), let record = try await store.credential(id: credentialID),
-              record.userID == auth.user.id else {
+            record.userID == auth.user.id
+        else {
             throw KeyfobError(.credentialNotFound, "this is not one of your passkeys", status: .notFound)
         }
         guard Self.mayConfirm(record, for: auth.session) else {
-            throw KeyfobError(.permissionDenied, "this passkey was added after this session signed in; sign in with it first",
-                           status: .forbidden)
+            throw KeyfobError(
+                .permissionDenied, "this passkey was added after this session signed in; sign in with it first",
+                status: .forbidden)
         }
-        try await store.verifyAssertion(assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
-                                        keys: ceremonies.keys, at: now())
+        try await store.verifyAssertion(
+            assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
+            keys: ceremonies.keys, at: now())
         return (record, pending.challenge)
     }
 
@@ -134,8 +148,10 @@ struct ActionConfirmations: Sendable {
     static func assertion(in body: [String: Any]) throws -> AuthenticationCredential? {
         guard let value = body["confirmation"], !(value is NSNull) else { return nil }
         guard JSONSerialization.isValidJSONObject(value),
-              let credential = try? JSONDecoder().decode(AuthenticationCredential.self,
-                                                         from: JSONSerialization.data(withJSONObject: value)) else {
+            let credential = try? JSONDecoder().decode(
+                AuthenticationCredential.self,
+                from: JSONSerialization.data(withJSONObject: value))
+        else {
             throw KeyfobError.invalid("confirmation must be the passkey assertion made on the options of /api/confirmations")
         }
         return credential

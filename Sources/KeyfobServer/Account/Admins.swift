@@ -52,7 +52,8 @@ public struct Admins: Sendable {
             if let user = try? await store.user(named: name), isAdmin(user) {
                 lines.append("\(name): bound to the account created \(user.createdAt)")
             } else {
-                lines.append("\(name): no account of that name existed when it was named admin (\(since)); register it, then confirm with the admin token")
+                lines.append(
+                    "\(name): no account of that name existed when it was named admin (\(since)); register it, then confirm with the admin token")
             }
         }
         return lines

@@ -13,8 +13,9 @@ struct PasskeyNames: Sendable {
         let path = (publicDirectory as NSString).appendingPathComponent("passkey-providers.json")
         var providers: [String: Provider] = [:]
         if let data = FileManager.default.contents(atPath: path),
-           let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
-           let list = object["providers"] as? [String: [String: String]] {
+            let object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any],
+            let list = object["providers"] as? [String: [String: String]]
+        {
             for (aaguid, entry) in list {
                 if let name = entry["name"] { providers[aaguid.lowercased()] = Provider(name: name, icon: entry["icon"] ?? "passkey") }
             }
@@ -34,12 +35,25 @@ struct PasskeyNames: Sendable {
     static func createdOn(userAgent: String?) -> String? {
         guard let ua = userAgent, !ua.isEmpty else { return nil }
         let browser: String? =
-            ua.contains("Edg/") ? "Edge" : ua.contains("OPR/") ? "Opera" : ua.contains("Firefox/") ? "Firefox"
-            : ua.contains("Chrome/") || ua.contains("CriOS/") ? "Chrome" : ua.contains("Safari/") ? "Safari" : nil
+            ua.contains("Edg/")
+            ? "Edge"
+            : ua.contains("OPR/")
+                ? "Opera"
+                : ua.contains("Firefox/")
+                    ? "Firefox"
+                    : ua.contains("Chrome/") || ua.contains("CriOS/") ? "Chrome" : ua.contains("Safari/") ? "Safari" : nil
         let system: String? =
-            ua.contains("iPhone") ? "iPhone" : ua.contains("iPad") ? "iPad" : ua.contains("Android") ? "Android"
-            : ua.contains("Windows") ? "Windows" : ua.contains("Mac OS X") || ua.contains("Macintosh") ? "Mac"
-            : ua.contains("CrOS") ? "ChromeOS" : ua.contains("Linux") ? "Linux" : nil
+            ua.contains("iPhone")
+            ? "iPhone"
+            : ua.contains("iPad")
+                ? "iPad"
+                : ua.contains("Android")
+                    ? "Android"
+                    : ua.contains("Windows")
+                        ? "Windows"
+                        : ua.contains("Mac OS X") || ua.contains("Macintosh")
+                            ? "Mac"
+                            : ua.contains("CrOS") ? "ChromeOS" : ua.contains("Linux") ? "Linux" : nil
         switch (browser, system) {
         case let (b?, s?): return "\(b) on \(s)"
         case let (b?, nil): return b

@@ -1,8 +1,8 @@
 import Foundation
 import Hummingbird
+import KeyfobCrypto
 import Nostr
 import WebAuthn
-import KeyfobCrypto
 
 /// A browser that has signed in here before: a long-lived cookie holding a random value and the
 /// server's MAC of it, set by every successful passkey ceremony. It names no account and opens
@@ -30,14 +30,16 @@ struct ReturningDevice: Sendable {
         let nonce = randomBytes(16)
         guard let tag = mac(nonce) else { return nil }
         let value = Base64URL.encode(nonce + tag)
-        return secure ? "\(Self.secureCookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax; Secure"
-                      : "\(Self.cookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax"
+        return secure
+            ? "\(Self.secureCookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax; Secure"
+            : "\(Self.cookieName)=\(value); Path=/; Max-Age=\(Self.lifetime); HttpOnly; SameSite=Lax"
     }
 
     /// Whether the request carries a cookie this server made.
     func recognises(_ request: Request) -> Bool {
         guard let value = request.cookie(Self.secureCookieName) ?? (Sessions.isLocalHost(request) ? request.cookie(Self.cookieName) : nil),
-              value.count == 43, let bytes = Base64URL.decode(value), bytes.count == 32 else { return false }
+            value.count == 43, let bytes = Base64URL.decode(value), bytes.count == 32
+        else { return false }
         guard let expected = mac(Array(bytes.prefix(16))) else { return false }
         // Constant time: the comparison does not tell how much of a forged MAC was right.
         return zip(expected, bytes.suffix(16)).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0

@@ -60,7 +60,8 @@ struct Sessions: Sendable {
         }
         guard let token, let raw = Base64URL.decode(token), raw.count == 32 else { return nil }
         guard let session = try await store.session(tokenHash: sha256(raw), now: now()),
-              let user = try await store.user(id: session.userID) else { return nil }
+            let user = try await store.user(id: session.userID)
+        else { return nil }
         if viaCookie { try checkOrigin(request) }
         return Authenticated(session: session, user: user, viaCookie: viaCookie, token: raw)
     }
@@ -93,8 +94,10 @@ struct Sessions: Sendable {
     static func isLocalHost(_ request: Request) -> Bool {
         guard request.uri.scheme != .https else { return false }
         let authority = request.head.authority ?? ""
-        let host = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst())
-                                            : String(authority.split(separator: ":").first ?? "")
+        let host =
+            authority.hasPrefix("[")
+            ? String(authority.prefix { $0 != "]" }.dropFirst())
+            : String(authority.split(separator: ":").first ?? "")
         return host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
     }
 
@@ -104,20 +107,24 @@ struct Sessions: Sendable {
         if client.isHTTPS(request, peer: context.remoteAddress) { return true }
         // No Host at all is no browser on a named site (router tests, HTTP/1.0 probes).
         guard let authority = request.head.authority, !authority.isEmpty else { return false }
-        let host = authority.hasPrefix("[") ? String(authority.prefix { $0 != "]" }.dropFirst())
-                                            : String(authority.split(separator: ":").first ?? "")
+        let host =
+            authority.hasPrefix("[")
+            ? String(authority.prefix { $0 != "]" }.dropFirst())
+            : String(authority.split(separator: ":").first ?? "")
         let local = host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
         return !local
     }
 
     func cookie(token: String, expires: Date, secure: Bool) -> String {
         let maxAge = max(0, Int(expires.timeIntervalSince(now())))
-        return secure ? "\(Self.secureCookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax; Secure"
-                      : "\(Self.cookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
+        return secure
+            ? "\(Self.secureCookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax; Secure"
+            : "\(Self.cookieName)=\(token); Path=/; Max-Age=\(maxAge); HttpOnly; SameSite=Lax"
     }
 
     func clearingCookie(secure: Bool) -> String {
-        secure ? "\(Self.secureCookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure"
-               : "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
+        secure
+            ? "\(Self.secureCookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax; Secure"
+            : "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax"
     }
 }

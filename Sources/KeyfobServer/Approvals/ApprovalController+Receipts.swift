@@ -14,10 +14,11 @@ extension ApprovalController {
     /// The bytes a confirmation commits to: the request, the client, the method, what is signed
     /// (the event id) or handled (SHA-256 of the payload), and a fresh nonce.
     func committedBytes(_ record: PendingRequestRecord, _ incoming: IncomingRequest, pubkey: PublicKey, nonce: [UInt8]) -> String {
-        let subject: String = switch incoming.call {
-        case .signEvent(let unsigned): "event:" + Hex.encode(unsigned.id(pubkey: pubkey))
-        default: "payload-sha256:" + Hex.encode(sha256(Array(incoming.payload.utf8)))
-        }
+        let subject: String =
+            switch incoming.call {
+            case .signEvent(let unsigned): "event:" + Hex.encode(unsigned.id(pubkey: pubkey))
+            default: "payload-sha256:" + Hex.encode(sha256(Array(incoming.payload.utf8)))
+            }
         return "keyfob approval v1\nrequest:\(record.id)\nclient:\(record.client)\nmethod:\(record.method)\n\(subject)\nnonce:\(Hex.encode(nonce))"
     }
 
@@ -36,8 +37,9 @@ extension ApprovalController {
         var prf: PRFInputs?
         if try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
             let challenge = sha256(Array(committed.utf8))
-            prf = confirmations.ceremonies.seal.inputs(for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
-                                                               challenge: challenge, newWraps: false)
+            prf = confirmations.ceremonies.seal.inputs(
+                for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
+                challenge: challenge, newWraps: false)
         }
         let options = configuration.relyingParty.requestOptions(
             challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
@@ -68,40 +70,48 @@ extension ApprovalController {
     /// Verifies the assertion against this user's passkey and the committed bytes.
     func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> Confirmation {
         guard let raw, let nonce = record.confirmationNonce else {
-            throw KeyfobError(.userVerificationRequired, "approving this request needs your passkey: ask for a challenge first",
-                           status: .forbidden)
+            throw KeyfobError(
+                .userVerificationRequired, "approving this request needs your passkey: ask for a challenge first",
+                status: .forbidden)
         }
         guard let data = try? JSONSerialization.data(withJSONObject: raw),
-              let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
-              let credentialID = Base64URL.decode(assertion.rawId),
-              let credential = try await store.credential(id: credentialID), credential.userID == user.id else {
+            let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
+            let credentialID = Base64URL.decode(assertion.rawId),
+            let credential = try await store.credential(id: credentialID), credential.userID == user.id
+        else {
             throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        try await store.verifyAssertion(assertion, by: credential, challenge: sha256(Array(committed.utf8)),
-                                        relyingParty: configuration.relyingParty, keys: keys, at: now())
+        try await store.verifyAssertion(
+            assertion, by: credential, challenge: sha256(Array(committed.utf8)),
+            relyingParty: configuration.relyingParty, keys: keys, at: now())
         var signed = assertion
-        signed.clientExtensionResults = nil   // a PRF output is a secret: never in a receipt
+        signed.clientExtensionResults = nil  // a PRF output is a secret: never in a receipt
         let receipt = Receipt(
             version: 1, committed: committed, challenge: Base64URL.encode(sha256(Array(committed.utf8))),
             credentialId: Base64URL.encode(credential.id), publicKey: Base64URL.encode(credential.publicKey),
             algorithm: credential.algorithm, rpId: configuration.rpID, assertion: signed)
-        return Confirmation(receipt: String(decoding: jsonBytes(receipt), as: UTF8.self), credentialID: credential.id,
-                            prf: PRFOutputs(first: assertion.clientExtensionResults?.prfFirst,
-                                            second: assertion.clientExtensionResults?.prfSecond),
-                            challenge: sha256(Array(committed.utf8)))
+        return Confirmation(
+            receipt: String(decoding: jsonBytes(receipt), as: UTF8.self), credentialID: credential.id,
+            prf: PRFOutputs(
+                first: assertion.clientExtensionResults?.prfFirst,
+                second: assertion.clientExtensionResults?.prfSecond),
+            challenge: sha256(Array(committed.utf8)))
     }
 
     @Sendable func receipt(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         guard let id = context.parameters.get("entry").flatMap({ Int64($0) }),
-              let entry = try await store.auditEntry(id: id, ofUser: auth.user.id), let receipt = entry.receipt else {
-            throw KeyfobError(.requestNotFound, "no receipt: this entry is not yours or was not confirmed with a passkey",
-                           status: .notFound)
+            let entry = try await store.auditEntry(id: id, ofUser: auth.user.id), let receipt = entry.receipt
+        else {
+            throw KeyfobError(
+                .requestNotFound, "no receipt: this entry is not yours or was not confirmed with a passkey",
+                status: .notFound)
         }
-        return Response(status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(string: receipt)))
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: receipt)))
     }
 
     // MARK: - Grants
@@ -110,8 +120,9 @@ extension ApprovalController {
         let auth = try await sessions.require(request)
         let formatter = ISO8601DateFormatter()
         let list = try await store.grants(ofUser: auth.user.id, now: now()).map { g in
-            GrantsReply.Item(id: g.id, client: g.client, method: g.method, allow: g.allow, createdAt: formatter.string(from: g.createdAt),
-                             kind: g.kind, expiresAt: g.expiresAt.map(formatter.string(from:)))
+            GrantsReply.Item(
+                id: g.id, client: g.client, method: g.method, allow: g.allow, createdAt: formatter.string(from: g.createdAt),
+                kind: g.kind, expiresAt: g.expiresAt.map(formatter.string(from:)))
         }
         return jsonResponse(GrantsReply(grants: list))
     }

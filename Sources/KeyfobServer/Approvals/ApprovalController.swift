@@ -54,8 +54,9 @@ struct ApprovalController: Sendable {
         // Each entry may store a request: the per-IP budget of the ceremony endpoints applies (a
         // stranger could otherwise fill the table by varying the callback, i.e. the client).
         if let retry = limits.options.take(limits.clientIP(request, context), now: now()) {
-            var page = HTMLPage.problem(title: "Too many requests", message: "Too many requests from this address; try again in \(retry) s.",
-                                        status: .tooManyRequests)
+            var page = HTMLPage.problem(
+                title: "Too many requests", message: "Too many requests from this address; try again in \(retry) s.",
+                status: .tooManyRequests)
             page.headers[.retryAfter] = String(retry)
             return page
         }
@@ -64,11 +65,13 @@ struct ApprovalController: Sendable {
         do {
             incoming = try IncomingRequest.decode(target, now: now(), ownOrigins: configuration.effectiveOrigins)
         } catch .badCallback(let message) {
-            return HTMLPage.problem(title: "This request cannot be handled",
-                                    message: "The app's return address is missing or not allowed: \(message).")
+            return HTMLPage.problem(
+                title: "This request cannot be handled",
+                message: "The app's return address is missing or not allowed: \(message).")
         } catch .badRequest(let code, let message, let back, let client) {
-            return HTMLPage.problem(title: "This request cannot be handled", message: "\(message) (\(code)).",
-                                    back: back, client: client)
+            return HTMLPage.problem(
+                title: "This request cannot be handled", message: "\(message) (\(code)).",
+                back: back, client: client)
         }
         let auth = try? await sessions.authenticate(request)
         let method = incoming.call.method.rawValue
@@ -77,12 +80,14 @@ struct ApprovalController: Sendable {
         if let auth, auth.session.isUnlocked(at: now()), try await custody.canOpen(auth.user.id, unlock: auth.unlock) {
             let decision = try await grants.decision(userID: auth.user.id, client: incoming.client, method: method, kind: incoming.call.kind)
             if decision != .ask {
-                let caller = caller(auth, client: incoming.client, transport: incoming.transport,
-                                    ip: limits.clientIP(request, context))
+                let caller = caller(
+                    auth, client: incoming.client, transport: incoming.transport,
+                    ip: limits.clientIP(request, context))
                 let location = try await finish(incoming, caller: caller, approved: decision == .allow)
                 guard let location else {
-                    return HTMLPage.problem(title: "Rejected", message: "You chose to reject this app's \(method) requests.",
-                                            status: .ok)
+                    return HTMLPage.problem(
+                        title: "Rejected", message: "You chose to reject this app's \(method) requests.",
+                        status: .ok)
                 }
                 return Response(status: .seeOther, headers: [.location: location, .cacheControl: "no-store"])
             }
@@ -93,19 +98,24 @@ struct ApprovalController: Sendable {
         } catch StoreError.limitReached {
             var back: String?
             if case .callback(let request) = incoming.reply {
-                back = SignerCodec.callback(for: request, outcome: .failure(code: ErrorCode.rateLimited.rawValue,
-                                                                            message: "too many requests are waiting for approval"))
+                back = SignerCodec.callback(
+                    for: request,
+                    outcome: .failure(
+                        code: ErrorCode.rateLimited.rawValue,
+                        message: "too many requests are waiting for approval"))
             }
-            return HTMLPage.problem(title: "Too many waiting requests",
-                                    message: "\(incoming.client) has \(PendingRequests.maxPerClient) requests waiting for your decision already.",
-                                    back: back, client: incoming.client, status: .tooManyRequests)
+            return HTMLPage.problem(
+                title: "Too many waiting requests",
+                message: "\(incoming.client) has \(PendingRequests.maxPerClient) requests waiting for your decision already.",
+                back: back, client: incoming.client, status: .tooManyRequests)
         }
         return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
     }
 
     func caller(_ auth: Sessions.Authenticated, client: String, transport: String, ip: String? = nil) -> SignerCaller {
-        SignerCaller(userID: auth.user.id, username: auth.user.username, client: client, transport: transport,
-                     limitKey: Hex.encode(auth.session.tokenHash), ip: ip, unlock: auth.unlock)
+        SignerCaller(
+            userID: auth.user.id, username: auth.user.username, client: client, transport: transport,
+            limitKey: Hex.encode(auth.session.tokenHash), ip: ip, unlock: auth.unlock)
     }
 
     /// Runs (or rejects) a request and returns the callback URL with the outcome, in the spec's
@@ -147,12 +157,14 @@ struct ApprovalController: Sendable {
         if PendingRequests.isSealedForOwner(record) {
             guard let signer = try await store.bunkerSigner(ofUser: auth.user.id) else { throw gone }
             do { signerKey = try custody.signerKey(signer, unlock: auth.unlock) } catch let error as KeyfobError where error.code == .signerLocked {
-                throw KeyfobError(.signerLocked, "this request is sealed with your passkeys like your key: unlock your signer to see it",
-                               status: .forbidden)
+                throw KeyfobError(
+                    .signerLocked, "this request is sealed with your passkeys like your key: unlock your signer to see it",
+                    status: .forbidden)
             }
         }
         guard let target = pending.open(record, signerKey: signerKey),
-              let incoming = try? IncomingRequest.decode(target, now: record.createdAt, ownOrigins: configuration.effectiveOrigins) else {
+            let incoming = try? IncomingRequest.decode(target, now: record.createdAt, ownOrigins: configuration.effectiveOrigins)
+        else {
             throw gone
         }
         return (record, incoming)
@@ -167,13 +179,15 @@ struct ApprovalController: Sendable {
     @Sendable func list(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let formatter = ISO8601DateFormatter()
-        let names = Dictionary(try await store.bunkerClients(ofUser: auth.user.id).compactMap { client in
-            client.name.map { (BunkerAddress.clientIdentifier(client.clientPubkey), $0) }
-        }, uniquingKeysWith: { first, _ in first })
+        let names = Dictionary(
+            try await store.bunkerClients(ofUser: auth.user.id).compactMap { client in
+                client.name.map { (BunkerAddress.clientIdentifier(client.clientPubkey), $0) }
+            }, uniquingKeysWith: { first, _ in first })
         let list = try await store.pendingRequests(ofUser: auth.user.id, now: now(), limit: 50).map { r in
-            PendingRequestsReply.Item(id: r.id, client: r.client, transport: r.transport, method: r.method,
-                                      createdAt: formatter.string(from: r.createdAt), expiresAt: formatter.string(from: r.expiresAt),
-                                      kind: r.kind, kindName: r.kind.map(KindNames.name), clientName: names[r.client])
+            PendingRequestsReply.Item(
+                id: r.id, client: r.client, transport: r.transport, method: r.method,
+                createdAt: formatter.string(from: r.createdAt), expiresAt: formatter.string(from: r.expiresAt),
+                kind: r.kind, kindName: r.kind.map(KindNames.name), clientName: names[r.client])
         }
         return jsonResponse(PendingRequestsReply(requests: list))
     }
@@ -208,10 +222,13 @@ struct ApprovalController: Sendable {
         switch incoming.call {
         case .signEvent(let unsigned):
             let id = unsigned.id(pubkey: pubkey)
-            view.event = EventObject(id: Hex.encode(id), pubkey: pubkey.hex, createdAt: unsigned.createdAt, kind: unsigned.kind,
-                                     tags: unsigned.tags, content: unsigned.content, sig: nil)
+            view.event = EventObject(
+                id: Hex.encode(id), pubkey: pubkey.hex, createdAt: unsigned.createdAt, kind: unsigned.kind,
+                tags: unsigned.tags, content: unsigned.content, sig: nil)
             if SignerCall.dangerousKinds.contains(unsigned.kind) {
-                warnings.append("Kind \(unsigned.kind) (\(KindNames.name(unsigned.kind))) can change your profile, contacts or relays, delete notes, or log you in elsewhere. Approve only if you started this.")
+                warnings.append(
+                    "Kind \(unsigned.kind) (\(KindNames.name(unsigned.kind))) can change your profile, contacts or relays, delete notes, or log you in elsewhere. Approve only if you started this."
+                )
             }
         case .encrypt(_, let plaintext, let peer):
             view.plaintext = plaintext
@@ -230,7 +247,8 @@ struct ApprovalController: Sendable {
         if let name = claimed {
             if case .nip46(let address) = incoming.reply {
                 let key = (try? PublicKey(hex: address.client)).map { String(NIP19.npub($0).prefix(16)) } ?? String(address.client.prefix(16))
-                warnings.append("The client calls itself \"\(name)\"; that name is not verified. It is the bunker client you connected with key \(key)….")
+                warnings.append(
+                    "The client calls itself \"\(name)\"; that name is not verified. It is the bunker client you connected with key \(key)….")
             } else {
                 warnings.append("The app calls itself \"\(name)\"; that name is not verified. The result goes to \(record.client).")
             }
@@ -247,8 +265,9 @@ struct ApprovalController: Sendable {
         // A locked session approves only with the passkey confirmation this request asks for
         // (which unlocks it: one prompt, not an unlock and then a confirmation).
         guard auth.session.isUnlocked(at: now()) || needsPasskey(record) else { throw KeyfobError.signerLocked }
-        var caller = caller(auth, client: record.client, transport: record.transport,
-                            ip: limits.clientIP(request, context))
+        var caller = caller(
+            auth, client: record.client, transport: record.transport,
+            ip: limits.clientIP(request, context))
         guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
         if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
             throw KeyfobError(.permissionDenied, "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
@@ -273,8 +292,11 @@ struct ApprovalController: Sendable {
             // confirming sealing passkey's PRF output.
             let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
             if sealedShut {
-                guard let dataKey = try await custody.openWrap(userID: auth.user.id, credentialID: confirmation.credentialID,
-                                                               prf: confirmation.prf, challenge: confirmation.challenge) else {
+                guard
+                    let dataKey = try await custody.openWrap(
+                        userID: auth.user.id, credentialID: confirmation.credentialID,
+                        prf: confirmation.prf, challenge: confirmation.challenge)
+                else {
                     throw KeyfobError.signerSealed
                 }
                 caller.unlock = try await custody.unlock(auth, until: until, dataKey: dataKey)
@@ -291,8 +313,9 @@ struct ApprovalController: Sendable {
         try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
         if let preset = body["preset"] as? String {
             if preset == "requested", case .nip46(let address) = incoming.reply {
-                try await grants.apply(requested: try await requestedPerms(address, userID: auth.user.id), userID: auth.user.id,
-                                       client: record.client)
+                try await grants.apply(
+                    requested: try await requestedPerms(address, userID: auth.user.id), userID: auth.user.id,
+                    client: record.client)
             } else {
                 try await grants.apply(preset: preset, userID: auth.user.id, client: record.client)
             }
@@ -311,8 +334,9 @@ struct ApprovalController: Sendable {
             throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: false, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
-        let caller = caller(auth, client: record.client, transport: record.transport,
-                            ip: limits.clientIP(request, context))
+        let caller = caller(
+            auth, client: record.client, transport: record.transport,
+            ip: limits.clientIP(request, context))
         let location = try await finish(incoming, caller: caller, approved: false)
         return jsonResponse(RedirectReply(redirect: location))
     }

@@ -79,7 +79,8 @@ struct EventObject: Encodable {
 
 extension EventObject {
     init(_ event: Event) {
-        self.init(id: Hex.encode(event.id), pubkey: event.pubkey.hex, createdAt: event.createdAt, kind: event.kind,
-                  tags: event.tags, content: event.content, sig: Hex.encode(event.sig))
+        self.init(
+            id: Hex.encode(event.id), pubkey: event.pubkey.hex, createdAt: event.createdAt, kind: event.kind,
+            tags: event.tags, content: event.content, sig: Hex.encode(event.sig))
     }
 }

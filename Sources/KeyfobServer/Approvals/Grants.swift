@@ -44,11 +44,13 @@ struct Grants: Sendable {
         }
         if duration == 0 { return }
         guard !allow || !Self.isDangerous(method, kind: kind) else {
-            throw KeyfobError(.permissionDenied, "kind \(kind ?? 0) can change or impersonate your account: it is asked every time",
-                           status: .forbidden)
+            throw KeyfobError(
+                .permissionDenied, "kind \(kind ?? 0) can change or impersonate your account: it is asked every time",
+                status: .forbidden)
         }
-        try await insert(userID: userID, client: client, method: method,
-                         kind: method == SignerMethod.signEvent.rawValue ? kind : nil, allow: allow, duration: duration)
+        try await insert(
+            userID: userID, client: client, method: method,
+            kind: method == SignerMethod.signEvent.rawValue ? kind : nil, allow: allow, duration: duration)
     }
 
     /// A preset for a client's first request: "everyday" or "trusted" (see `durations`, `everydayKinds`).
@@ -81,7 +83,8 @@ struct Grants: Sendable {
         var granted: [NIP46Permission] = []
         for perm in perms {
             guard let method = SignerMethod(rawValue: perm.method), method != .decryptZapEvent,
-                  !Self.isDangerous(method.rawValue, kind: perm.kind) else { continue }
+                !Self.isDangerous(method.rawValue, kind: perm.kind)
+            else { continue }
             // A kind only narrows sign_event; `sign_event` alone is every kind that is not dangerous.
             let kind = method == .signEvent ? perm.kind : nil
             try await insert(userID: userID, client: client, method: method.rawValue, kind: kind, allow: true, duration: nil)
@@ -92,8 +95,9 @@ struct Grants: Sendable {
 
     private func insert(userID: String, client: String, method: String, kind: Int?, allow: Bool, duration: TimeInterval?) async throws {
         let created = now()
-        try await store.insertGrant(GrantRecord(
-            id: Base64URL.encode(randomBytes(16)), userID: userID, client: client, method: method, kind: kind,
-            allow: allow, createdAt: created, expiresAt: duration.map { created.addingTimeInterval($0) }))
+        try await store.insertGrant(
+            GrantRecord(
+                id: Base64URL.encode(randomBytes(16)), userID: userID, client: client, method: method, kind: kind,
+                allow: allow, createdAt: created, expiresAt: duration.map { created.addingTimeInterval($0) }))
     }
 }

@@ -25,8 +25,10 @@ enum HTMLPage {
     /// the same page on localhost.
     enum Link { case backToClient, home, localhost }
 
-    static func problem(title: String, message: String, back: String? = nil, client: String? = nil,
-                        status: HTTPResponse.Status = .badRequest, link: Link = .backToClient) -> Response {
+    static func problem(
+        title: String, message: String, back: String? = nil, client: String? = nil,
+        status: HTTPResponse.Status = .badRequest, link: Link = .backToClient
+    ) -> Response {
         var body = """
             <!doctype html>
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
@@ -46,8 +48,9 @@ enum HTMLPage {
             body += #"<p class="hint">Nothing was signed or stored. You can close this window.</p>"#
         }
         body += "</section></main></body></html>"
-        return Response(status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(string: body)))
+        return Response(
+            status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 
     /// `/callback.html`, the NIP-07 callback page, rendered with the one origin the server read
@@ -67,8 +70,9 @@ enum HTMLPage {
                 : "You can close this window.")</p>
             </main><script src="/callback.js"></script></body></html>
             """
-        return Response(status: origin == nil ? .badRequest : .ok,
-                        headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                        body: .init(byteBuffer: ByteBuffer(string: body)))
+        return Response(
+            status: origin == nil ? .badRequest : .ok,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 }

@@ -25,8 +25,9 @@ struct IncomingRequest: Sendable {
 
     /// A bunker client's request; its sealed form is the address's.
     static func nip46(_ address: BunkerAddress, call: SignerCall) -> IncomingRequest {
-        IncomingRequest(target: address.sealedForm, reply: .nip46(address), call: call, client: address.clientIdentifier,
-                        transport: "nip46")
+        IncomingRequest(
+            target: address.sealedForm, reply: .nip46(address), call: call, client: address.clientIdentifier,
+            transport: "nip46")
     }
 
     /// The request's spec (`dip05`, `nip155`, `keyfobLink`, `nip46`), for the approval page.
@@ -104,8 +105,10 @@ struct IncomingRequest: Sendable {
             }
             let parsed = callbacks.map { OwnCallback.parse($0, ownOrigins: ownOrigins) }
             guard let success = parsed[0], success.flag == nil,
-                  parsed.dropFirst().allSatisfy({ $0 != nil && $0!.pageOrigin == success.pageOrigin && $0!.rid == success.rid }) else {
-                throw .badCallback("a callback to Keyfob itself must be exactly \(ownOrigins.first ?? "")/callback.html?origin=<your page's origin>&rid=<id>")
+                parsed.dropFirst().allSatisfy({ $0 != nil && $0!.pageOrigin == success.pageOrigin && $0!.rid == success.rid })
+            else {
+                throw .badCallback(
+                    "a callback to Keyfob itself must be exactly \(ownOrigins.first ?? "")/callback.html?origin=<your page's origin>&rid=<id>")
             }
             let requestItems = FormURLEncoded.items(query) ?? []
             for claimed in requestItems where claimed.name == "origin" || claimed.name == "client_url" {

@@ -65,11 +65,12 @@ struct OwnCallback: Equatable {
     /// The canonical callback `url` is, or nil (then it must be refused).
     static func parse(_ url: CallbackURL, ownOrigins: [String]) -> OwnCallback? {
         guard let origin = url.origin, ownOrigins.contains(origin),
-              let components = URLComponents(string: url.string), components.percentEncodedPath == "/callback.html",
-              components.percentEncodedFragment == nil, let query = components.percentEncodedQuery,
-              let items = FormURLEncoded.items(query), items.count == 2 || items.count == 3,
-              items[0].name == "origin", let pageOrigin = canonicalOrigin(items[0].value),
-              items[1].name == "rid", isRequestID(items[1].value) else { return nil }
+            let components = URLComponents(string: url.string), components.percentEncodedPath == "/callback.html",
+            components.percentEncodedFragment == nil, let query = components.percentEncodedQuery,
+            let items = FormURLEncoded.items(query), items.count == 2 || items.count == 3,
+            items[0].name == "origin", let pageOrigin = canonicalOrigin(items[0].value),
+            items[1].name == "rid", isRequestID(items[1].value)
+        else { return nil }
         var flag: String?
         if items.count == 3 {
             guard ["failed", "cancelled"].contains(items[2].name), items[2].value == "1" else { return nil }

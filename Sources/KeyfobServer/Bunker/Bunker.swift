@@ -58,10 +58,13 @@ final class Bunker: Sendable, Service {
     /// How long a queued reply waits for the instance holding its client's connection.
     static let replyLifetime = Retention.bunkerReplies
 
-    init(store: any ApprovalStore & BunkerStore & SessionStore & UserStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub, dispatcher: SignerDispatcher,
-         grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
-         relayPolicy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), configuredRelays: [String] = [],
-         maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date) {
+    init(
+        store: any ApprovalStore & BunkerStore & SessionStore & UserStore, vault: KeyVault, custody: KeyCustody, hub: RelayHub,
+        dispatcher: SignerDispatcher,
+        grants: Grants, pending: PendingRequests, origin: String, switchRelays: [String]? = nil, external: ExternalRelays? = nil,
+        relayPolicy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), configuredRelays: [String] = [],
+        maxInFlight: Int = 256, logger: Logger, now: @escaping @Sendable () -> Date
+    ) {
         self.store = store
         self.vault = vault
         self.custody = custody
@@ -217,8 +220,10 @@ final class Bunker: Sendable, Service {
 
     /// The answer to `request` from `sender`, or nil for none (a key that never connected).
     /// `key` is the signer's own (it seals a sealed account's waiting requests).
-    func answer(_ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord, key: SecretKey,
-                encryption: NIP46.Encryption = .nip44) async -> NIP46.Response? {
+    func answer(
+        _ request: NIP46.Request, from sender: PublicKey, signer record: BunkerSignerRecord, key: SecretKey,
+        encryption: NIP46.Encryption = .nip44
+    ) async -> NIP46.Response? {
         let userID = record.userID
         let client = sender.hex
         let at = now()
@@ -234,16 +239,19 @@ final class Bunker: Sendable, Service {
                 let offered = request.params.count >= 2 && !request.params[1].isEmpty ? sha256(Array(request.params[1].utf8)) : []
                 // Compared with the record in hand first: a wrong guess touches no table.
                 guard !offered.isEmpty, record.secretHash == offered, (record.secretExpiresAt ?? .distantPast) > at,
-                      try await store.consumeBunkerSecret(userID: userID, secretHash: offered, now: at) else {
+                    try await store.consumeBunkerSecret(userID: userID, secretHash: offered, now: at)
+                else {
                     noteRefusedConnect(at: at)
                     guard refusedConnects.take(record.pubkey, now: at) == nil else { return nil }
                     return NIP46.Response(id: request.id, result: nil, error: "unauthorized: the secret is wrong, used or expired")
                 }
                 let perms = request.params.count >= 3 ? (try? NIP46Permission.parseList(request.params[2]))?.map(\.string) ?? [] : []
                 let metadata: (name: String?, url: String?) = request.params.count >= 4 ? Self.metadata(request.params[3]) : (nil, nil)
-                try await store.putBunkerClient(BunkerClientRecord(userID: userID, clientPubkey: client, name: metadata.name,
-                                                                   url: metadata.url, perms: perms.joined(separator: ","),
-                                                                   createdAt: at, lastUsedAt: at))
+                try await store.putBunkerClient(
+                    BunkerClientRecord(
+                        userID: userID, clientPubkey: client, name: metadata.name,
+                        url: metadata.url, perms: perms.joined(separator: ","),
+                        createdAt: at, lastUsedAt: at))
                 logger.info("nip46.connected", metadata: ["client": "\(client.prefix(12))"])
                 return NIP46.Response(id: request.id, result: "ack")
             }
@@ -264,8 +272,9 @@ final class Bunker: Sendable, Service {
                 try await disconnect(userID: userID, clientPubkey: client)
                 return NIP46.Response(id: request.id, result: "ack")
             case "sign_event", "nip04_encrypt", "nip04_decrypt", "nip44_encrypt", "nip44_decrypt":
-                let address = BunkerAddress(signer: record.pubkey, client: client, encryption: encryption, request: request,
-                                            name: connected.name)
+                let address = BunkerAddress(
+                    signer: record.pubkey, client: client, encryption: encryption, request: request,
+                    name: connected.name)
                 return try await sign(address, userID: userID, sealingWith: record.passkeySealed ? key : nil)
             default:
                 return NIP46.Response(id: request.id, result: nil, error: "unknown method \(request.method.prefix(32))")
@@ -307,8 +316,9 @@ final class Bunker: Sendable, Service {
     /// `sealingWith`: a sealed account's signer key, under which a waiting request is stored.
     func sign(_ address: BunkerAddress, userID: String, sealingWith signerKey: SecretKey? = nil) async throws -> NIP46.Response {
         guard let user = try await store.user(id: userID) else { return NIP46.Response(id: address.requestID, result: nil, error: "no such account") }
-        let caller = SignerCaller(userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
-                                  limitKey: address.clientIdentifier)
+        let caller = SignerCaller(
+            userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
+            limitKey: address.clientIdentifier)
         let call: SignerCall
         do { call = try address.call(now: now()) } catch {
             await dispatcher.audit(caller, method: address.method, outcome: "failed", code: error.code)
@@ -320,7 +330,8 @@ final class Bunker: Sendable, Service {
             return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
         }
         if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),
-           try await custody.canOpen(userID, unlock: nil) {
+            try await custody.canOpen(userID, unlock: nil)
+        {
             do {
                 let result = try await dispatcher.run(call, for: caller)
                 return NIP46.Response(id: address.requestID, result: address.result(result.result, event: result.event?.json))
@@ -329,13 +340,15 @@ final class Bunker: Sendable, Service {
             }
         }
         do {
-            let id = try await pending.create(.nip46(address, call: call), userID: userID, requester: caller.client,
-                                              sealingWith: signerKey)
+            let id = try await pending.create(
+                .nip46(address, call: call), userID: userID, requester: caller.client,
+                sealingWith: signerKey)
             logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
             return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
         } catch StoreError.limitReached {
-            return NIP46.Response(id: address.requestID, result: nil,
-                                  error: "rate_limited: \(PendingRequests.maxPerClient) requests are waiting for approval already")
+            return NIP46.Response(
+                id: address.requestID, result: nil,
+                error: "rate_limited: \(PendingRequests.maxPerClient) requests are waiting for approval already")
         }
     }
 
@@ -347,24 +360,29 @@ final class Bunker: Sendable, Service {
     /// in the database for the instance that holds the client's connection, if another does.
     func deliver(_ outcome: SignerOutcome, to address: BunkerAddress, unlock: SessionUnlock?) async throws {
         guard let record = try await store.bunkerSigner(pubkey: address.signer),
-              try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil else {
+            try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil
+        else {
             logger.notice("nip46.reply_dropped", metadata: ["client": "\(address.client.prefix(12))"])
             return  // the client was disconnected meanwhile: it gets no answer
         }
-        let response: NIP46.Response = switch outcome {
-        case .success(let result, let event): NIP46.Response(id: address.requestID, result: address.result(result, event: event))
-        case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
-        case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
-        }
-        try await send(response, with: try secretKey(of: record, unlock: unlock), to: try PublicKey(hex: address.client),
-                       encryption: address.cipher)
+        let response: NIP46.Response =
+            switch outcome {
+            case .success(let result, let event): NIP46.Response(id: address.requestID, result: address.result(result, event: event))
+            case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
+            case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
+            }
+        try await send(
+            response, with: try secretKey(of: record, unlock: unlock), to: try PublicKey(hex: address.client),
+            encryption: address.cipher)
     }
 
     /// Seals `response` for `client` and publishes it here (and to the external relays this
     /// instance holds); with `queue`, also in the database for the instance that holds the
     /// client's connection when that is another one.
-    func send(_ response: NIP46.Response, with key: SecretKey, to client: PublicKey, encryption: NIP46.Encryption,
-              queue: Bool = true) async throws {
+    func send(
+        _ response: NIP46.Response, with key: SecretKey, to client: PublicKey, encryption: NIP46.Encryption,
+        queue: Bool = true
+    ) async throws {
         let at = now()
         let reply = try NIP46.wrap(response.json, from: key, to: client, createdAt: Int64(at.timeIntervalSince1970), encryption: encryption)
         hub.publishOutgoing(reply)
@@ -388,17 +406,23 @@ final class Bunker: Sendable, Service {
         let others = try await store.nostrConnectClients().filter { !($0.userID == userID && $0.clientPubkey == url.client.hex) }
         let mine = others.filter { $0.userID == userID }
         guard mine.count < Self.maxNostrConnectClients else {
-            throw KeyfobError(.invalidRequest, "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
-                           + "disconnect one on the account page first", status: .conflict)
+            throw KeyfobError(
+                .invalidRequest,
+                "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
+                    + "disconnect one on the account page first", status: .conflict)
         }
         let configured = Set(configuredRelays)
         guard Set(mine.flatMap(\.relays) + url.relays).subtracting(configured).count <= Self.maxRelaysPerUser else {
-            throw KeyfobError(.invalidRequest, "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
-                           + "disconnect one on the account page first", status: .conflict)
+            throw KeyfobError(
+                .invalidRequest,
+                "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
+                    + "disconnect one on the account page first", status: .conflict)
         }
         guard Set(others.flatMap(\.relays) + url.relays).union(configured).count <= ExternalRelays.maxLinks else {
-            throw KeyfobError(.rateLimited, "this server holds as many relay links as it can; use a client on the server's own relay "
-                           + "(a bunker:// URL) instead", status: .serviceUnavailable)
+            throw KeyfobError(
+                .rateLimited,
+                "this server holds as many relay links as it can; use a client on the server's own relay "
+                    + "(a bunker:// URL) instead", status: .serviceUnavailable)
         }
     }
 
@@ -415,20 +439,23 @@ final class Bunker: Sendable, Service {
     func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?) async throws -> BunkerClientRecord {
         let at = now()
         if let wait = nostrConnectLimiter.take(userID, now: at) {
-            throw KeyfobError(.rateLimited, "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
-                           retryAfter: wait)
+            throw KeyfobError(
+                .rateLimited, "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
+                retryAfter: wait)
         }
         try await checkRelays(url, userID: userID)
         let record = try await signer(of: userID, unlock: unlock)
         let key = try secretKey(of: record, unlock: unlock)
-        let client = BunkerClientRecord(userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
-                                        perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
-                                        relays: url.relays)
+        let client = BunkerClientRecord(
+            userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
+            perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
+            relays: url.relays)
         try await store.putBunkerClient(client)
         await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
         // Queued as well: another instance may hold the external relays and send it from the queue.
-        try await send(NIP46.Response(id: Hex.encode(randomBytes(8)), result: url.secret), with: key,
-                       to: url.client, encryption: .nip44)
+        try await send(
+            NIP46.Response(id: Hex.encode(randomBytes(8)), result: url.secret), with: key,
+            to: url.client, encryption: .nip44)
         logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
         return client
     }

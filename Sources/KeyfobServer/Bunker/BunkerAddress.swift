@@ -50,7 +50,8 @@ struct BunkerAddress: Codable, Sendable, Equatable {
 
     init?(sealedForm: String) {
         guard sealedForm.hasPrefix(Self.prefix),
-              let decoded = try? JSONDecoder().decode(Self.self, from: Data(sealedForm.utf8.dropFirst(Self.prefix.utf8.count))) else {
+            let decoded = try? JSONDecoder().decode(Self.self, from: Data(sealedForm.utf8.dropFirst(Self.prefix.utf8.count)))
+        else {
             return nil
         }
         self = decoded

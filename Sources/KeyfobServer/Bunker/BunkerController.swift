@@ -34,30 +34,36 @@ struct BunkerController: Sendable {
         }
         guard url.relays.count <= 8 else { throw KeyfobError.invalid("a nostrconnect URL may name at most 8 relays") }
         let client = try await bunker.connect(url, userID: auth.user.id, unlock: auth.unlock)
-        return jsonResponse(ConnectedClientReply(pubkey: client.clientPubkey, relays: client.relays,
-                                                 perms: url.perms.map(\.string), name: client.name))
+        return jsonResponse(
+            ConnectedClientReply(
+                pubkey: client.clientPubkey, relays: client.relays,
+                perms: url.perms.map(\.string), name: client.name))
     }
 
     func url(_ request: Request, rotate: Bool) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let relays = configuration.bunkerRelays
         guard !relays.isEmpty else {
-            throw KeyfobError(.invalidRequest, "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
-                           status: .notFound)
+            throw KeyfobError(
+                .invalidRequest, "the built-in NIP-46 relay is off on this server (--nip46-port 0) and no --relay is set",
+                status: .notFound)
         }
         let signer = try await bunker.signer(of: auth.user.id, unlock: auth.unlock)
         let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
         let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
-        return jsonResponse(BunkerURLReply(url: url.string, pubkey: signer.pubkey, relays: relays,
-                                           secretExpiresAt: Int(expiresAt.timeIntervalSince1970)))
+        return jsonResponse(
+            BunkerURLReply(
+                url: url.string, pubkey: signer.pubkey, relays: relays,
+                secretExpiresAt: Int(expiresAt.timeIntervalSince1970)))
     }
 
     @Sendable func clients(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let list = try await bunker.store.bunkerClients(ofUser: auth.user.id).map { client in
-            BunkerClientsReply.Client(pubkey: client.clientPubkey, perms: client.perms,
-                                      createdAt: Int(client.createdAt.timeIntervalSince1970), name: client.name, url: client.url,
-                                      lastUsedAt: client.lastUsedAt.map { Int($0.timeIntervalSince1970) })
+            BunkerClientsReply.Client(
+                pubkey: client.clientPubkey, perms: client.perms,
+                createdAt: Int(client.createdAt.timeIntervalSince1970), name: client.name, url: client.url,
+                lastUsedAt: client.lastUsedAt.map { Int($0.timeIntervalSince1970) })
         }
         return jsonResponse(BunkerClientsReply(clients: list))
     }
@@ -65,7 +71,8 @@ struct BunkerController: Sendable {
     @Sendable func revoke(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         guard let pubkey = context.parameters.get("pubkey"), pubkey.utf8.count == 64,
-              try await bunker.disconnect(userID: auth.user.id, clientPubkey: pubkey.lowercased()) else {
+            try await bunker.disconnect(userID: auth.user.id, clientPubkey: pubkey.lowercased())
+        else {
             throw KeyfobError(.requestNotFound, "you have no connected client with this key", status: .notFound)
         }
         return jsonResponse(["revoked": true])
@@ -77,7 +84,8 @@ extension ServerConfiguration {
     /// relay's own port on a local `http://localhost` setup.
     var builtInRelayURL: String? {
         guard let port = effectiveNIP46Port, let origin = effectiveOrigins.first,
-              let url = URLComponents(string: origin), let host = url.host else { return nil }
+            let url = URLComponents(string: origin), let host = url.host
+        else { return nil }
         if url.scheme == "https" { return "wss://\(host)\(url.port.map { ":\($0)" } ?? "")/nip46" }
         return "ws://\(host):\(port)/nip46"
     }

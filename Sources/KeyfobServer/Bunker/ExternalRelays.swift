@@ -53,8 +53,10 @@ public final class ExternalRelays: Service, Sendable {
     /// Which client-named relays may be dialled; checked again before every connection.
     let policy: RelayAddressPolicy
 
-    init(configured: [String], store: any BunkerStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
-         policy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), refreshInterval: TimeInterval = 2) {
+    init(
+        configured: [String], store: any BunkerStore, hub: RelayHub, logger: Logger, now: @escaping @Sendable () -> Date,
+        policy: RelayAddressPolicy = RelayAddressPolicy(allowsLocal: true), refreshInterval: TimeInterval = 2
+    ) {
         self.configured = configured
         self.store = store
         self.hub = hub
@@ -78,7 +80,7 @@ public final class ExternalRelays: Service, Sendable {
                 if !held { logger.debug("another instance holds the external relays") }
             } catch is CancellationError {
                 break
-            } catch where !Task.isShuttingDownGracefully {
+            } catch  where !Task.isShuttingDownGracefully {
                 logger.warning("external relays: \(error)")
             } catch {
                 break  // shutting down: what failed was cut short on purpose
@@ -181,7 +183,8 @@ public final class ExternalRelays: Service, Sendable {
         guard !known, let client else { return }
         Task {
             guard let owner = try? await store.bunkerSigner(pubkey: signer),
-                  let record = try? await store.bunkerClient(userID: owner.userID, clientPubkey: client), !record.relays.isEmpty else { return }
+                let record = try? await store.bunkerClient(userID: owner.userID, clientPubkey: client), !record.relays.isEmpty
+            else { return }
             let links: [RelayLink] = state.withLockedValue { state in
                 state.clientRelays[Self.clientKey(signer: signer, client: client)] = record.relays
                 return record.relays.filter { !configured.contains($0) }.compactMap { link(to: $0, in: &state) }
@@ -293,7 +296,8 @@ final class RelayLink: Sendable {
                 if let policy { try await policy.check(url, mustResolve: true) }
                 try await WebSocketClient.connect(
                     url: url, configuration: .init(maxFrameSize: Self.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(30))),
-                    logger: logger) { inbound, outbound, _ in
+                    logger: logger
+                ) { inbound, outbound, _ in
                     let (frames, queue) = AsyncStream.makeStream(of: String.self, bufferingPolicy: .bufferingNewest(Self.maxPending))
                     let opening: [String] = self.state.withLockedValue { state in
                         state.queue = queue
@@ -342,7 +346,8 @@ final class RelayLink: Sendable {
         switch type {
         case "EVENT":
             guard array.count == 3, let object = array[2] as? [String: Any], let event = try? Event.parse(object: object),
-                  event.kind == NIP46.kind, event.isValid else { return }
+                event.kind == NIP46.kind, event.isValid
+            else { return }
             state.withLockedValue { $0.lastSeen = max($0.lastSeen ?? 0, event.createdAt) }
             hub.publish(event)
         case "OK":

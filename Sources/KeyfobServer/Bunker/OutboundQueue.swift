@@ -67,7 +67,11 @@ final class OutboundQueue: Sendable {
     /// then whatever was still queued is dropped, since the connection is being closed).
     func next() async -> String? {
         // Cancelled (the connection is being torn down): the queue ends, and so does the wait.
-        await withTaskCancellationHandler { await take() } onCancel: { finish() }
+        await withTaskCancellationHandler {
+            await take()
+        } onCancel: {
+            finish()
+        }
     }
 
     private func take() async -> String? {

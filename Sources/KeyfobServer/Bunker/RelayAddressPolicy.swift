@@ -1,6 +1,7 @@
 import Foundation
+
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// Which relays a user may make Keyfob connect to (`nostrconnect://` URLs). Keyfob dials them from
@@ -29,7 +30,8 @@ struct RelayAddressPolicy: Sendable {
             throw Refusal(reason: "contains spaces or control characters")
         }
         guard let url = URLComponents(string: text), let scheme = url.scheme?.lowercased(),
-              let host = url.host, !host.isEmpty else { throw Refusal(reason: "is not a ws:// or wss:// URL") }
+            let host = url.host, !host.isEmpty
+        else { throw Refusal(reason: "is not a ws:// or wss:// URL") }
         guard url.user == nil, url.password == nil else { throw Refusal(reason: "carries a user name or password") }
         switch scheme {
         case "wss": break

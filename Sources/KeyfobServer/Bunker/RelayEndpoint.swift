@@ -4,8 +4,8 @@ import HummingbirdCore
 import HummingbirdWebSocket
 import Logging
 import NIOCore
-import ServiceLifecycle
 import Nostr
+import ServiceLifecycle
 
 /// The WebSocket side of the built-in relay: a request context that knows the peer, for the
 /// per-address connection cap.
@@ -29,12 +29,16 @@ struct RelayRequestContext: RequestContext, WebSocketRequestContext, RemoteAddre
 /// `maxConnections` at once (its share of the process's descriptor budget), the upgrade request
 /// within the header timeout, a dead peer found by a ping every 30 s, and the frames waiting for a
 /// slow reader bounded per connection and across all of them: past either bound it is disconnected.
-func buildRelayApplication(configuration: ServerConfiguration, hub: RelayHub, logger: Logger,
-                           maxConnections: Int = 1024) -> some ApplicationProtocol {
+func buildRelayApplication(
+    configuration: ServerConfiguration, hub: RelayHub, logger: Logger,
+    maxConnections: Int = 1024
+) -> some ApplicationProtocol {
     let router = Router(context: RelayRequestContext.self)
     let addresses = ClientAddress(trustedProxies: Set(configuration.trustedProxies), ipv6Prefix: configuration.ipv6Prefix)
     router.get("/healthz") { _, _ in jsonResponse(["status": "ok"]) }
-    router.ws("/nip46") { _, _ in .upgrade([:]) } onUpgrade: { inbound, outbound, context in
+    router.ws("/nip46") { _, _ in
+        .upgrade([:])
+    } onUpgrade: { inbound, outbound, context in
         let address = addresses.limitKey(context.request, peer: context.requestContext.remoteAddress)
         let queue = OutboundQueue(maxBytes: hub.limits.outboundBytesPerConnection, budget: hub.outboundBudget)
         let id: UInt64
@@ -80,18 +84,21 @@ func buildRelayApplication(configuration: ServerConfiguration, hub: RelayHub, lo
         http1: .init(idleTimeout: .seconds(Int64(configuration.headerTimeout))),
         // A peer gets half a second to answer our close frame (at shutdown, or when cut off as a slow
         // reader): one that does not read would otherwise hold the connection, and a shutdown, 15 s.
-        ws: .init(maxFrameSize: hub.limits.frame.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(30)),
-                  closeTimeout: .milliseconds(500)))
+        ws: .init(
+            maxFrameSize: hub.limits.frame.maxMessageBytes, autoPing: .enabled(timePeriod: .seconds(30)),
+            closeTimeout: .milliseconds(500)))
     let server = HTTPServerBuilder { responder in
         UpgradeDeadlineChannel(
             inner: HTTP1WebSocketUpgradeChannel(responder: responder, webSocketResponder: webSocketResponder, configuration: webSocket),
             timeout: headerTimeout)
     }
-    return Application(router: router, server: server,
-                       configuration: .init(address: .hostname(configuration.host, port: configuration.effectiveNIP46Port ?? 0),
-                                            serverName: "keyfob-nip46", backlog: 1024,
-                                            availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
-                       logger: logger)
+    return Application(
+        router: router, server: server,
+        configuration: .init(
+            address: .hostname(configuration.host, port: configuration.effectiveNIP46Port ?? 0),
+            serverName: "keyfob-nip46", backlog: 1024,
+            availableConnectionsDelegate: MaximumAvailableConnections(maxConnections)),
+        logger: logger)
 }
 
 /// The writer stopped: the reader had more frames waiting than its bound.

@@ -1,5 +1,5 @@
-import Foundation
 import DequeModule
+import Foundation
 import NIOConcurrencyHelpers
 import Nostr
 
@@ -112,13 +112,19 @@ public final class RelayHub: Sendable {
         case .event(let event):
             let eventID = Hex.encode(event.id)
             guard event.kind == NIP46.kind else {
-                return [RelayAnswer.ok(eventID: eventID, accepted: false,
-                                       message: "blocked: this relay carries NIP-46 messages (kind 24133) only")]
+                return [
+                    RelayAnswer.ok(
+                        eventID: eventID, accepted: false,
+                        message: "blocked: this relay carries NIP-46 messages (kind 24133) only")
+                ]
             }
             let at = now()
             guard isCurrent(event, at: at) else {
-                return [RelayAnswer.ok(eventID: eventID, accepted: false,
-                                       message: "invalid: created_at must be within \(Int(limits.eventWindow)) s of now")]
+                return [
+                    RelayAnswer.ok(
+                        eventID: eventID, accepted: false,
+                        message: "invalid: created_at must be within \(Int(limits.eventWindow)) s of now")
+                ]
             }
             guard perConnection.take("c\(id)", now: at) == nil, perSender.take(event.pubkey.hex, now: at) == nil else {
                 return [RelayAnswer.ok(eventID: eventID, accepted: false, message: "rate-limited: slow down")]
@@ -132,15 +138,20 @@ public final class RelayHub: Sendable {
         case .request(let subscription, let filters):
             let accepted: Bool = state.withLockedValue { state in
                 guard var connection = state.connections[id] else { return false }
-                guard connection.subscriptions[subscription] != nil
-                        || connection.subscriptions.count < limits.subscriptionsPerConnection else { return false }
+                guard
+                    connection.subscriptions[subscription] != nil
+                        || connection.subscriptions.count < limits.subscriptionsPerConnection
+                else { return false }
                 connection.subscriptions[subscription] = filters
                 state.connections[id] = connection
                 return true
             }
             guard accepted else {
-                return [RelayAnswer.closed(subscription: subscription,
-                                           message: "blocked: at most \(limits.subscriptionsPerConnection) subscriptions per connection")]
+                return [
+                    RelayAnswer.closed(
+                        subscription: subscription,
+                        message: "blocked: at most \(limits.subscriptionsPerConnection) subscriptions per connection")
+                ]
             }
             // Nothing is stored, so the stored events end at once.
             return [RelayAnswer.endOfStoredEvents(subscription: subscription)]

@@ -9,7 +9,10 @@ enum AttestationRoots {
     static func load(from directory: String) throws(ServerConfiguration.Invalid) -> [String: [[UInt8]]] {
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw .init(description: "--attestation-roots \(directory) is not a folder (it holds one subfolder of PEM roots per format: \(formats.joined(separator: ", ")))")
+            throw .init(
+                description:
+                    "--attestation-roots \(directory) is not a folder (it holds one subfolder of PEM roots per format: \(formats.joined(separator: ", ")))"
+            )
         }
         var anchors: [String: [[UInt8]]] = [:]
         for format in formats {
@@ -35,11 +38,14 @@ enum AttestationRoots {
         var out: [[UInt8]] = []
         var body: String?
         for line in text.split(whereSeparator: \.isNewline).map({ $0.trimmingCharacters(in: .whitespaces) }) {
-            if line == "-----BEGIN CERTIFICATE-----" { body = "" }
-            else if line == "-----END CERTIFICATE-----" {
+            if line == "-----BEGIN CERTIFICATE-----" {
+                body = ""
+            } else if line == "-----END CERTIFICATE-----" {
                 if let base64 = body, let der = Data(base64Encoded: base64) { out.append([UInt8](der)) }
                 body = nil
-            } else if body != nil { body! += line }
+            } else if body != nil {
+                body! += line
+            }
         }
         return out
     }

@@ -23,8 +23,9 @@ extension CeremonyController {
         // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
         // challenge table); it only pairs a reply with its options (the signature binds the challenge).
         let key = Base64URL.encode(randomBytes(11))
-        var record = ChallengeRecord(challenge: challenge, ceremony: .authentication, key: key,
-                                     expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
+        var record = ChallengeRecord(
+            challenge: challenge, ceremony: .authentication, key: key,
+            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
         record.mayUseReserve = try await mayUseReserve(request)
         try await limits.insert(record, into: store, now: now())
         if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
@@ -64,7 +65,8 @@ extension CeremonyController {
         }
         // The passkey, its account and the account's key in one read.
         guard let owner = try await metrics.store("credential", { try await store.credentialWithOwner(id: credentialID) }),
-              pending.userID == nil || pending.userID == owner.user.id else {
+            pending.userID == nil || pending.userID == owner.user.id
+        else {
             events.record(.signInFailed, ip: ip, username: nil, code: .credentialNotFound)
             throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
         }
@@ -77,8 +79,9 @@ extension CeremonyController {
                 requireUserVerification: configuration.requireUserVerification, clientData: clientData)
         } catch {
             if error.code == .counterRegression {
-                context.logger.warning("sign counter regression: possible cloned authenticator",
-                                       metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
+                context.logger.warning(
+                    "sign counter regression: possible cloned authenticator",
+                    metadata: ["user": "\(user.username)", "credential": "\(Base64URL.encode(record.id))"])
             }
             events.record(.signInFailed, ip: ip, username: user.username, code: KeyfobError(error).code)
             throw KeyfobError(error)
@@ -91,26 +94,34 @@ extension CeremonyController {
         let signerSealed = key.passkeySealed
         let (token, session) = (new.token, new.record)
         do {
-            try await metrics.store("complete_authentication") { try await store.completeAuthentication(
-                credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
-                backupState: verified.backupState, usedAt: now(), session: session) }
+            try await metrics.store("complete_authentication") {
+                try await store.completeAuthentication(
+                    credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
+                    backupState: verified.backupState, usedAt: now(), session: session)
+            }
         } catch StoreError.conflict {
             events.record(.signInFailed, ip: ip, username: user.username, code: .counterRegression)
             throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
         }
         if verified.backupState != record.backupState {
-            context.logger.info("backup state changed", metadata: ["credential": "\(Base64URL.encode(record.id))",
-                                                                   "backedUp": "\(verified.backupState)"])
+            context.logger.info(
+                "backup state changed",
+                metadata: [
+                    "credential": "\(Base64URL.encode(record.id))",
+                    "backedUp": "\(verified.backupState)",
+                ])
         }
         // Signing in again (e.g. to unlock the signer) replaces the session the request carried.
         if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
             try await store.deleteSession(tokenHash: previous.session.tokenHash)
         }
-        events.record(.signedIn, ip: ip, username: user.username,
-                      detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
-        let response = VerifyAuthenticationResponse(verified: true, username: user.username, isAnonymous: user.isAnonymous,
-                                                    token: Self.returnsToken(request) ? token : nil,
-                                                    expiresAt: session.expiresAt, signerSealed: signerSealed)
+        events.record(
+            .signedIn, ip: ip, username: user.username,
+            detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
+        let response = VerifyAuthenticationResponse(
+            verified: true, username: user.username, isAnonymous: user.isAnonymous,
+            token: Self.returnsToken(request) ? token : nil,
+            expiresAt: session.expiresAt, signerSealed: signerSealed)
         return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
     }
 
@@ -131,8 +142,10 @@ extension CeremonyController {
     /// output, or the session holds no data key).
     func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool {
         guard let prfOutput, let dataKey = unlock.dataKey(at: now()) else { return false }
-        return try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID,
-                                                              challenge: challenge, at: now()))
+        return try await store.putKeyWrap(
+            PasskeySeal.newWrap(
+                dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID,
+                challenge: challenge, at: now()))
     }
 
     // MARK: - Challenges
@@ -148,7 +161,8 @@ extension CeremonyController {
     func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
         let value: [UInt8]
         do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
-        guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony else {
+        guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony
+        else {
             throw KeyfobError(.challengeNotFound, "no pending \(ceremony.rawValue) has this challenge; request new options")
         }
         guard pending.expiresAt > now() else {

@@ -40,9 +40,12 @@ struct CeremonyController: Sendable {
     /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
     var confirmations: ActionConfirmations { ActionConfirmations(ceremonies: self) }
 
-    init(store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore, configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
-         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
-         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice) {
+    init(
+        store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
+        configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
+        events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
+        now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice
+    ) {
         self.device = device
         (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
@@ -55,8 +58,10 @@ struct CeremonyController: Sendable {
 
     /// What `GET /generate-authentication-options` answers. No PRF: a sign-in opens no sealed key
     /// (`/api/signer/unlock` does, when it is needed), so browsers send no PRF output with it.
-    static func signInAnswer(_ relyingParty: RelyingParty, _ configuration: ServerConfiguration,
-                              challenge: [UInt8], key: String) -> WithChallengeKey<RequestOptions> {
+    static func signInAnswer(
+        _ relyingParty: RelyingParty, _ configuration: ServerConfiguration,
+        challenge: [UInt8], key: String
+    ) -> WithChallengeKey<RequestOptions> {
         let options = relyingParty.requestOptions(
             challenge: challenge, allowCredentials: [],
             userVerification: configuration.requireUserVerification ? .required : .preferred,
@@ -142,21 +147,24 @@ struct CeremonyController: Sendable {
                 exclude = try await store.credentials(ofUser: existing.id).map {
                     CredentialDescriptor(id: $0.id, transports: $0.transports)
                 }
-                record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: existing.username,
-                                         userID: existing.id, username: existing.username,
-                                         isAnonymous: existing.isAnonymous, existingUser: true, expiresAt: expires)
+                record = ChallengeRecord(
+                    challenge: challenge, ceremony: .registration, key: existing.username,
+                    userID: existing.id, username: existing.username,
+                    isAnonymous: existing.isAnonymous, existingUser: true, expiresAt: expires)
             } else {
                 try limits.check(limits.signUps, ip, now: now())
-                record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: username,
-                                         userID: Base64URL.encode(randomBytes(32)), username: username,
-                                         expiresAt: expires)
+                record = ChallengeRecord(
+                    challenge: challenge, ceremony: .registration, key: username,
+                    userID: Base64URL.encode(randomBytes(32)), username: username,
+                    expiresAt: expires)
             }
         } else {
             try limits.check(limits.signUps, ip, now: now())
             let generated = Usernames.anonymous()
-            record = ChallengeRecord(challenge: challenge, ceremony: .registration, key: generated,
-                                     userID: Base64URL.encode(randomBytes(32)), username: generated,
-                                     isAnonymous: true, expiresAt: expires)
+            record = ChallengeRecord(
+                challenge: challenge, ceremony: .registration, key: generated,
+                userID: Base64URL.encode(randomBytes(32)), username: generated,
+                isAnonymous: true, expiresAt: expires)
         }
         record.algorithms = configuration.algorithms.map(\.rawValue)
         record.clientIP = ip
@@ -202,8 +210,9 @@ struct CeremonyController: Sendable {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
-        let pending = try await consumeChallenge(clientDataJSON: body.cred.response.clientDataJSON,
-                                                 ceremony: .registration, key: body.challengeKey)
+        let pending = try await consumeChallenge(
+            clientDataJSON: body.cred.response.clientDataJSON,
+            ceremony: .registration, key: body.challengeKey)
         guard let userID = pending.userID, let username = pending.username else {
             throw KeyfobError(.challengeNotFound, "this challenge was not issued for a registration")
         }
@@ -250,8 +259,9 @@ struct CeremonyController: Sendable {
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven
         // nothing about who owns the account until it is used to sign in.
-        var new = sessions.create(userID: userID, unlocked: verified.userVerified && !pending.existingUser,
-                                  credentialID: verified.credentialID)
+        var new = sessions.create(
+            userID: userID, unlocked: verified.userVerified && !pending.existingUser,
+            credentialID: verified.credentialID)
         // Every new account gets its nostr key in the transaction that creates it: sealed by this
         // passkey from the start when asked (and it gave a PRF output), the session holding the data key.
         var nostrKey: NostrKeyRecord?
@@ -261,8 +271,9 @@ struct CeremonyController: Sendable {
             if body.seal == true, verified.userVerified, let prfOutput {
                 let dataKey = PasskeySeal.newDataKey()
                 nostrKey = try custody.seal(SecretKey.generate(), userID: userID, version: 1, dataKey: dataKey)
-                wrap = try PasskeySeal.newWrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: verified.credentialID,
-                                               challenge: pending.challenge, at: created)
+                wrap = try PasskeySeal.newWrap(
+                    dataKey, prfOutput: prfOutput, userID: userID, credentialID: verified.credentialID,
+                    challenge: pending.challenge, at: created)
                 new.record.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: new.record.tokenHash)
                 sealsKey = true
             } else {
@@ -273,8 +284,10 @@ struct CeremonyController: Sendable {
         let (token, session) = (new.token, new.record)
         do {
             try await metrics.store("complete_registration") { [nostrKey, wrap] in
-                try await store.completeRegistration(user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
-                                                     credential: credential, session: session, wrap: wrap) }
+                try await store.completeRegistration(
+                    user: user, createUser: !pending.existingUser, nostrKey: nostrKey,
+                    credential: credential, session: session, wrap: wrap)
+            }
         } catch StoreError.usernameTaken {
             events.record(.registrationFailed, ip: ip, username: username, code: .usernameTaken)
             throw KeyfobError(.usernameTaken, "username \"\(username)\" was taken meanwhile; choose another", status: .conflict)
@@ -287,8 +300,9 @@ struct CeremonyController: Sendable {
         // A passkey added to a sealed account joins the seal when it brought a PRF output and the
         // session that adds it holds the data key.
         if let adding, try await custody.record(for: userID).passkeySealed {
-            sealsKey = try await addWrap(for: verified.credentialID, userID: userID, prfOutput: prfOutput, challenge: pending.challenge,
-                                         unlock: adding.unlock)
+            sealsKey = try await addWrap(
+                for: verified.credentialID, userID: userID, prfOutput: prfOutput, challenge: pending.challenge,
+                unlock: adding.unlock)
         }
 
         let response = VerifyRegistrationResponse(
@@ -296,8 +310,11 @@ struct CeremonyController: Sendable {
             credentialId: Base64URL.encode(verified.credentialID), token: Self.returnsToken(request) ? token : nil,
             expiresAt: session.expiresAt,
             attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey)
-        return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt,
-                                                               session: !keepBrowserSession))
+        return jsonResponse(
+            response,
+            headers: ceremonyCookies(
+                request, context, token: token, expires: session.expiresAt,
+                session: !keepBrowserSession))
     }
 
     /// A client that presented a returning-device cookie or a valid session may start a ceremony
@@ -309,8 +326,10 @@ struct CeremonyController: Sendable {
     }
 
     /// The `Set-Cookie` values of a finished ceremony: the session (unless kept) and the returning-device cookie.
-    func ceremonyCookies(_ request: Request, _ context: KeyfobRequestContext, token: String, expires: Date,
-                         session: Bool = true) -> HTTPFields {
+    func ceremonyCookies(
+        _ request: Request, _ context: KeyfobRequestContext, token: String, expires: Date,
+        session: Bool = true
+    ) -> HTTPFields {
         let secure = sessions.secureCookie(for: request, context: context)
         var fields = HTTPFields()
         if session { fields.append(HTTPField(name: .setCookie, value: sessions.cookie(token: token, expires: expires, secure: secure))) }
@@ -345,9 +364,11 @@ enum Usernames {
         // so a look-alike such as Cyrillic "а" is told apart from "a").
         if let bad = folded.unicodeScalars.first(where: { !allowed.contains($0) }) {
             let code = "U+" + String(bad.value, radix: 16, uppercase: true).leftPadded(to: 4)
-            let shown = bad == " " ? "a space"
+            let shown =
+                bad == " "
+                ? "a space"
                 : bad.properties.generalCategory == .control || bad.properties.isWhitespace || bad.value == 0x200B
-                ? "an invisible character (\(code))" : "\"\(String(bad))\" (\(code))"
+                    ? "an invisible character (\(code))" : "\"\(String(bad))\" (\(code))"
             throw KeyfobError.invalid("\(shown) cannot be in a username: use \(rule)")
         }
         guard !folded.hasPrefix(anonymousPrefix) else {

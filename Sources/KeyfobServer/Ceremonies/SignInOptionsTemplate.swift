@@ -19,10 +19,13 @@ struct SignInOptionsTemplate: Sendable {
         let keyMarker = "KEYFOB-CHALLENGE-KEY-MARKER"
         let bytes = encode(Array(repeating: 0xff, count: 33), keyMarker)
         guard let challenge = Self.onlyRange(of: Array(challengeMarker.utf8), in: bytes),
-              let key = Self.onlyRange(of: Array(keyMarker.utf8), in: bytes) else { return nil }
+            let key = Self.onlyRange(of: Array(keyMarker.utf8), in: bytes)
+        else { return nil }
         let (first, second) = challenge.lowerBound < key.lowerBound ? (challenge, key) : (key, challenge)
-        pieces = [Array(bytes[..<first.lowerBound]), Array(bytes[first.upperBound..<second.lowerBound]),
-                  Array(bytes[second.upperBound...])]
+        pieces = [
+            Array(bytes[..<first.lowerBound]), Array(bytes[first.upperBound..<second.lowerBound]),
+            Array(bytes[second.upperBound...]),
+        ]
         challengeFirst = challenge.lowerBound < key.lowerBound
     }
 

@@ -54,9 +54,10 @@ final class ActivityFeed: Sendable {
     /// Newest first, filtered.
     func recent(outcome: String? = nil, code: String? = nil, limit: Int = 200) -> [Activity] {
         state.withLockedValue { state in
-            Array(state.recent.reversed().lazy.filter { a in
-                (outcome == nil || a.outcome == outcome) && (code == nil || a.code == code)
-            }.prefix(limit))
+            Array(
+                state.recent.reversed().lazy.filter { a in
+                    (outcome == nil || a.outcome == outcome) && (code == nil || a.code == code)
+                }.prefix(limit))
         }
     }
 

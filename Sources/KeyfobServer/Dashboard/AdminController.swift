@@ -74,14 +74,17 @@ struct AdminController: Sendable {
         var list: [UsersReply.User] = []
         for user in page {
             let passkeys = try await store.credentials(ofUser: user.id).map { c in
-                UsersReply.Passkey(id: Base64URL.encode(c.id), format: c.attestationFormat, aaguid: Hex.encode(c.aaguid),
-                                   authenticator: names.provider(aaguid: c.aaguid).name, createdAt: formatter.string(from: c.createdAt),
-                                   backedUp: c.backupState, attestationTrusted: c.attestationTrusted,
-                                   lastUsedAt: c.lastUsedAt.map(formatter.string(from:)), name: c.name)
+                UsersReply.Passkey(
+                    id: Base64URL.encode(c.id), format: c.attestationFormat, aaguid: Hex.encode(c.aaguid),
+                    authenticator: names.provider(aaguid: c.aaguid).name, createdAt: formatter.string(from: c.createdAt),
+                    backedUp: c.backupState, attestationTrusted: c.attestationTrusted,
+                    lastUsedAt: c.lastUsedAt.map(formatter.string(from:)), name: c.name)
             }
             let clients = Set(try await store.grants(ofUser: user.id, now: now()).map(\.client)).sorted()
-            list.append(UsersReply.User(username: user.username, isAnonymous: user.isAnonymous, createdAt: formatter.string(from: user.createdAt),
-                                        passkeys: passkeys, hasNostrKey: try await store.nostrKey(ofUser: user.id) != nil, clients: clients))
+            list.append(
+                UsersReply.User(
+                    username: user.username, isAnonymous: user.isAnonymous, createdAt: formatter.string(from: user.createdAt),
+                    passkeys: passkeys, hasNostrKey: try await store.nostrKey(ofUser: user.id) != nil, clients: clients))
         }
         return jsonResponse(UsersReply(users: list, next: page.count == 50 ? page.last?.username : nil))
     }
@@ -140,17 +143,18 @@ struct AdminController: Sendable {
         var database = "ok"
         do { try await store.healthCheck() } catch { database = "unavailable" }
         let (users, credentials) = (try? await store.countUsersAndCredentials()) ?? (0, 0)
-        return jsonResponse(StatsReply(
-            lastHour: .init(
-                signUps: hour.filter { $0.event == "registration.verified" }.count,
-                signIns: hour.filter { $0.event == "authentication.verified" }.count,
-                failures: failures, signer: signer, perMinute: perMinute),
-            health: .init(
-                uptimeSeconds: Int(Date().timeIntervalSince(feed.startedAt)), version: Self.version, database: database,
-                openConnections: connections.current, users: users, passkeys: credentials,
-                // With PostgreSQL, several instances share the database; the activity figures and
-                // the live stream are this instance's own (its memory), the counts everyone's.
-                store: configuration.isPostgres ? "postgres" : "sqlite")))
+        return jsonResponse(
+            StatsReply(
+                lastHour: .init(
+                    signUps: hour.filter { $0.event == "registration.verified" }.count,
+                    signIns: hour.filter { $0.event == "authentication.verified" }.count,
+                    failures: failures, signer: signer, perMinute: perMinute),
+                health: .init(
+                    uptimeSeconds: Int(Date().timeIntervalSince(feed.startedAt)), version: Self.version, database: database,
+                    openConnections: connections.current, users: users, passkeys: credentials,
+                    // With PostgreSQL, several instances share the database; the activity figures and
+                    // the live stream are this instance's own (its memory), the counts everyone's.
+                    store: configuration.isPostgres ? "postgres" : "sqlite")))
     }
 
     // MARK: Operator actions
@@ -159,8 +163,10 @@ struct AdminController: Sendable {
         let who = try await authorize(request)
         let locked = try await store.lockAllSessions()
         confirmations.ceremonies.custody.unlockedSigners.closeAll()
-        feed.publish(Activity(time: now(), category: "session", event: "signers.locked", user: who, client: nil, method: nil,
-                              kind: nil, outcome: "ok", code: nil, ip: nil))
+        feed.publish(
+            Activity(
+                time: now(), category: "session", event: "signers.locked", user: who, client: nil, method: nil,
+                kind: nil, outcome: "ok", code: nil, ip: nil))
         return jsonResponse(["locked": locked])
     }
 
@@ -196,8 +202,10 @@ struct AdminController: Sendable {
     /// An operator action in the log and the live stream, with who did it (an operator's name or "token").
     func record(_ event: String, by who: String, target: String) {
         logger.notice("\(event)", metadata: ["event": "\(event)", "by": "\(who)", "user": "\(target)"])
-        feed.publish(Activity(time: now(), category: "admin", event: event, user: target, client: who, method: nil,
-                              kind: nil, outcome: "ok", code: nil, ip: nil))
+        feed.publish(
+            Activity(
+                time: now(), category: "admin", event: event, user: target, client: who, method: nil,
+                kind: nil, outcome: "ok", code: nil, ip: nil))
     }
 
     func named(_ context: KeyfobRequestContext) async throws -> UserRecord {

@@ -49,7 +49,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
         case .counterRegression, .credentialExists, .usernameTaken, .keyRolledBack: .conflict
         case .signatureInvalid, .userHandleMismatch, .unauthorized: .unauthorized
         case .userPresenceRequired, .userVerificationRequired, .signerLocked, .permissionDenied, .userRejected,
-             .confirmationRequired:
+            .confirmationRequired:
             .forbidden
         case .payloadTooLarge: .contentTooLarge
         case .rateLimited: .tooManyRequests

@@ -24,8 +24,9 @@ public struct KeyfobError: Error, Sendable {
     static func invalid(_ message: String) -> KeyfobError { .init(.invalidRequest, message) }
     /// The database cannot be reached right now (PostgreSQL down or restarting): a 503 the
     /// client may retry, never a hang.
-    static let databaseUnavailable = KeyfobError(.internalError, "the database is not reachable right now; try again in a moment",
-                                                 status: .serviceUnavailable, retryAfter: 2)
+    static let databaseUnavailable = KeyfobError(
+        .internalError, "the database is not reachable right now; try again in a moment",
+        status: .serviceUnavailable, retryAfter: 2)
     static let unauthorized = KeyfobError(.unauthorized)
     static func usernameTaken(_ username: String) -> KeyfobError {
         KeyfobError(.usernameTaken, "username \"\(username)\" is taken; sign in to add a passkey to it")

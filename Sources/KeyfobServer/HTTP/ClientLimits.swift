@@ -33,11 +33,13 @@ struct ClientLimits: Sendable {
         do {
             try await store.insertChallenge(challenge, now: now, maxPerClient: maxChallengesPerClient)
         } catch StoreError.limitReached {
-            throw KeyfobError(.rateLimited, "too many unfinished sign-ins from this address; finish one or wait a minute",
-                           status: .tooManyRequests, retryAfter: 60)
+            throw KeyfobError(
+                .rateLimited, "too many unfinished sign-ins from this address; finish one or wait a minute",
+                status: .tooManyRequests, retryAfter: 60)
         } catch StoreError.capacityReached {
-            throw KeyfobError(.rateLimited, "too many sign-ins are unfinished on this server right now; try again in a minute",
-                           status: .tooManyRequests, retryAfter: 60)
+            throw KeyfobError(
+                .rateLimited, "too many sign-ins are unfinished on this server right now; try again in a minute",
+                status: .tooManyRequests, retryAfter: 60)
         }
     }
 }

@@ -86,13 +86,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
         }
         disarm()
         guard !responding else { context.close(promise: nil); return }
-        let (status, code, message): (HTTPResponse.Status, ErrorCode, String) = switch parseError {
-        case .headerOverflow:
-            (.init(code: 431, reasonPhrase: "Request Header Fields Too Large"), .payloadTooLarge,
-             "request headers are too large or too many")
-        default:
-            (.badRequest, .invalidRequest, "the request is not valid HTTP/1.1")
-        }
+        let (status, code, message): (HTTPResponse.Status, ErrorCode, String) =
+            switch parseError {
+            case .headerOverflow:
+                (
+                    .init(code: 431, reasonPhrase: "Request Header Fields Too Large"), .payloadTooLarge,
+                    "request headers are too large or too many"
+                )
+            default:
+                (.badRequest, .invalidRequest, "the request is not valid HTTP/1.1")
+            }
         let body = ByteBuffer(string: #"{"error":"\#(code)","message":"\#(message)"}"#)
         var headers = SecurityHeaders.fields
         headers[.contentType] = "application/json; charset=utf-8"

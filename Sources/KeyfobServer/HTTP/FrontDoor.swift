@@ -13,8 +13,10 @@ struct FrontDoorMiddleware: RouterMiddleware {
     /// Only for the load harness's measurements (`--bench-without headers`).
     var headers = true
 
-    func handle(_ request: Request, context: KeyfobRequestContext,
-                next: (Request, KeyfobRequestContext) async throws -> Response) async throws -> Response {
+    func handle(
+        _ request: Request, context: KeyfobRequestContext,
+        next: (Request, KeyfobRequestContext) async throws -> Response
+    ) async throws -> Response {
         let start = ContinuousClock.now
         var response: Response
         if let page = LoopbackAddress.page(for: request, rpID: rpID) {

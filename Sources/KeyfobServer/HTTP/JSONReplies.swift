@@ -72,8 +72,9 @@ enum ErrorReplies {
             context.logger.warning("database unavailable", metadata: ["reason": "\(reason)"])
             return try KeyfobError.databaseUnavailable.response(from: request, context: context)
         } catch let error as HTTPResponseError where error.status == .notFound && request.wantsHTML {
-            return HTMLPage.problem(title: "Page not found", message: "There is no page at this address.",
-                                    back: "/", status: .notFound, link: .home)
+            return HTMLPage.problem(
+                title: "Page not found", message: "There is no page at this address.",
+                back: "/", status: .notFound, link: .home)
         } catch let error as HTTPResponseError {
             let status = error.status
             let code: ErrorCode = status == .contentTooLarge ? .payloadTooLarge : status.code >= 500 ? .internalError : .invalidRequest
@@ -81,8 +82,9 @@ enum ErrorReplies {
             return jsonResponse(ErrorReply(error: code, message: message), status: status)
         } catch {
             context.logger.error("unexpected error", metadata: ["type": "\(type(of: error))"])
-            return jsonResponse(ErrorReply(error: .internalError, message: ErrorCode.internalError.defaultMessage),
-                                status: .internalServerError)
+            return jsonResponse(
+                ErrorReply(error: .internalError, message: ErrorCode.internalError.defaultMessage),
+                status: .internalServerError)
         }
     }
 }

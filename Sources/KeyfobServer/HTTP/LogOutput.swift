@@ -102,8 +102,10 @@ public struct LineLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-                    file: String, function: String, line: UInt) {
+    public func log(
+        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
+        file: String, function: String, line: UInt
+    ) {
         var all = metadata
         if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
         if let explicit, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
@@ -116,7 +118,8 @@ public struct LineLogHandler: LogHandler {
     /// logging at info with no metadata of its own to merge in.
     static func direct(for logger: Logger) -> LineLogHandler? {
         guard logger.logLevel <= .info, let handler = logger.handler as? LineLogHandler,
-              handler.metadata.isEmpty, handler.metadataProvider == nil else { return nil }
+            handler.metadata.isEmpty, handler.metadataProvider == nil
+        else { return nil }
         return handler
     }
 
@@ -202,8 +205,10 @@ extension Logger {
     /// One line at `level` with the fields `fields` adds (in key order): straight into `direct`'s
     /// buffer when there is one (`LineLogHandler.direct(for:)`, found once by the caller), else
     /// through this logger with the fields as metadata. The text is the same either way.
-    func log(_ level: Level, _ message: String, direct: LineLogHandler?, source: String = "KeyfobServer",
-             fields: (inout LogFields) -> Void) {
+    func log(
+        _ level: Level, _ message: String, direct: LineLogHandler?, source: String = "KeyfobServer",
+        fields: (inout LogFields) -> Void
+    ) {
         if let direct {
             direct.write(level: level, source: source, message: message, fields: fields)
             return
@@ -218,7 +223,8 @@ public enum LogText {
     public static func escaped(_ text: String) -> String {
         // Nearly every value is plain: one pass over the bytes decides.
         func needsEscaping(_ byte: UInt8) -> Bool { byte < 0x20 || byte == 0x7f || byte == 0xc2 || byte == 0xe2 }
-        let plain = text.utf8.withContiguousStorageIfAvailable { bytes in !bytes.contains(where: needsEscaping) }
+        let plain =
+            text.utf8.withContiguousStorageIfAvailable { bytes in !bytes.contains(where: needsEscaping) }
             ?? !text.utf8.contains(where: needsEscaping)
         guard !plain else { return text }
         var out = ""

@@ -6,7 +6,8 @@ enum LoopbackAddress {
     /// The page for a browser on 127.0.0.1 or [::1] of a localhost deployment; nil for every other request.
     static func page(for request: Request, rpID: String) -> Response? {
         guard rpID == "localhost", let authority = request.head.authority,
-              authority.hasPrefix("127.0.0.1") || authority.hasPrefix("[::1]"), request.wantsHTML else {
+            authority.hasPrefix("127.0.0.1") || authority.hasPrefix("[::1]"), request.wantsHTML
+        else {
             return nil
         }
         let port = authority.dropFirst(authority.hasPrefix("127.0.0.1") ? "127.0.0.1".count : "[::1]".count)

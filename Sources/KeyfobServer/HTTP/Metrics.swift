@@ -34,33 +34,41 @@ final class KeyfobMetrics: Sendable {
         let status: Int
     }
     static var requests: MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "keyfob", metricName: "http_requests", unitName: "total",
+        MetricNameDescriptor(
+            namespace: "keyfob", metricName: "http_requests", unitName: "total",
             helpText: "HTTP requests by method, route pattern and status")
     }
     static var requestDuration: MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "keyfob", metricName: "http_request_duration", unitName: "seconds",
+        MetricNameDescriptor(
+            namespace: "keyfob", metricName: "http_request_duration", unitName: "seconds",
             helpText: "HTTP request latency by route pattern")
     }
     static var events: MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "keyfob", metricName: "events", unitName: "total",
+        MetricNameDescriptor(
+            namespace: "keyfob", metricName: "events", unitName: "total",
             helpText: "Ceremony and session events by code")
     }
     static var signerOperations: MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "keyfob", metricName: "signer_operations", unitName: "total",
+        MetricNameDescriptor(
+            namespace: "keyfob", metricName: "signer_operations", unitName: "total",
             helpText: "Signer operations by method, outcome and code")
     }
     static var storeDuration: MetricNameDescriptor {
-        MetricNameDescriptor(namespace: "keyfob", metricName: "store_duration", unitName: "seconds",
+        MetricNameDescriptor(
+            namespace: "keyfob", metricName: "store_duration", unitName: "seconds",
             helpText: "Store call latency by operation")
     }
-    static let buckets: [Duration] = [.milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
-                                      .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
-                                      .milliseconds(500), .seconds(1), .seconds(5)]
+    static let buckets: [Duration] = [
+        .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250),
+        .milliseconds(500), .seconds(1), .seconds(5),
+    ]
 
     func request(method: HTTPRequest.Method, route: String, status: Int, duration: Duration) {
         requestCounters.get(RequestKey(method: method, route: route, status: status)) {
-            registry.makeCounter(descriptor: Self.requests,
-                                 labels: [("method", method.rawValue), ("route", route), ("status", String(status))])
+            registry.makeCounter(
+                descriptor: Self.requests,
+                labels: [("method", method.rawValue), ("route", route), ("status", String(status))])
         }.increment()
         routeHistograms.get(route) {
             registry.makeDurationHistogram(descriptor: Self.requestDuration, labels: [("route", route)], buckets: Self.buckets)
@@ -92,8 +100,9 @@ final class KeyfobMetrics: Sendable {
     }
 
     func exposition() -> Response {
-        Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
-                 body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: registry.emitToBuffer())))
     }
 }
 

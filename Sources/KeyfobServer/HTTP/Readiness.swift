@@ -22,7 +22,8 @@ struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
         guard !gate.open, request.uri.path != "/healthz", request.uri.path != "/metrics" else {
             return try await next(request, context)
         }
-        throw KeyfobError(.internalError, "keyfob is starting: the database is not reachable yet; try again in a moment",
-                       status: .serviceUnavailable, retryAfter: 2)
+        throw KeyfobError(
+            .internalError, "keyfob is starting: the database is not reachable yet; try again in a moment",
+            status: .serviceUnavailable, retryAfter: 2)
     }
 }

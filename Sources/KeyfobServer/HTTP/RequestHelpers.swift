@@ -1,7 +1,7 @@
 import Foundation
-import Nostr
 import HTTPTypes
 import Hummingbird
+import Nostr
 
 extension Request {
     /// The body, refused with `payload_too_large` before it is read whole when it is
@@ -107,6 +107,7 @@ func htmlPage(_ name: String, in directory: String) throws -> Response {
     guard let data = FileManager.default.contents(atPath: path) else {
         throw KeyfobError(.internalError, "the page \(name) is missing from --public-dir", status: .internalServerError)
     }
-    return Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
-                    body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    return Response(
+        status: .ok, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+        body: .init(byteBuffer: ByteBuffer(bytes: data)))
 }

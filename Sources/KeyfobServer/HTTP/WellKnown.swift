@@ -20,8 +20,9 @@ struct WellKnownController: Sendable {
     func nostrJSON(name: String?) -> Response {
         var body = NostrJSON(names: [:])
         if name == nil || name == "_" {
-            body.nip46 = .init(relays: configuration.bunkerRelays,
-                               nostrconnectURL: "\(configuration.effectiveOrigins.first ?? "")/connect/<nostrconnect>")
+            body.nip46 = .init(
+                relays: configuration.bunkerRelays,
+                nostrconnectURL: "\(configuration.effectiveOrigins.first ?? "")/connect/<nostrconnect>")
         }
         var response = jsonResponse(body)
         response.headers[.accessControlAllowOrigin] = "*"  // NIP-05: clients fetch it from any page
@@ -34,9 +35,10 @@ struct WellKnownController: Sendable {
 
     func appleAppSiteAssociation() throws -> Response {
         guard !configuration.appleAppIDs.isEmpty else { throw notConfigured("--apple-app-id") }
-        return jsonResponse(AppleAppSiteAssociation(
-            webcredentials: .init(apps: configuration.appleAppIDs),
-            applinks: .init(details: [.init(appIDs: configuration.appleAppIDs, components: [["/": "/app/*"]])])))
+        return jsonResponse(
+            AppleAppSiteAssociation(
+                webcredentials: .init(apps: configuration.appleAppIDs),
+                applinks: .init(details: [.init(appIDs: configuration.appleAppIDs, components: [["/": "/app/*"]])])))
     }
 
     func assetLinks() throws -> Response {

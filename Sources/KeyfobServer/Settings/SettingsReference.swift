@@ -2,7 +2,8 @@
 public enum SettingsReference {
     /// The settings part of `keyfob serve --help`.
     public static var helpText: String {
-        var lines = wrapped("SETTINGS (flag, environment variable, default; a list repeats its flag, or takes commas in its variable):", width: 78, indent: "")
+        var lines = wrapped(
+            "SETTINGS (flag, environment variable, default; a list repeats its flag, or takes commas in its variable):", width: 78, indent: "")
         lines.append("")
         for setting in Setting.all where !setting.hidden {
             var head = setting.sources.contains(.flag) ? "\(setting.flag)" : "(no flag)"
@@ -70,7 +71,8 @@ public enum SettingsReference {
     /// `document` with the text between the markers replaced by the current table; nil without markers.
     public static func updating(_ document: String) -> String? {
         guard let begin = document.range(of: beginMarker), let end = document.range(of: endMarker),
-              begin.upperBound <= end.lowerBound else { return nil }
+            begin.upperBound <= end.lowerBound
+        else { return nil }
         return String(document[..<begin.upperBound]) + "\n" + markdownTable + "\n" + String(document[end.lowerBound...])
     }
 }

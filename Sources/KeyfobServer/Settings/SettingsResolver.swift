@@ -5,9 +5,11 @@ extension ServerConfiguration {
     /// its `KEYFOB_*` variable, else the config file's key, else `defaults`. Every value is checked
     /// (type here, range and cross-setting rules in `validate()`); nothing unknown is ignored.
     /// `only` limits it to some settings (the operator commands need only where the database is).
-    public static func resolve(arguments: [String], environment: [String: String],
-                               defaults: ServerConfiguration = ServerConfiguration(),
-                               only names: Set<String>? = nil) throws(Invalid) -> ServerConfiguration {
+    public static func resolve(
+        arguments: [String], environment: [String: String],
+        defaults: ServerConfiguration = ServerConfiguration(),
+        only names: Set<String>? = nil
+    ) throws(Invalid) -> ServerConfiguration {
         let every = Setting.all
         let settings = names.map { names in every.filter { names.contains($0.name) } } ?? every
         let flags = try parseFlags(arguments, settings: settings)
@@ -67,27 +69,33 @@ extension ServerConfiguration {
 
     private static func suggestion(for name: String, among settings: [Setting]) -> String {
         let close = settings.filter { !$0.hidden && $0.sources.contains(.flag) }
-            .first { $0.name.hasPrefix(name) || name.hasPrefix($0.name) || $0.name.replacingOccurrences(of: "-", with: "") == name.replacingOccurrences(of: "-", with: "") }
+            .first {
+                $0.name.hasPrefix(name) || name.hasPrefix($0.name)
+                    || $0.name.replacingOccurrences(of: "-", with: "") == name.replacingOccurrences(of: "-", with: "")
+            }
         return close.map { "; did you mean --\($0.name)?" } ?? ""
     }
 
     static func readConfigFile(_ path: String, settings: [Setting]) throws(Invalid) -> [String: Any] {
         guard let data = FileManager.default.contents(atPath: path),
-              let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
+        else {
             throw Invalid(description: "config file \(path) is missing or not a JSON object")
         }
         let known = settings.filter { $0.sources.contains(.file) && !$0.hidden }
         for (key, value) in object.sorted(by: { $0.key < $1.key }) {
             guard let setting = known.first(where: { $0.name == key }) else {
-                throw Invalid(description: "config file \(path): unknown key \"\(key)\" (known: \(known.map(\.name).sorted().joined(separator: ", ")))")
+                throw Invalid(
+                    description: "config file \(path): unknown key \"\(key)\" (known: \(known.map(\.name).sorted().joined(separator: ", ")))")
             }
             guard setting.parse(json: value) != nil else {
-                let expected = switch setting.kind {
-                case .list: "a string or a list of strings"
-                case .number: "a whole number"
-                case .flag: "true or false"
-                case .text: "a string"
-                }
+                let expected =
+                    switch setting.kind {
+                    case .list: "a string or a list of strings"
+                    case .number: "a whole number"
+                    case .flag: "true or false"
+                    case .text: "a string"
+                    }
                 throw Invalid(description: "config file \(path): \"\(key)\" must be \(expected)")
             }
         }
@@ -138,7 +146,8 @@ extension Setting {
         case .flag: return isBool ? .flag(number!.boolValue) : nil
         case .number:
             guard let number, !isBool, number.doubleValue == number.doubleValue.rounded(),
-                  abs(number.doubleValue) < 1e15 else { return nil }
+                abs(number.doubleValue) < 1e15
+            else { return nil }
             return .number(number.intValue)
         case .list:
             if let text = value as? String { return .list([text]) }

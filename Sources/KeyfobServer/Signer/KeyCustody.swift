@@ -22,8 +22,9 @@ struct KeyCustody: Sendable {
 
     func seal(_ key: SecretKey, userID: String, version: Int) throws -> NostrKeyRecord {
         let (nonce, sealed) = try key.withUnsafeSecretBytes { try vault.seal($0, userID: userID, version: version) }
-        return NostrKeyRecord(userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
-                              updatedAt: now())
+        return NostrKeyRecord(
+            userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
+            updatedAt: now())
     }
 
     /// The user's stored key; accounts made before the signer existed get one on first use.
@@ -70,8 +71,9 @@ struct KeyCustody: Sendable {
     /// A passkey-sealed record's key, with the data key its inner layer is encrypted under.
     func open(_ record: NostrKeyRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
         guard record.passkeySealed else { return try open(record) }
-        return try Self.secretKey(in: masterKeyLayer(record), under: dataKey,
-                                  aad: PasskeySeal.keyContext(userID: record.userID, version: record.version), pubkey: record.pubkey)
+        return try Self.secretKey(
+            in: masterKeyLayer(record), under: dataKey,
+            aad: PasskeySeal.keyContext(userID: record.userID, version: record.version), pubkey: record.pubkey)
     }
 
     /// The key in `layer` (what the master key opened). The buffer becomes the `SecretKey`'s own
@@ -83,7 +85,8 @@ struct KeyCustody: Sendable {
 
     /// The key in `layer` under `dataKey`: the layer is wiped here, and what it opens to becomes the
     /// `SecretKey`'s own (or is wiped here when it is no key).
-    private static func secretKey(in layer: consuming [UInt8], under dataKey: borrowing SecretBytes, aad: String, pubkey: String) throws -> SecretKey {
+    private static func secretKey(in layer: consuming [UInt8], under dataKey: borrowing SecretBytes, aad: String, pubkey: String) throws -> SecretKey
+    {
         defer { wipe(&layer) }
         guard var inner = KeyVault.decrypt(layer, key: dataKey, aad: aad) else { throw KeyfobError.signerSealed }
         defer { wipe(&inner) }
@@ -95,16 +98,23 @@ struct KeyCustody: Sendable {
         // Wraps exist only while a key is sealed (unsealing removes them in the same transaction):
         // a server-protected row next to them was put back from before the seal.
         if !record.passkeySealed, record.hasWraps {
-            logger.error("key.rollback_refused", metadata: [
-                "user": "\(record.userID)", "version": "\(record.version)",
-                "why": "a server-protected key row while the user's key is sealed by passkeys: restored from an older copy? Restore the sealed row",
-            ])
+            logger.error(
+                "key.rollback_refused",
+                metadata: [
+                    "user": "\(record.userID)", "version": "\(record.version)",
+                    "why":
+                        "a server-protected key row while the user's key is sealed by passkeys: restored from an older copy? Restore the sealed row",
+                ])
             throw KeyfobError.keyRolledBack
         }
-        guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
-                                     version: record.version, passkeySealed: record.passkeySealed) else {
-            throw KeyfobError(.internalError, "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
-                           status: .internalServerError)
+        guard
+            let outer = vault.open(
+                nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+                version: record.version, passkeySealed: record.passkeySealed)
+        else {
+            throw KeyfobError(
+                .internalError, "the stored key cannot be opened with this server's master key; the operator must restore the right master key",
+                status: .internalServerError)
         }
         return outer
     }
@@ -131,8 +141,9 @@ struct KeyCustody: Sendable {
         let (nonce, sealed) = try key.withUnsafeSecretBytes { bytes in
             try vault.seal(bytes, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: false))
         }
-        return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
-                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: false)
+        return BunkerSignerRecord(
+            userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
+            secretExpiresAt: nil, createdAt: createdAt, passkeySealed: false)
     }
 
     /// A signer key record for `key` under `dataKey` first, then the master key (a sealed
@@ -141,14 +152,18 @@ struct KeyCustody: Sendable {
         var inner = try key.withUnsafeSecretBytes { bytes in try KeyVault.encrypt(bytes, key: dataKey, aad: Self.signerInnerContext(userID)) }
         defer { wipe(&inner) }
         let (nonce, sealed) = try vault.seal(inner, for: .bunkerKeys, context: Self.signerContext(userID, passkeySealed: true))
-        return BunkerSignerRecord(userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
-                                  secretExpiresAt: nil, createdAt: createdAt, passkeySealed: true)
+        return BunkerSignerRecord(
+            userID: userID, pubkey: key.publicKey.hex, nonce: nonce, sealed: sealed, secretHash: nil,
+            secretExpiresAt: nil, createdAt: createdAt, passkeySealed: true)
     }
 
     /// What the master key opens of a signer record; the caller wipes it.
     private func masterKeyLayer(_ record: BunkerSignerRecord) throws -> [UInt8] {
-        guard let outer = vault.open(nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
-                                     context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed)) else {
+        guard
+            let outer = vault.open(
+                nonce: record.nonce, sealed: record.sealed, for: .bunkerKeys,
+                context: Self.signerContext(record.userID, passkeySealed: record.passkeySealed))
+        else {
             throw KeyfobError(.internalError, "the bunker key cannot be opened with this server's master key", status: .internalServerError)
         }
         return outer
@@ -163,8 +178,9 @@ struct KeyCustody: Sendable {
     /// A sealed signer record's key, with the data key.
     func openSigner(_ record: BunkerSignerRecord, dataKey: borrowing SecretBytes) throws -> SecretKey {
         guard record.passkeySealed else { return try openSigner(record) }
-        return try Self.secretKey(in: masterKeyLayer(record), under: dataKey, aad: Self.signerInnerContext(record.userID),
-                                  pubkey: record.pubkey)
+        return try Self.secretKey(
+            in: masterKeyLayer(record), under: dataKey, aad: Self.signerInnerContext(record.userID),
+            pubkey: record.pubkey)
     }
 
     /// The signer key of `record` for this request: a plain one opens with the master key; a
@@ -190,8 +206,9 @@ struct KeyCustody: Sendable {
         var inner = try key.withUnsafeSecretBytes { try PasskeySeal.encryptKey($0, dataKey: dataKey, userID: userID, version: version) }
         defer { wipe(&inner) }
         let (nonce, sealed) = try vault.seal(inner, userID: userID, version: version, passkeySealed: true)
-        return NostrKeyRecord(userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
-                              updatedAt: now(), passkeySealed: true)
+        return NostrKeyRecord(
+            userID: userID, pubkey: key.publicKey.hex, version: version, nonce: nonce, sealed: sealed,
+            updatedAt: now(), passkeySealed: true)
     }
 
     /// Replaces the user's key (import). The version goes up, so an old sealed copy cannot be put back.
@@ -221,11 +238,12 @@ struct KeyCustody: Sendable {
             throw .init(description: "cannot read the database to check the master key: \(error)")
         }
         guard stored == vault.checkValue else {
-            throw .init(description: """
-                this master key is not the one that sealed the nostr keys in this database; \
-                start with the original --master-key-file or KEYFOB_MASTER_KEY \
-                (after an interrupted rotate-master-key, the new key is in master.key.new)
-                """)
+            throw .init(
+                description: """
+                    this master key is not the one that sealed the nostr keys in this database; \
+                    start with the original --master-key-file or KEYFOB_MASTER_KEY \
+                    (after an interrupted rotate-master-key, the new key is in master.key.new)
+                    """)
         }
     }
 }
@@ -249,14 +267,18 @@ public enum MasterKeyRotation {
         var resealed: [NostrKeyRecord] = []
         resealed.reserveCapacity(records.count)
         for record in records {
-            guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, userID: record.userID,
-                                        version: record.version, passkeySealed: record.passkeySealed) else {
+            guard
+                var secret = old.open(
+                    nonce: record.nonce, sealed: record.sealed, userID: record.userID,
+                    version: record.version, passkeySealed: record.passkeySealed)
+            else {
                 throw KeyVaultError("the key of user \(record.userID) does not open with the current master key; nothing was changed")
             }
             defer { wipe(&secret) }
             var next = record
-            (next.nonce, next.sealed) = try new.seal(secret, userID: record.userID, version: record.version,
-                                                     passkeySealed: record.passkeySealed)
+            (next.nonce, next.sealed) = try new.seal(
+                secret, userID: record.userID, version: record.version,
+                passkeySealed: record.passkeySealed)
             resealed.append(next)
         }
         // NIP-46 signer keys, sealed under the same key-encryption key.
@@ -274,7 +296,8 @@ public enum MasterKeyRotation {
         do {
             try await store.rewrapNostrKeys(resealed, bunkerSigners: signers, masterKeyCheck: new.checkValue)
         } catch StoreError.conflict {
-            throw KeyVaultError("keys changed while rotating (is a server still running on this database?); nothing was changed, try again with the server stopped")
+            throw KeyVaultError(
+                "keys changed while rotating (is a server still running on this database?); nothing was changed, try again with the server stopped")
         }
         return resealed.count
     }

@@ -59,10 +59,13 @@ public final class KeyVault: @unchecked Sendable {
     /// Seals `secret` with a fresh random 12-byte nonce. Returns the nonce and ciphertext + 16-byte tag.
     /// For a passkey-sealed key, `secret` is the key already encrypted under its data key.
     func seal(_ secret: [UInt8], userID: String, version: Int, passkeySealed: Bool = false) throws(KeyVaultError)
-        -> (nonce: [UInt8], sealed: [UInt8]) {
+        -> (nonce: [UInt8], sealed: [UInt8])
+    {
         let nonce = randomBytes(12)
         let aad = Self.associatedData(userID: userID, version: version, passkeySealed: passkeySealed)
-        let sealed = try withKey(.nostrKeys) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: secret) }
+        let sealed = try withKey(.nostrKeys) { key throws(KeyVaultError) in
+            try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: secret)
+        }
         return (nonce, sealed)
     }
 
@@ -103,7 +106,9 @@ public final class KeyVault: @unchecked Sendable {
     func seal(_ bytes: [UInt8], for purpose: Purpose, context: String) throws(KeyVaultError) -> (nonce: [UInt8], sealed: [UInt8]) {
         let nonce = randomBytes(12)
         let aad = Array("keyfob:\(context)".utf8)
-        return (nonce, try withKey(purpose) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: bytes) })
+        return (
+            nonce, try withKey(purpose) { key throws(KeyVaultError) in try Self.gcm(encrypt: true, key: key, nonce: nonce, aad: aad, input: bytes) }
+        )
     }
 
     /// Opens what `seal(_:for:context:)` sealed; nil when anything does not match. NIP-46 signer
@@ -113,9 +118,14 @@ public final class KeyVault: @unchecked Sendable {
         guard nonce.count == 12, sealed.count >= 16 else { return nil }
         let aad = Array("keyfob:\(context)".utf8)
         for candidate in purpose == .bunkerKeys ? [purpose, .nostrKeys] : [purpose] {
-            if let opened = try? withKey(candidate, { key throws(KeyVaultError) in
-                try Self.gcm(encrypt: false, key: key, nonce: nonce, aad: aad, input: sealed)
-            }) { return opened }
+            if let opened = try? withKey(
+                candidate,
+                { key throws(KeyVaultError) in
+                    try Self.gcm(encrypt: false, key: key, nonce: nonce, aad: aad, input: sealed)
+                })
+            {
+                return opened
+            }
         }
         return nil
     }

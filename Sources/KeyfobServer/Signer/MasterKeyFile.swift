@@ -21,7 +21,8 @@ public enum MasterKeyFile {
             .replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while normalized.count % 4 != 0 { normalized += "=" }
         guard let data = Data(base64Encoded: normalized), data.count == KeyVault.masterKeyLength else {
-            throw .init(description: "KEYFOB_MASTER_KEY must be the base64 of exactly 32 random bytes (make one with: head -c 32 /dev/urandom | base64)")
+            throw .init(
+                description: "KEYFOB_MASTER_KEY must be the base64 of exactly 32 random bytes (make one with: head -c 32 /dev/urandom | base64)")
         }
         return [UInt8](data)
     }
@@ -33,7 +34,8 @@ public enum MasterKeyFile {
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard fd >= 0 else {
             if errno == EEXIST { return try read(at: path) }
-            throw .init(description: "cannot create master key file \(path): \(String(cString: strerror(errno))) (set --master-key-file to a writable path)")
+            throw .init(
+                description: "cannot create master key file \(path): \(String(cString: strerror(errno))) (set --master-key-file to a writable path)")
         }
         defer { close(fd) }
         guard fchmod(fd, 0o600) == 0, write(fd, key, key.count) == key.count, fsync(fd) == 0 else {
@@ -49,10 +51,11 @@ public enum MasterKeyFile {
             throw .init(description: "cannot read master key file \(path): \(String(cString: strerror(errno)))")
         }
         guard info.st_mode & 0o077 == 0 else {
-            throw .init(description: """
-                master key file \(path) can be read by group or others (mode \(String(info.st_mode & 0o777, radix: 8))); \
-                run: chmod 600 \(path)
-                """)
+            throw .init(
+                description: """
+                    master key file \(path) can be read by group or others (mode \(String(info.st_mode & 0o777, radix: 8))); \
+                    run: chmod 600 \(path)
+                    """)
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw .init(description: "cannot read master key file \(path) (check its owner and permissions)")

@@ -77,18 +77,22 @@ struct PasskeySeal: Sendable {
 
     /// A new wrap for one passkey, made in the ceremony with `challenge` (whose fresh salt gave
     /// `prfOutput`): the salt is stored with it.
-    static func newWrap(_ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
-                        at: Date) throws -> KeyWrapRecord {
-        KeyWrapRecord(userID: userID, credentialID: credentialID,
-                      wrapped: try wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID),
-                      createdAt: at, salt: salt(forChallenge: challenge))
+    static func newWrap(
+        _ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
+        at: Date
+    ) throws -> KeyWrapRecord {
+        KeyWrapRecord(
+            userID: userID, credentialID: credentialID,
+            wrapped: try wrap(dataKey, prfOutput: prfOutput, userID: userID, credentialID: credentialID),
+            createdAt: at, salt: salt(forChallenge: challenge))
     }
 
     /// The data key, or nil when this PRF output is not the one the wrap was made with.
     static func unwrap(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> SecretBytes? {
         let context = wrapContext(userID: userID, credentialID: credentialID)
         guard let key = try? wrappingKey(prfOutput: prfOutput, context: context),
-              var plain = KeyVault.decrypt(wrapped, key: key, aad: context) else { return nil }
+            var plain = KeyVault.decrypt(wrapped, key: key, aad: context)
+        else { return nil }
         return SecretBytes(taking: &plain)
     }
 
@@ -111,7 +115,8 @@ struct PasskeySeal: Sendable {
 
     static func openSessionCopy(_ copy: [UInt8], token: [UInt8], tokenHash: [UInt8]) -> SecretBytes? {
         guard let key = try? sessionKey(token: token, tokenHash: tokenHash),
-              var plain = KeyVault.decrypt(copy, key: key, aad: sessionContext(tokenHash: tokenHash)) else { return nil }
+            var plain = KeyVault.decrypt(copy, key: key, aad: sessionContext(tokenHash: tokenHash))
+        else { return nil }
         return SecretBytes(taking: &plain)
     }
 
@@ -126,7 +131,6 @@ struct PasskeySeal: Sendable {
     }
 
 }
-
 
 /// What a signed-in request brings to open a passkey-sealed key: its session and the raw token
 /// the session's copy of the data key is encrypted under.

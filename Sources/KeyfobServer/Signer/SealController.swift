@@ -52,12 +52,14 @@ struct SealController: Sendable {
         let body = try await request.decodeJSON(Body.self, limit: configuration.maxBodySize)
         let first = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
         let (credential, challenge) = try await ceremonies.confirmations.verify(body.cred, action, target: "", for: auth)
-        let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
-                                  limitKey: Hex.encode(auth.session.tokenHash),
-                                  ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
-        return Proof(auth: auth, credential: credential,
-                     prf: PRFOutputs(first: first, second: body.cred.clientExtensionResults?.prfSecond), challenge: challenge,
-                     caller: caller)
+        let caller = SignerCaller(
+            userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
+            limitKey: Hex.encode(auth.session.tokenHash),
+            ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
+        return Proof(
+            auth: auth, credential: credential,
+            prf: PRFOutputs(first: first, second: body.cred.clientExtensionResults?.prfSecond), challenge: challenge,
+            caller: caller)
     }
 
     static let noPRF = KeyfobError(
@@ -79,8 +81,9 @@ struct SealController: Sendable {
             let key = try custody.open(current)
             let dataKey = PasskeySeal.newDataKey()
             let next = try custody.seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
-            let wrap = try PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
-                                               challenge: proof.challenge, at: now())
+            let wrap = try PasskeySeal.newWrap(
+                dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
+                challenge: proof.challenge, at: now())
             let copy = try PasskeySeal.sessionCopy(of: dataKey, token: proof.auth.token, tokenHash: proof.auth.session.tokenHash)
             // The NIP-46 signer key is made anew under the data key: the old one (which the master
             // key opened, with every reply it ever sealed) is gone with its row. Its clients reconnect.
@@ -90,17 +93,20 @@ struct SealController: Sendable {
                 signer = (try custody.sealSigner(fresh, userID: userID, dataKey: dataKey, createdAt: now()), fresh)
             }
             do {
-                try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [wrap],
-                                                    keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy,
-                                                    bunkerSigner: signer?.record)
+                try await store.changeKeyProtection(
+                    next, expectedVersion: current.version, wraps: [wrap],
+                    keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy,
+                    bunkerSigner: signer?.record)
             } catch StoreError.conflict {
                 throw Self.conflict
             }
             if let signer {
                 custody.unlockedSigners.open(signer.key, userID: userID, until: proof.auth.session.unlockedUntil ?? now())
             }
-        } else if let opened = try await custody.openWrap(userID: userID, credentialID: credentialID, prf: proof.prf,
-                                                          challenge: proof.challenge) {
+        } else if let opened = try await custody.openWrap(
+            userID: userID, credentialID: credentialID, prf: proof.prf,
+            challenge: proof.challenge)
+        {
             // One of the sealing passkeys already: nothing to add; the session holds the data key now
             // (for the unlock window it already has).
             _ = try await custody.unlock(proof.auth, until: proof.auth.session.unlockedUntil ?? now(), dataKey: opened)
@@ -114,8 +120,10 @@ struct SealController: Sendable {
                 await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .signerLocked)
                 throw KeyfobError.signerSealed
             }
-            _ = try await store.putKeyWrap(PasskeySeal.newWrap(dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
-                                                               challenge: proof.challenge, at: now()))
+            _ = try await store.putKeyWrap(
+                PasskeySeal.newWrap(
+                    dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
+                    challenge: proof.challenge, at: now()))
         }
         await dispatcher.audit(proof.caller, method: "seal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
@@ -129,8 +137,10 @@ struct SealController: Sendable {
         let dataKey: SecretBytes
         if let held = proof.auth.unlock.dataKey(at: now()) {
             dataKey = held
-        } else if let opened = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
-                                                          challenge: proof.challenge) {
+        } else if let opened = try await custody.openWrap(
+            userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+            challenge: proof.challenge)
+        {
             dataKey = opened
         } else {
             await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: .signerLocked)
@@ -141,14 +151,16 @@ struct SealController: Sendable {
         // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
         var signer: BunkerSignerRecord?
         if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
-            var plain = try custody.sealSigner(custody.openSigner(sealed, dataKey: dataKey), userID: userID,
-                                               createdAt: sealed.createdAt)
+            var plain = try custody.sealSigner(
+                custody.openSigner(sealed, dataKey: dataKey), userID: userID,
+                createdAt: sealed.createdAt)
             (plain.secretHash, plain.secretExpiresAt) = (sealed.secretHash, sealed.secretExpiresAt)
             signer = plain
         }
         do {
-            try await store.changeKeyProtection(next, expectedVersion: current.version, wraps: [], keepingSession: nil,
-                                                sessionDataKey: nil, bunkerSigner: signer)
+            try await store.changeKeyProtection(
+                next, expectedVersion: current.version, wraps: [], keepingSession: nil,
+                sessionDataKey: nil, bunkerSigner: signer)
         } catch StoreError.conflict {
             throw Self.conflict
         }
@@ -169,10 +181,14 @@ struct SealController: Sendable {
         let userID = proof.auth.user.id
         let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
         if try await custody.record(for: userID).passkeySealed {
-            guard let dataKey = try await custody.openWrap(userID: userID, credentialID: proof.credential.id, prf: proof.prf,
-                                                           challenge: proof.challenge) else {
-                ceremonies.events.logger.notice("an unlock did not open the sealed key (no PRF output, or another one)",
-                                                metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
+            guard
+                let dataKey = try await custody.openWrap(
+                    userID: userID, credentialID: proof.credential.id, prf: proof.prf,
+                    challenge: proof.challenge)
+            else {
+                ceremonies.events.logger.notice(
+                    "an unlock did not open the sealed key (no PRF output, or another one)",
+                    metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
                 throw proof.prf.first == nil ? Self.noPRF : KeyfobError.signerSealed
             }
             _ = try await custody.unlock(proof.auth, until: until, dataKey: dataKey)
@@ -211,13 +227,15 @@ extension KeyCustody {
     /// (`challenge` is the ceremony's).
     func openWrap(userID: String, credentialID: [UInt8], prf: PRFOutputs, challenge: [UInt8]?) async throws -> SecretBytes? {
         guard let first = prf.first,
-              let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }),
-              let dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: first, userID: userID, credentialID: credentialID) else {
+            let wrap = try await store.keyWraps(ofUser: userID).first(where: { $0.credentialID == credentialID }),
+            let dataKey = PasskeySeal.unwrap(wrap.wrapped, prfOutput: first, userID: userID, credentialID: credentialID)
+        else {
             return nil
         }
         if wrap.salt.isEmpty, let second = prf.second, let challenge {
-            var moved = try PasskeySeal.newWrap(dataKey, prfOutput: second, userID: userID, credentialID: credentialID,
-                                                challenge: challenge, at: now())
+            var moved = try PasskeySeal.newWrap(
+                dataKey, prfOutput: second, userID: userID, credentialID: credentialID,
+                challenge: challenge, at: now())
             moved.createdAt = wrap.createdAt
             _ = try await store.putKeyWrap(moved)
         }
@@ -259,14 +277,16 @@ extension KeyCustody {
     func protection(of userID: String, unlock: SessionUnlock?) async throws -> KeyProtection {
         let record = try await record(for: userID)
         guard record.passkeySealed else {
-            return KeyProtection(level: "server", sealedBy: 0, summary: "server-protected", sealingCredentials: [],
-                                 signerSealed: unlock.map { _ in false })
+            return KeyProtection(
+                level: "server", sealedBy: 0, summary: "server-protected", sealingCredentials: [],
+                signerSealed: unlock.map { _ in false })
         }
         let wraps = try await store.keyWraps(ofUser: userID)
         let open: Bool? = unlock.map { $0.dataKey(at: now()) != nil }
-        return KeyProtection(level: "passkeys", sealedBy: wraps.count,
-                             summary: "sealed by \(wraps.count) passkey\(wraps.count == 1 ? "" : "s")",
-                             sealingCredentials: wraps.map { Base64URL.encode($0.credentialID) },
-                             signerSealed: open.map { !$0 })
+        return KeyProtection(
+            level: "passkeys", sealedBy: wraps.count,
+            summary: "sealed by \(wraps.count) passkey\(wraps.count == 1 ? "" : "s")",
+            sealingCredentials: wraps.map { Base64URL.encode($0.credentialID) },
+            signerSealed: open.map { !$0 })
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import Nostr
 
 /// One signer operation, parsed and validated, whatever transport carried it (REST today;
@@ -82,7 +83,8 @@ enum SignerCall: Sendable {
     private static func eventObject(_ value: Any?) throws(NostrError) -> [String: Any] {
         if let object = value as? [String: Any] { return object }
         if let text = value as? String,
-           let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any] {
+            let object = (try? JSONSerialization.jsonObject(with: Data(text.utf8))) as? [String: Any]
+        {
             return object
         }
         throw NostrError(.invalidContent, "event must be a JSON object with kind and content")
@@ -97,14 +99,13 @@ extension KeyfobError {
 
     /// The client-facing form of a nostr failure.
     init(_ error: NostrError) {
-        let status: HTTPResponse.Status = switch error.code {
-        case .payloadTooLarge: .contentTooLarge
-        case .unsupportedType: .notFound
-        case .internalError: .internalServerError
-        default: .badRequest
-        }
+        let status: HTTPResponse.Status =
+            switch error.code {
+            case .payloadTooLarge: .contentTooLarge
+            case .unsupportedType: .notFound
+            case .internalError: .internalServerError
+            default: .badRequest
+            }
         self.init(ErrorCode(rawValue: error.code.rawValue) ?? .invalidRequest, error.message, status: status)
     }
 }
-
-import HTTPTypes

@@ -32,8 +32,10 @@ struct SignerController: Sendable {
     @Sendable func method(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let name = context.parameters.get("method") ?? ""
         guard let method = SignerMethod(rawValue: name) else {
-            throw KeyfobError(.unsupportedType, "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
-                           status: .notFound)
+            throw KeyfobError(
+                .unsupportedType,
+                "\"\(name.prefix(64))\" is not a signer method; use one of \(SignerMethod.allCases.map(\.rawValue).joined(separator: ", "))",
+                status: .notFound)
         }
         let caller = try await unlockedCaller(request, context: context)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
@@ -66,14 +68,17 @@ struct SignerController: Sendable {
 
     /// The session (for confirmations bound to it) and the caller it makes; the signer must be unlocked.
     func unlockedSession(_ request: Request, context: KeyfobRequestContext) async throws
-        -> (auth: Sessions.Authenticated, caller: SignerCaller) {
+        -> (auth: Sessions.Authenticated, caller: SignerCaller)
+    {
         let auth = try await sessions.require(request)
-        let caller = SignerCaller(userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
-                                  limitKey: Hex.encode(auth.session.tokenHash),
-                                  ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
+        let caller = SignerCaller(
+            userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
+            limitKey: Hex.encode(auth.session.tokenHash),
+            ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
-            await dispatcher.audit(caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
-                                   outcome: "failed", code: .signerLocked)
+            await dispatcher.audit(
+                caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
+                outcome: "failed", code: .signerLocked)
             throw KeyfobError.signerLocked
         }
         return (auth, caller)
@@ -165,8 +170,9 @@ struct SignerController: Sendable {
         let entries = try await store.auditEntries(ofUser: auth.user.id, before: before, limit: limit)
         let formatter = ISO8601DateFormatter()
         let list = entries.map { e in
-            HistoryReply.Entry(id: String(e.id), at: formatter.string(from: e.at), client: e.client, transport: e.transport,
-                               method: e.method, outcome: e.outcome, kind: e.kind, eventId: e.eventID, code: e.code)
+            HistoryReply.Entry(
+                id: String(e.id), at: formatter.string(from: e.at), client: e.client, transport: e.transport,
+                method: e.method, outcome: e.outcome, kind: e.kind, eventId: e.eventID, code: e.code)
         }
         return jsonResponse(HistoryReply(entries: list, next: entries.count == limit ? entries.last.map { String($0.id) } : nil))
     }

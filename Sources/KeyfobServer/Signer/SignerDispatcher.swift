@@ -48,9 +48,10 @@ struct SignerDispatcher: Sendable {
         }
         do {
             let result = try await perform(call, caller: caller)
-            await audit(caller, method: call.method.rawValue, kind: call.kind,
-                        eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
-                        receipt: receipt)
+            await audit(
+                caller, method: call.method.rawValue, kind: call.kind,
+                eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
+                receipt: receipt)
             return result
         } catch {
             let apiError: KeyfobError
@@ -72,8 +73,9 @@ struct SignerDispatcher: Sendable {
             return SignerResult(result: pubkey.hex, event: nil, pubkey: pubkey)
         case .signEvent(let unsigned):
             guard !SignerCall.neverSignedKinds.contains(unsigned.kind) else {
-                throw KeyfobError(.permissionDenied, "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
-                               status: .forbidden)
+                throw KeyfobError(
+                    .permissionDenied, "kind \(unsigned.kind) is a direct-message rumor and must stay unsigned",
+                    status: .forbidden)
             }
             let event = try await custody.withSecretKey(of: userID, unlock: caller.unlock) { unsigned.sign(with: $0) }
             return SignerResult(result: Hex.encode(event.sig), event: event, pubkey: event.pubkey)
@@ -106,11 +108,14 @@ struct SignerDispatcher: Sendable {
     }
 
     /// Records one operation. Never plaintext, ciphertext, keys or tokens: only what is named here.
-    func audit(_ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
-               outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil) async {
+    func audit(
+        _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
+        outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil
+    ) async {
         let code = errorCode?.rawValue
-        let entry = AuditRecord(userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
-                                method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
+        let entry = AuditRecord(
+            userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
+            method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
         var metadata: Logger.Metadata = [
             "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
             "transport": "\(caller.transport)", "method": "\(method)",
@@ -120,8 +125,10 @@ struct SignerDispatcher: Sendable {
         if let code { metadata["code"] = "\(code)" }
         logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
         metrics?.signer(method: method, outcome: outcome, code: code)
-        feed?.publish(Activity(time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
-                               client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
+        feed?.publish(
+            Activity(
+                time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
+                client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
         do {
             if let metrics {
                 _ = try await metrics.store("append_audit") { try await store.appendAudit(entry) }

@@ -84,8 +84,9 @@ extension SignerCodec {
         case .keyfobLink:
             guard value("ok") == "1" else {
                 let code = value("code") ?? "internal_error"
-                return CallbackResult(outcome: code == "user_rejected" ? .rejected : .failure(code: code, message: value("msg") ?? ""),
-                                      correlationID: nil)
+                return CallbackResult(
+                    outcome: code == "user_rejected" ? .rejected : .failure(code: code, message: value("msg") ?? ""),
+                    correlationID: nil)
             }
             if r.method == .getPublicKey {
                 return CallbackResult(outcome: .success(result: value("pubkey") ?? "", event: nil), correlationID: nil)

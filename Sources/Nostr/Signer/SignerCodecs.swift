@@ -9,7 +9,8 @@ public enum SignerCodec {
     /// app-specific scheme (its Appendix B uses `nip55-ios-test://`), so any scheme is read the same way.
     public static func parse(nostrsignerURL url: String) throws(NostrError) -> SignerRequest {
         guard let colon = url.firstIndex(of: ":"), url.distance(from: url.startIndex, to: colon) >= 1,
-              url[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }) else {
+            url[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) })
+        else {
             throw .init(.invalidRequest, "not a signer URL (scheme:content?query)")
         }
         let rest = String(url[url.index(after: colon)...])
@@ -29,12 +30,13 @@ public enum SignerCodec {
 
         if let success = value("x-success") {
             // NIP-155: payload in event / plaintext / encryptedText; gzip applies to it too.
-            var payload: String? = switch method {
-            case .signEvent, .decryptZapEvent: value("event")
-            case .nip04Encrypt, .nip44Encrypt: value("plaintext")
-            case .nip04Decrypt, .nip44Decrypt: value("encryptedText") ?? value("ciphertext")
-            case .getPublicKey: ""
-            }
+            var payload: String? =
+                switch method {
+                case .signEvent, .decryptZapEvent: value("event")
+                case .nip04Encrypt, .nip44Encrypt: value("plaintext")
+                case .nip04Decrypt, .nip44Decrypt: value("encryptedText") ?? value("ciphertext")
+                case .getPublicKey: ""
+                }
             if payload == nil, !rawContent.isEmpty, !rawContent.hasPrefix("//") { payload = rawContent.removingPercentEncoding }
             guard var content = payload else { throw .content("the request carries no \(method.rawValue) payload") }
             if method == .nip04Decrypt || method == .nip44Decrypt, content.isEmpty {
@@ -44,8 +46,9 @@ public enum SignerCodec {
             return SignerRequest(
                 transport: .nip155, method: method, content: content, peer: try peer(method, value("pubkey")),
                 correlationID: value("id"), returnType: value("returnType"), compression: compression,
-                callbacks: Callbacks(success: try CallbackURL(success), error: try value("x-error").map(CallbackURL.init),
-                                     cancel: try value("x-cancel").map(CallbackURL.init)),
+                callbacks: Callbacks(
+                    success: try CallbackURL(success), error: try value("x-error").map(CallbackURL.init),
+                    cancel: try value("x-cancel").map(CallbackURL.init)),
                 currentUser: value("current_user"), clientName: value("x-source"), permissions: value("permissions"))
         }
 
@@ -81,13 +84,15 @@ public enum SignerCodec {
             }
             guard bytes.count <= SignerRequest.maxContentLength else { throw .init(.payloadTooLarge, "payload is too large") }
             guard let json = String(validating: bytes, as: UTF8.self) else { throw .content("payload is not UTF-8 JSON") }
-            return SignerRequest(transport: .keyfobLink, method: .signEvent, content: json, peer: nil, correlationID: nil,
-                                 returnType: "event", compression: .none, callbacks: Callbacks(success: callback),
-                                 currentUser: nil, clientName: value("origin"), permissions: nil)
+            return SignerRequest(
+                transport: .keyfobLink, method: .signEvent, content: json, peer: nil, correlationID: nil,
+                returnType: "event", compression: .none, callbacks: Callbacks(success: callback),
+                currentUser: nil, clientName: value("origin"), permissions: nil)
         case "pubkey":
-            return SignerRequest(transport: .keyfobLink, method: .getPublicKey, content: "", peer: nil, correlationID: nil,
-                                 returnType: nil, compression: .none, callbacks: Callbacks(success: callback),
-                                 currentUser: nil, clientName: value("origin"), permissions: nil)
+            return SignerRequest(
+                transport: .keyfobLink, method: .getPublicKey, content: "", peer: nil, correlationID: nil,
+                returnType: nil, compression: .none, callbacks: Callbacks(success: callback),
+                currentUser: nil, clientName: value("origin"), permissions: nil)
         default:
             throw .init(.unsupportedType, "keyfob link action \"\(action)\" is not supported")
         }
@@ -97,7 +102,9 @@ public enum SignerCodec {
     public static func parse(keyfobURL url: String) throws(NostrError) -> SignerRequest {
         guard let components = URLComponents(string: url) else { throw .init(.invalidRequest, "not a URL") }
         let action: String
-        if components.scheme == "keyfob" { action = components.host ?? "" } else {
+        if components.scheme == "keyfob" {
+            action = components.host ?? ""
+        } else {
             guard components.path.hasPrefix("/app/") else { throw .init(.invalidRequest, "not a keyfob link") }
             action = String(components.path.dropFirst("/app/".count))
         }
@@ -239,8 +246,9 @@ public enum SignerCodec {
             body = body.dropFirst(prefix.count)
         }
         guard let data = Data(base64Encoded: String(body)),
-              let bytes = Gzip.decompress([UInt8](data), limit: SignerRequest.maxContentLength),
-              let string = String(validating: bytes, as: UTF8.self) else {
+            let bytes = Gzip.decompress([UInt8](data), limit: SignerRequest.maxContentLength),
+            let string = String(validating: bytes, as: UTF8.self)
+        else {
             throw .content("payload is not base64 gzip of UTF-8 text (or inflates past \(SignerRequest.maxContentLength) bytes)")
         }
         return string

@@ -46,9 +46,11 @@ public struct SignerRequest: Sendable, Equatable {
     public static let maxContentLength = 256 * 1024
 
     /// A request as a client builds it (then `SignerCodec.buildURL`).
-    public init(transport: Transport, method: SignerMethod, content: String, peer: PublicKey?, correlationID: String?,
-                returnType: String?, compression: Compression, callbacks: Callbacks, currentUser: String?,
-                clientName: String?, permissions: String?) {
+    public init(
+        transport: Transport, method: SignerMethod, content: String, peer: PublicKey?, correlationID: String?,
+        returnType: String?, compression: Compression, callbacks: Callbacks, currentUser: String?,
+        clientName: String?, permissions: String?
+    ) {
         self.transport = transport
         self.method = method
         self.content = content
@@ -88,8 +90,10 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
     /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations):
     /// script and local schemes, signers' own (`nostrsigner:`, `keyfob:`: a callback must not open
     /// a signer), and Android's `intent:` / `android-app:`, which can start any app's component.
-    public static let refusedSchemes: Set<String> = ["javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner",
-                                                     "keyfob", "intent", "android-app"]
+    public static let refusedSchemes: Set<String> = [
+        "javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner",
+        "keyfob", "intent", "android-app",
+    ]
 
     public init(_ raw: String) throws(NostrError) {
         guard !raw.isEmpty, raw.utf8.count <= 2048 else { throw .init(.invalidCallback, "callback URL is missing or too long") }
@@ -101,7 +105,8 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
         let scheme = raw[..<colon].lowercased()
         let allowed = CharacterSet.lowercaseLetters.union(.decimalDigits).union(CharacterSet(charactersIn: "+-."))
         guard let first = scheme.unicodeScalars.first, CharacterSet.lowercaseLetters.contains(first),
-              scheme.unicodeScalars.allSatisfy({ allowed.contains($0) && $0.isASCII }) else {
+            scheme.unicodeScalars.allSatisfy({ allowed.contains($0) && $0.isASCII })
+        else {
             throw .init(.invalidCallback, "callback URL scheme is not valid")
         }
         guard !Self.refusedSchemes.contains(scheme) else {
@@ -117,11 +122,15 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
                 throw .init(.invalidCallback, "web callback must be scheme://host/…")
             }
             guard components.user == nil, components.password == nil,
-                  !(components.percentEncodedHost ?? "").contains("@") else {
+                !(components.percentEncodedHost ?? "").contains("@")
+            else {
                 throw .init(.invalidCallback, "web callback must not carry a user name or password (user@host)")
             }
             guard let rawHost = components.host, !rawHost.isEmpty,
-                  rawHost.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-.[]:".unicodeScalars.contains($0)) }) else {
+                rawHost.unicodeScalars.allSatisfy({
+                    $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "-.[]:".unicodeScalars.contains($0))
+                })
+            else {
                 throw .init(.invalidCallback, "web callback needs a plain host name (ASCII letters, digits, - and .)")
             }
             let host = rawHost.lowercased()
@@ -198,7 +207,7 @@ public func percentEncode(_ s: String) -> String {
     for byte in s.utf8 {
         switch byte {
         case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
             out.unicodeScalars.append(Unicode.Scalar(byte))
         default:
             out += String(format: "%%%02X", byte)

@@ -27,14 +27,16 @@ enum AndroidKeyAttestation: AttestationFormat {
         // KeyDescription ::= SEQUENCE { attestationVersion, attestationSecurityLevel, keymasterVersion,
         //   keymasterSecurityLevel, attestationChallenge OCTET STRING, uniqueId, softwareEnforced, teeEnforced }
         guard let ext = leaf.extensionValue(oid: "1.3.6.1.4.1.11129.2.1.17"),
-              let description = try? DER.parse(ext.value[...]), description.tag == DER.sequence else {
+            let description = try? DER.parse(ext.value[...]), description.tag == DER.sequence
+        else {
             throw .attestation(name, "certificate lacks the Android key description extension")
         }
         let fields = description.children
         guard fields.count >= 8, fields[4].tag == DER.octetString,
-              fields[6].tag == DER.sequence, fields[7].tag == DER.sequence,
-              let software = contextTaggedElements(fields[6].value),
-              let tee = contextTaggedElements(fields[7].value) else {
+            fields[6].tag == DER.sequence, fields[7].tag == DER.sequence,
+            let software = contextTaggedElements(fields[6].value),
+            let tee = contextTaggedElements(fields[7].value)
+        else {
             throw .attestation(name, "Android key description is malformed")
         }
         guard Array(fields[4].value) == input.clientDataHash else {

@@ -21,11 +21,12 @@ enum AndroidSafetyNetAttestation: AttestationFormat {
         }
         let parts = response.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3,
-              let headerBytes = Base64URL.decode(String(decoding: parts[0], as: UTF8.self)),
-              let payloadBytes = Base64URL.decode(String(decoding: parts[1], as: UTF8.self)),
-              let signature = Base64URL.decode(String(decoding: parts[2], as: UTF8.self)),
-              let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)),
-              let payload = try? JSONDecoder().decode(Payload.self, from: Data(payloadBytes)) else {
+            let headerBytes = Base64URL.decode(String(decoding: parts[0], as: UTF8.self)),
+            let payloadBytes = Base64URL.decode(String(decoding: parts[1], as: UTF8.self)),
+            let signature = Base64URL.decode(String(decoding: parts[2], as: UTF8.self)),
+            let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)),
+            let payload = try? JSONDecoder().decode(Payload.self, from: Data(payloadBytes))
+        else {
             throw .attestation(name, "response is not a SafetyNet JWS")
         }
 
@@ -47,7 +48,8 @@ enum AndroidSafetyNetAttestation: AttestationFormat {
         var chain: [Certificate] = []
         for encoded in header.x5c {
             guard let der = Data(base64Encoded: encoded), let cert = Certificate(der: [UInt8](der)),
-                  (try? input.checkKeySize(cert, name)) != nil else {
+                (try? input.checkKeySize(cert, name)) != nil
+            else {
                 throw .attestation(name, "JWS x5c holds something that is not a certificate")
             }
             chain.append(cert)

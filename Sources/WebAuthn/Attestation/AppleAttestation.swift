@@ -9,9 +9,10 @@ enum AppleAttestation: AttestationFormat {
         let credCert = chain[0]
         // nonce = SHA-256(authenticatorData || clientDataHash), in extension 1.2.840.113635.100.8.2.
         guard let ext = credCert.extensionValue(oid: "1.2.840.113635.100.8.2"),
-              let sequence = try? DER.parse(ext.value[...]), sequence.tag == DER.sequence,
-              let tagged = sequence.children.first, tagged.tag == 0xa1,
-              let octets = tagged.children.first, octets.tag == DER.octetString else {
+            let sequence = try? DER.parse(ext.value[...]), sequence.tag == DER.sequence,
+            let tagged = sequence.children.first, tagged.tag == 0xa1,
+            let octets = tagged.children.first, octets.tag == DER.octetString
+        else {
             throw .attestation(name, "credential certificate lacks the Apple nonce extension")
         }
         guard Array(octets.value) == sha256(input.signedData) else {

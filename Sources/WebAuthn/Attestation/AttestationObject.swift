@@ -115,7 +115,8 @@ extension AttestationInput {
         guard let ext = cert.extensionValue(oid: "1.3.6.1.4.1.45724.1.1.4") else { return }
         guard !ext.critical else { throw .attestation(format, "id-fido-gen-ce-aaguid must not be critical") }
         guard let inner = try? DER.parse(ext.value[...]), inner.tag == DER.octetString,
-              Array(inner.value) == aaguid else {
+            Array(inner.value) == aaguid
+        else {
             throw .attestation(format, "certificate AAGUID extension (1.3.6.1.4.1.45724.1.1.4) does not match authenticator data")
         }
     }

@@ -11,11 +11,13 @@ enum FIDOU2FAttestation: AttestationFormat {
             throw .attestation(name, "attestation certificate key is not an EC P-256 key")
         }
         guard case .ec2(1, let x, let y) = input.credentialKey.keyType,
-              let credentialID = input.authenticatorData.attestedCredentialData?.credentialID else {
+            let credentialID = input.authenticatorData.attestedCredentialData?.credentialID
+        else {
             throw .attestation(name, "credential key is not an EC2 P-256 key")
         }
         // verificationData = 0x00 || rpIdHash || clientDataHash || credentialId || publicKeyU2F
-        let verificationData = [0x00] + input.authenticatorData.rpIDHash + input.clientDataHash
+        let verificationData =
+            [0x00] + input.authenticatorData.rpIDHash + input.clientDataHash
             + credentialID + [0x04] + x + y
         guard certKey.verify(signature: sig, message: verificationData, digest: .sha256) else {
             throw .attestation(name, "attestation signature invalid")

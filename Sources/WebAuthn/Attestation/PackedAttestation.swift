@@ -33,8 +33,9 @@ enum PackedAttestation: AttestationFormat {
     private static func checkCertificate(_ cert: Certificate) throws(WebAuthnError) {
         guard cert.version == 3 else { throw .attestation(name, "attestation certificate is not X.509 v3") }
         guard !cert.subject(NID_countryName).isEmpty, !cert.subject(NID_organizationName).isEmpty,
-              !cert.subject(NID_commonName).isEmpty,
-              cert.subject(NID_organizationalUnitName) == ["Authenticator Attestation"] else {
+            !cert.subject(NID_commonName).isEmpty,
+            cert.subject(NID_organizationalUnitName) == ["Authenticator Attestation"]
+        else {
             throw .attestation(name, "attestation certificate subject lacks C, O, OU=\"Authenticator Attestation\" or CN")
         }
         guard !cert.isCA else { throw .attestation(name, "attestation certificate must not be a CA") }

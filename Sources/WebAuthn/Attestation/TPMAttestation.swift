@@ -7,7 +7,8 @@ enum TPMAttestation: AttestationFormat {
         let alg = try input.algorithm(name)
         let sig = try input.signature(name)
         guard let certInfoBytes = input.statement[text: "certInfo"]?.bytes,
-              let pubAreaBytes = input.statement[text: "pubArea"]?.bytes else {
+            let pubAreaBytes = input.statement[text: "pubArea"]?.bytes
+        else {
             throw .attestation(name, "certInfo or pubArea is missing")
         }
         guard let chain = try input.certificates(name) else {
@@ -26,7 +27,7 @@ enum TPMAttestation: AttestationFormat {
             throw .attestation(name, "certInfo.extraData is not the hash of authenticatorData || clientDataHash")
         }
         guard let nameDigest = nameAlgorithm(pubArea.nameAlg),
-              certInfo.attestedName == [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xff)] + nameDigest.hash(pubAreaBytes)
+            certInfo.attestedName == [UInt8(pubArea.nameAlg >> 8), UInt8(pubArea.nameAlg & 0xff)] + nameDigest.hash(pubAreaBytes)
         else {
             throw .attestation(name, "certInfo.attested.name is not the name of pubArea")
         }
@@ -58,8 +59,9 @@ enum TPMAttestation: AttestationFormat {
         guard !cert.isCA else { throw .attestation(name, "AIK certificate must not be a CA") }
         // Extended key usage contains tcg-kp-AIKCertificate (2.23.133.8.3).
         guard let eku = cert.extensionValue(oid: "2.5.29.37"),
-              let usages = try? DER.parse(eku.value[...]),
-              usages.children.contains(where: { $0.oidString == "2.23.133.8.3" }) else {
+            let usages = try? DER.parse(eku.value[...]),
+            usages.children.contains(where: { $0.oidString == "2.23.133.8.3" })
+        else {
             throw .attestation(name, "AIK certificate lacks the tcg-kp-AIKCertificate key usage")
         }
         // Subject alternative name holds the TPM manufacturer, model and version.
@@ -68,7 +70,8 @@ enum TPMAttestation: AttestationFormat {
         }
         let attributes = tpmAttributes(inSAN: san.value)
         guard let manufacturer = attributes["2.23.133.2.1"], attributes["2.23.133.2.2"] != nil,
-              attributes["2.23.133.2.3"] != nil else {
+            attributes["2.23.133.2.3"] != nil
+        else {
             throw .attestation(name, "AIK certificate SAN lacks TPM manufacturer, model or version")
         }
         let vendor = manufacturer.hasPrefix("id:") ? String(manufacturer.dropFirst(3)).uppercased() : manufacturer.uppercased()
@@ -89,7 +92,7 @@ enum TPMAttestation: AttestationFormat {
                 return
             }
             // Constructed: SEQUENCE, SET, [4] directoryName (explicit).
-            if element.tag & 0x20 != 0 { children.forEach { walk($0, depth: depth + 1) } }
+            if element.tag & 0x20 != 0 { for child in children { walk(child, depth: depth + 1) } }
         }
         if let root = try? DER.parse(bytes[...]) { walk(root, depth: 0) }
         return out
@@ -135,10 +138,10 @@ private struct PublicArea {
         var r = TPMReader(bytes: bytes)
         type = try r.u16()
         nameAlg = try r.u16()
-        _ = try r.u32()     // objectAttributes
-        _ = try r.sized()   // authPolicy
-        _ = try r.u16()     // symmetric
-        _ = try r.u16()     // scheme
+        _ = try r.u32()  // objectAttributes
+        _ = try r.sized()  // authPolicy
+        _ = try r.u16()  // symmetric
+        _ = try r.u16()  // scheme
         switch type {
         case 0x0001:  // TPM_ALG_RSA
             _ = try r.u16()  // keyBits
@@ -185,12 +188,12 @@ private struct CertifyInfo {
         var r = TPMReader(bytes: bytes)
         magic = try r.u32()
         type = try r.u16()
-        _ = try r.sized()      // qualifiedSigner
+        _ = try r.sized()  // qualifiedSigner
         extraData = try r.sized()
-        _ = try r.take(17)     // clockInfo: clock, resetCount, restartCount, safe
-        _ = try r.take(8)      // firmwareVersion
+        _ = try r.take(17)  // clockInfo: clock, resetCount, restartCount, safe
+        _ = try r.take(8)  // firmwareVersion
         attestedName = try r.sized()
-        _ = try r.sized()      // qualifiedName
+        _ = try r.sized()  // qualifiedName
         guard r.atEnd else { throw .attestation(TPMAttestation.name, "certInfo has trailing bytes") }
     }
 }
