@@ -8,6 +8,7 @@ import resource
 import shutil
 import signal
 import socket
+import subprocess
 import threading
 import time
 import urllib.request
@@ -185,6 +186,62 @@ def test_sigterm_with_a_bunker_client_connected_and_requests_in_flight_stops_wit
         server.log.close()
         ws.close()
     assert 200 in answers
+
+
+@pytest.mark.skipif(not os.environ.get("KEYFOB_TEST_POSTGRES"), reason="needs scripts/postgres.sh (make test sets it)")
+def test_sigterm_with_a_bunker_client_connected_and_postgres_busy_stops_within_the_store_timeout():
+    """The pool and the NIP-46 handlers are services of the application's group: with a bunker
+    client subscribed and requests stuck behind a lock another session holds in PostgreSQL,
+    SIGTERM still ends the process cleanly, within the store's 5 s call timeout and a margin."""
+    from test_postgres import Cluster, instance
+
+    cluster = Cluster()
+    cluster.start()
+    server = instance(cluster.url).start()
+    holder = None
+    stop = threading.Event()
+    threads = []
+    ws = None
+    try:
+        ws = websocket.create_connection(f"ws://127.0.0.1:{server.nip46_port}/nip46", timeout=5)
+        ws.send('["REQ","s",{"kinds":[24133]}]')
+        assert json.loads(ws.recv())[0] == "EOSE"
+        # Another session takes the challenges table: every options request waits in PostgreSQL.
+        holder = subprocess.Popen(["psql", "-h", "127.0.0.1", "-p", str(cluster.port), "-U", "keyfob", "-d", "keyfob_test",
+                                   "-c", "BEGIN; LOCK TABLE challenges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60);"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PGSSLMODE": "disable"})
+        deadline = time.time() + 10
+        while time.time() < deadline and cluster.sql("SELECT count(*) FROM pg_locks WHERE mode = 'AccessExclusiveLock' AND granted") == "0":
+            time.sleep(0.1)
+
+        def load():
+            while not stop.is_set():
+                try:
+                    req = urllib.request.Request(f"http://127.0.0.1:{server.port}/generate-authentication-options", method="GET")
+                    with urllib.request.urlopen(req, timeout=10):
+                        pass
+                except OSError:
+                    time.sleep(0.01)
+
+        threads = [threading.Thread(target=load) for _ in range(4)]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        assert int(cluster.sql("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")) >= 1
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        stopped_cleanly(server, started, 7)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+        if holder:
+            holder.kill()
+        if ws:
+            ws.close()
+        server.stop()
+        cluster.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
 @pytest.mark.skipif(not os.environ.get("KEYFOB_TEST_POSTGRES"), reason="needs scripts/postgres.sh (make test sets it)")

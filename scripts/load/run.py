@@ -20,6 +20,9 @@ each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no
 Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
 
+Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
+keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name).
+
 What each of Keyfob's layers costs a request: SYSTEMS=floor,keyfob,keyfob-without:log,...,floor
 measures the trivial requests of Keyfob started with the hidden `--bench-without LAYER` (log,
 metrics, headers, files, guard; several joined by "+"); the table's CPU column is the server's own
@@ -106,8 +109,9 @@ def peak_rss_mb(pid):
 class System:
     """One server this invocation starts, measures and stops."""
 
-    def __init__(self, name, folder, without="", database=None):
+    def __init__(self, name, folder, without="", database=None, binary=None):
         self.name, self.folder, self.port, self.without, self.database = name, folder, PORTS[name], without, database
+        self.binary = binary or KEYFOB
         self.url = f"http://127.0.0.1:{self.port}"
         self.origin = f"http://localhost:{self.port}"
         self.process = None
@@ -119,7 +123,7 @@ class System:
         if self.name == "keyfob":
             url = self.database or os.environ.get("DATABASE")
             database = ["--database", url] if url else []
-            return [KEYFOB, "serve", "--port", str(self.port), "--data-dir", data, *database,
+            return [self.binary, "serve", "--port", str(self.port), "--data-dir", data, *database,
                     "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
                     "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
                     "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
@@ -305,6 +309,15 @@ def ratios(results, keys):
             parts.append("Keyfob not measured in this run, no ratio")
         goal = "" if target is None else f" — target ≥ {target}×"
         lines.append(f"- {label}{goal}: " + "; ".join(parts))
+    # Another build beside this one (keyfob-at:PATH): each run, this build over that one, pass by pass.
+    others = sorted({k.replace(" (again)", "") for k in keys if k.startswith("Keyfob (") and k != "Keyfob (again)"})
+    for other in others:
+        for run in RUNS["keyfob"]:
+            pairs = [(results.get((mine, run)), results.get((theirs, run)))
+                     for mine, theirs in ((keyfob_keys[0] if keyfob_keys else None, other), (keyfob_keys[-1] if keyfob_keys else None, other + " (again)"))]
+            values = [f"{a['rps'] / b['rps']:.2f}×" for a, b in pairs if a and b and b["rps"] and not a["bad"] and not b["bad"]]
+            if values:
+                lines.append(f"- {run}, this build / {other[len('Keyfob ('):-1]}: " + ", ".join(values))
     if ("Keyfob on postgres", LOGIN) in results:
         pg = results[("Keyfob on postgres", LOGIN)]
         for k in keyfob_keys:
@@ -323,7 +336,7 @@ def ratios(results, keys):
 
 
 def main():
-    names = {entry.partition("-without:")[0].partition("-on:")[0] for entry in SYSTEMS}
+    names = {entry.partition("-without:")[0].partition("-on:")[0].partition("-at:")[0] for entry in SYSTEMS}
     for tool in ("wrk",) + (("go",) if "go" in names else ()):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
@@ -342,14 +355,18 @@ def main():
     for entry in SYSTEMS:
         name, _, without = entry.partition("-without:")
         name, _, on = name.partition("-on:")
+        name, _, binary = name.partition("-at:")
+        if binary and not os.access(binary, os.X_OK):
+            raise SystemExit(f"no Keyfob binary at {binary}")
         seen[entry] = seen.get(entry, 0) + 1
         key = LABELS[name] + (f" on {on}" if on else "") + (f" without {without}" if without else "") \
-            + (" (again)" if seen[entry] > 1 else "")
+            + (f" ({os.path.basename(binary)})" if binary else "") + (" (again)" if seen[entry] > 1 else "")
         database = None
         if on == "postgres":
             cluster = cluster or start_postgres()
             database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}"
-        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-')}-{seen[entry]}"), without, database)
+        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-').replace('/', '_')}-{seen[entry]}"), without, database,
+                        binary or None)
         try:
             system.start()
             if name == "keyfob" and int(os.environ.get("CREDENTIALS", "0")) > 0:
