@@ -20,7 +20,7 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
 
     public var count: Int { buffer.count }
 
-    public func withUnsafeBytes<R, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+    public func withUnsafeBytes<R: ~Copyable, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
         try body(UnsafeRawBufferPointer(buffer))
     }
 
@@ -30,5 +30,25 @@ public struct SecretBytes: ~Copyable, @unchecked Sendable {
     deinit {
         wipe(buffer)
         buffer.deallocate()
+    }
+}
+
+/// A secret several holders read (a ceremony's PRF output, checked by one step and used by the
+/// next): one `SecretBytes` behind a reference, so handing it on copies no bytes, and wiped when
+/// the last holder lets go.
+public final class SharedSecret: @unchecked Sendable {
+    public let bytes: SecretBytes
+
+    /// Takes `bytes` over (the array is wiped).
+    public init(taking bytes: inout [UInt8]) { self.bytes = SecretBytes(taking: &bytes) }
+
+    /// A secret from an array the caller no longer needs (it is wiped here, when this is its only copy).
+    public convenience init?(_ bytes: [UInt8]?) {
+        guard var bytes else { return nil }
+        self.init(taking: &bytes)
+    }
+
+    public func withUnsafeBytes<R: ~Copyable, E: Error>(_ body: (UnsafeRawBufferPointer) throws(E) -> R) throws(E) -> R {
+        try bytes.withUnsafeBytes(body)
     }
 }

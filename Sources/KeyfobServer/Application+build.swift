@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
+import KeyfobCrypto
 import KeyfobPostgres
 import KeyfobStore
 import Logging
@@ -35,7 +36,11 @@ public func buildApplication(
         // First in the list: services stop in reverse order, so the pool outlives every user of it.
         services.append(DatabasePoolService(store: postgres))
     }
-    let (masterKey, created) = try MasterKeyFile.load(configuration)
+    var (masterKey, created) = try MasterKeyFile.load(configuration)
+    // The vault keeps only keys derived from it: the master key leaves this function's memory here
+    // (wiped) and the configuration the controllers hold does not carry it.
+    configuration.masterKey = nil
+    defer { wipe(&masterKey) }
     if created {
         logger.notice(
             "created a new master key; back it up: without it no stored nostr key can be opened",

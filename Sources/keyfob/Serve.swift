@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import KeyfobCrypto
 import KeyfobServer
 import Logging
 
@@ -24,7 +25,7 @@ struct Serve: AsyncParsableCommand {
     func run() async throws {
         var defaults = ServerConfiguration()
         if let found = Self.findPublicDirectory() { defaults.publicDirectory = found }
-        let settings: ServerConfiguration
+        var settings: ServerConfiguration
         do throws(ServerConfiguration.Invalid) {
             settings = try ServerConfiguration.resolve(
                 arguments: self.settings, environment: ProcessInfo.processInfo.environment,
@@ -51,6 +52,11 @@ struct Serve: AsyncParsableCommand {
         } catch let error as ServerConfiguration.Invalid {
             FileHandle.standardError.write(Data("keyfob serve: \(error.description)\n".utf8))
             throw ExitCode.failure
+        }
+        // KEYFOB_MASTER_KEY's bytes: the vault has what it needs from them.
+        if var key = settings.masterKey {
+            settings.masterKey = nil
+            wipe(&key)
         }
         for origin in settings.effectiveOrigins where settings.rpID == "localhost" {
             if let port = URL(string: origin)?.port, port != settings.port {

@@ -13,7 +13,7 @@ import WebAuthnTestSupport
 extension PasskeySeal {
     /// `unwrap`, as an array the test can compare and print.
     static func unwrapBytes(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> [UInt8]? {
-        guard let key = unwrap(wrapped, prfOutput: prfOutput, userID: userID, credentialID: credentialID) else { return nil }
+        guard let key = unwrap(wrapped, prfOutput: SharedSecret(prfOutput)!, userID: userID, credentialID: credentialID) else { return nil }
         return key.exposedCopy()
     }
 }
@@ -134,7 +134,7 @@ extension Client {
             let legacy = KeyWrapRecord(
                 userID: userID, credentialID: passkey.credentialID,
                 wrapped: try PasskeySeal.wrap(
-                    SecretBytes(copying: dataKey), prfOutput: passkey.prf(seal.legacySalt)!, userID: userID,
+                    SecretBytes(copying: dataKey), prfOutput: SharedSecret(passkey.prf(seal.legacySalt))!, userID: userID,
                     credentialID: passkey.credentialID),
                 createdAt: current.createdAt)
             #expect(try await harness.store.putKeyWrap(legacy))

@@ -95,8 +95,8 @@ extension ApprovalController {
         return Confirmation(
             receipt: String(decoding: jsonBytes(receipt), as: UTF8.self), credentialID: credential.id,
             prf: PRFOutputs(
-                first: assertion.clientExtensionResults?.prfFirst,
-                second: assertion.clientExtensionResults?.prfSecond),
+                first: SharedSecret(assertion.clientExtensionResults?.prfFirst),
+                second: SharedSecret(assertion.clientExtensionResults?.prfSecond)),
             challenge: sha256(Array(committed.utf8)))
     }
 

@@ -128,19 +128,20 @@ extension CeremonyController {
     // MARK: - Keys sealed by passkeys
 
     /// The PRF output of a ceremony: `prfOutput` (apps) or the browser's `clientExtensionResults`.
-    static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> [UInt8]? {
+    static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> SharedSecret? {
         if let field {
-            guard field.utf8.count <= 64, let bytes = Base64URL.decode(field), bytes.count == 32 else {
+            guard field.utf8.count <= 64, var bytes = Base64URL.decode(field), bytes.count == 32 else {
                 throw KeyfobError.invalid("prfOutput must be the 32-byte PRF result, base64url")
             }
-            return bytes
+            return SharedSecret(taking: &bytes)
         }
-        return results?.prfFirst
+        return SharedSecret(results?.prfFirst)
     }
 
     /// Wraps the data key the session holds for one more passkey. False when it cannot (no PRF
     /// output, or the session holds no data key).
-    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: [UInt8]?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool {
+    func addWrap(for credentialID: [UInt8], userID: String, prfOutput: SharedSecret?, challenge: [UInt8], unlock: SessionUnlock) async throws -> Bool
+    {
         guard let prfOutput, let dataKey = unlock.dataKey(at: now()) else { return false }
         return try await store.putKeyWrap(
             PasskeySeal.newWrap(

@@ -63,11 +63,13 @@ struct PasskeySeal: Sendable {
     }
 
     /// A key from one passkey's PRF output, bound to its user and credential.
-    private static func wrappingKey(prfOutput: [UInt8], context: String) throws(KeyVaultError) -> SecretBytes {
-        try KeyVault.hkdfSecret(key: prfOutput, salt: Array("keyfob prf".utf8), info: Array(context.utf8))
+    private static func wrappingKey(prfOutput: SharedSecret, context: String) throws(KeyVaultError) -> SecretBytes {
+        try prfOutput.withUnsafeBytes { raw throws(KeyVaultError) in
+            try KeyVault.hkdfSecret(key: raw, salt: Array("keyfob prf".utf8), info: Array(context.utf8))
+        }
     }
 
-    static func wrap(_ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8]) throws -> [UInt8] {
+    static func wrap(_ dataKey: borrowing SecretBytes, prfOutput: SharedSecret, userID: String, credentialID: [UInt8]) throws -> [UInt8] {
         let context = wrapContext(userID: userID, credentialID: credentialID)
         let key = try wrappingKey(prfOutput: prfOutput, context: context)
         var plain = dataKey.exposedCopy()
@@ -78,7 +80,7 @@ struct PasskeySeal: Sendable {
     /// A new wrap for one passkey, made in the ceremony with `challenge` (whose fresh salt gave
     /// `prfOutput`): the salt is stored with it.
     static func newWrap(
-        _ dataKey: borrowing SecretBytes, prfOutput: [UInt8], userID: String, credentialID: [UInt8], challenge: [UInt8],
+        _ dataKey: borrowing SecretBytes, prfOutput: SharedSecret, userID: String, credentialID: [UInt8], challenge: [UInt8],
         at: Date
     ) throws -> KeyWrapRecord {
         KeyWrapRecord(
@@ -88,7 +90,7 @@ struct PasskeySeal: Sendable {
     }
 
     /// The data key, or nil when this PRF output is not the one the wrap was made with.
-    static func unwrap(_ wrapped: [UInt8], prfOutput: [UInt8], userID: String, credentialID: [UInt8]) -> SecretBytes? {
+    static func unwrap(_ wrapped: [UInt8], prfOutput: SharedSecret, userID: String, credentialID: [UInt8]) -> SecretBytes? {
         let context = wrapContext(userID: userID, credentialID: credentialID)
         guard let key = try? wrappingKey(prfOutput: prfOutput, context: context),
             var plain = KeyVault.decrypt(wrapped, key: key, aad: context)

@@ -58,7 +58,7 @@ struct SealController: Sendable {
             ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
         return Proof(
             auth: auth, credential: credential,
-            prf: PRFOutputs(first: first, second: body.cred.clientExtensionResults?.prfSecond), challenge: challenge,
+            prf: PRFOutputs(first: first, second: SharedSecret(body.cred.clientExtensionResults?.prfSecond)), challenge: challenge,
             caller: caller)
     }
 
@@ -202,8 +202,8 @@ struct SealController: Sendable {
 /// The PRF outputs of one assertion: `first` for the input the wrap was made with, `second` for
 /// the fresh salt a legacy wrap moves to.
 struct PRFOutputs: Sendable {
-    var first: [UInt8]?
-    var second: [UInt8]?
+    var first: SharedSecret?
+    var second: SharedSecret?
 }
 
 /// How a user's key is protected, for `/session`, the account page and the seal endpoints.
