@@ -38,6 +38,16 @@ async function loadStats() {
   $("live-title").textContent = `Live${scope}`;
 }
 
+/** A date as people say it: "3 min ago", "yesterday", or the day. */
+function when(iso) {
+  const seconds = (Date.now() - new Date(iso).getTime()) / 1000;
+  if (seconds < 90) return "just now";
+  if (seconds < 3600) return `${Math.round(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.round(seconds / 3600)} h ago`;
+  if (seconds < 2 * 86400) return "yesterday";
+  return new Date(iso).toLocaleDateString(undefined, { year: "numeric", month: "short", day: "numeric" });
+}
+
 async function loadUsers(more = false) {
   const query = new URLSearchParams({ query: $("query").value.trim() });
   if (more && usersCursor) query.set("cursor", usersCursor);
@@ -47,8 +57,10 @@ async function loadUsers(more = false) {
     const li = document.createElement("li");
     li.className = "user";
     const text = document.createElement("span");
-    const keys = u.passkeys.map((p) => `${p.name || p.authenticator} (${p.format}${p.backedUp ? ", synced" : ""})`).join(", ");
-    text.textContent = `${u.username}${u.isAnonymous ? " (anonymous)" : ""} · ${u.passkeys.length} passkey${u.passkeys.length === 1 ? "" : "s"}: ${keys}` +
+    const keys = u.passkeys.map((p) => `${p.name || p.authenticator}${p.backedUp ? " (synced)" : ""}`).join(", ");
+    const seen = u.lastSeenAt ? `last seen ${when(u.lastSeenAt)}` : "never signed in since sign-up";
+    text.textContent = `${u.username}${u.isAnonymous ? " (anonymous)" : ""} · joined ${when(u.createdAt)} · ${seen}` +
+      ` · ${u.passkeys.length} passkey${u.passkeys.length === 1 ? "" : "s"}: ${keys}` +
       ` · ${u.hasNostrKey ? "nostr key" : "no key yet"}${u.clients.length ? ` · apps: ${u.clients.join(", ")}` : ""}`;
     const revoke = document.createElement("button");
     revoke.type = "button";

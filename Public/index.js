@@ -3,9 +3,13 @@
 let conditional = null;  // AbortController of a pending autofill sign-in
 let refresh = null;      // timer that renews the autofill request before its challenge expires
 
+// Where a sign-in goes: the account page, or back to the dashboard when that is where it came
+// from (only that one path: never an address read from the URL).
+const afterSignIn = new URLSearchParams(location.search).get("next") === "/dashboard" ? "/dashboard" : "/account.html";
+
 function done(result) {
   showStatus("ok", `Signed in as ${result.username}.`);
-  location.assign("/account.html");
+  location.assign(afterSignIn);
 }
 
 function fieldError(id, message, code) {
@@ -81,6 +85,6 @@ document.getElementById("signup-form").addEventListener("submit", async (event) 
   if (params.has("signedout")) { showStatus("ok", "You are signed out."); return; }
   // Signed in already: the account is where you want to be.
   const session = await fetch("/session", { credentials: "same-origin" }).catch(() => null);
-  if (session && session.ok) { location.replace("/account.html"); return; }
+  if (session && session.ok) { location.replace(afterSignIn); return; }
   startAutofill();
 })();

@@ -14,7 +14,7 @@ struct Keyfob: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "keyfob",
         abstract: "A passkey (WebAuthn) relying party that holds nostr keys and signs only after a passkey check.",
-        subcommands: [Serve.self, Users.self, Sessions.self, AdminTokenCommand.self, RotateMasterKey.self, MigrateStore.self])
+        subcommands: [Serve.self, Users.self, Sessions.self, AdminsCommand.self, AdminTokenCommand.self, RotateMasterKey.self, MigrateStore.self])
 
     /// Swift's tasks run on NIO's event loop threads, the ones that read and write the sockets:
     /// a request no longer goes from an event loop to the concurrency pool and back (two thread

@@ -51,3 +51,22 @@ def test_revoke_and_remove_take_effect_on_the_running_server(server, driver):
     assert run("users", "remove", "victor", server=server).returncode != 0      # needs --yes
     assert run("users", "remove", "victor", "--yes", server=server).returncode == 0
     assert "victor" not in run("users", "list", server=server).stdout
+
+
+def test_admins_add_and_remove_open_and_close_the_dashboard_of_the_running_server(server, driver):
+    from test_accounts import sign_up
+    sign_up(driver, server, "olivia")
+    api = lambda: driver.execute_async_script("fetch('/api/admin/stats').then(r => arguments[0](r.status))")  # noqa: E731
+    assert api() == 403
+    missing = run("admins", "add", "nobody", server=server)
+    assert missing.returncode != 0 and "no account named nobody" in missing.stderr
+    added = run("admins", "add", "olivia", server=server)
+    assert added.returncode == 0 and "olivia is an operator" in added.stdout
+    assert api() == 200
+    assert "olivia\tyes\t" in run("admins", "list", server=server).stdout
+    assert run("admins", "remove", "olivia", server=server).returncode == 0
+    assert api() == 403
+    assert "olivia\tno (removed)\t" in run("admins", "list", server=server).stdout
+    # /dashboard says what it is to someone who is not an operator, and keeps them on the page.
+    driver.get(f"{server.url}/dashboard")
+    assert "not an operator" in driver.find_element("id", "operator-gate").text

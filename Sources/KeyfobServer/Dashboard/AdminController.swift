@@ -25,11 +25,9 @@ struct AdminController: Sendable {
     static let tokenMetaName = "admin_token_sha256"
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
-        router.get("/dashboard") { request, _ -> Response in
-            // Not an operator: the sign-in page, never the dashboard.
-            let isOperator = (try? await authorize(request)) != nil
-            return try page(isOperator ? "dashboard.html" : "index.html")
-        }
+        // Not an operator: a page that says what this is and how to get in (OperatorGate.swift).
+        router.get("/dashboard", use: dashboardPage)
+        router.post("/dashboard/confirm", use: confirmOperator)
         router.get("/api/admin/users", use: users)
         router.get("/api/admin/events", use: events)
         router.get("/api/admin/stream", use: stream)
@@ -57,8 +55,8 @@ struct AdminController: Sendable {
             return ("token", nil)
         }
         guard let auth = try await sessions.authenticate(request) else { throw KeyfobError.unauthorized }
-        guard admins.isAdmin(auth.user) else {
-            throw KeyfobError(.permissionDenied, "the dashboard is for operators (--admin)", status: .forbidden)
+        guard try await admins.isOperator(auth.user) else {
+            throw KeyfobError(.permissionDenied, "the dashboard is for operators (--admin, or keyfob admins add NAME)")
         }
         return (auth.user.username, auth)
     }
@@ -73,7 +71,10 @@ struct AdminController: Sendable {
         let formatter = ISO8601DateFormatter()
         var list: [UsersReply.User] = []
         for user in page {
-            let passkeys = try await store.credentials(ofUser: user.id).map { c in
+            let credentials = try await store.credentials(ofUser: user.id)
+            // Last seen: the latest sign-in with any of the account's passkeys.
+            let lastSeen = credentials.compactMap(\.lastUsedAt).max()
+            let passkeys = credentials.map { c in
                 UsersReply.Passkey(
                     id: Base64URL.encode(c.id), format: c.attestationFormat, aaguid: Hex.encode(c.aaguid),
                     authenticator: names.provider(aaguid: c.aaguid).name, createdAt: formatter.string(from: c.createdAt),
@@ -84,7 +85,8 @@ struct AdminController: Sendable {
             list.append(
                 UsersReply.User(
                     username: user.username, isAnonymous: user.isAnonymous, createdAt: formatter.string(from: user.createdAt),
-                    passkeys: passkeys, hasNostrKey: try await store.nostrKey(ofUser: user.id) != nil, clients: clients))
+                    lastSeenAt: lastSeen.map(formatter.string(from:)), passkeys: passkeys,
+                    hasNostrKey: try await store.nostrKey(ofUser: user.id) != nil, clients: clients))
         }
         return jsonResponse(UsersReply(users: list, next: page.count == 50 ? page.last?.username : nil))
     }
@@ -263,6 +265,7 @@ struct UsersReply: Encodable {
         let username: String
         let isAnonymous: Bool
         let createdAt: String
+        let lastSeenAt: String?
         let passkeys: [Passkey]
         let hasNostrKey: Bool
         let clients: [String]

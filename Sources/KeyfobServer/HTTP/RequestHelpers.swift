@@ -63,6 +63,21 @@ extension Request {
             .replacingOccurrences(of: ".[", with: "[")
     }
 
+    /// An HTML form's fields (`application/x-www-form-urlencoded`); the first value of each name.
+    func formFields(limit: Int) async throws -> [String: String] {
+        let bytes = try await bodyBytes(limit: limit)
+        let type = headers[.contentType]?.lowercased() ?? ""
+        guard type.hasPrefix("application/x-www-form-urlencoded") else {
+            throw KeyfobError(.invalidRequest, "Content-Type must be application/x-www-form-urlencoded", status: .unsupportedMediaType)
+        }
+        guard let items = FormURLEncoded.items(String(decoding: bytes, as: UTF8.self)) else {
+            throw KeyfobError.invalid("the form's fields are not valid percent-encoding")
+        }
+        var fields: [String: String] = [:]
+        for item in items where fields[item.name] == nil { fields[item.name] = item.value }
+        return fields
+    }
+
     /// A browser asking for a page (not the JSON API): GET, `Accept` with text/html.
     var wantsHTML: Bool {
         method == .get && !uri.path.hasPrefix("/api/") && (headers[.accept] ?? "").contains("text/html")
