@@ -4,6 +4,7 @@ import Hummingbird
 import KeyfobCrypto
 import KeyfobServer
 import Logging
+import NIOCore
 
 /// `keyfob serve`: every setting of `Setting.all` by flag, `KEYFOB_*` variable or config file (in that order of precedence).
 struct Serve: AsyncParsableCommand {
@@ -78,12 +79,27 @@ struct Serve: AsyncParsableCommand {
         do {
             try await serve(app, logger: logger)
         } catch  where "\(error)".contains("Address already in use") || "\(error)".contains("EADDRINUSE") {
-            FileHandle.standardError.write(
-                Data(
-                    "keyfob serve: port \(settings.port) on \(settings.host) is already in use (another keyfob?): stop that program or choose another port with --port\n"
-                        .utf8))
+            // NIO's error names no port: whichever of the two cannot be bound now is the busy one.
+            let message =
+                if let relay = settings.effectiveNIP46Port, !Self.canBind(settings.host, relay), Self.canBind(settings.host, settings.port) {
+                    "the NIP-46 relay's port \(relay) on \(settings.host) is already in use (another keyfob?): stop that program, choose another with --nip46-port, or turn the relay off with --nip46-port 0"
+                } else {
+                    "port \(settings.port) on \(settings.host) is already in use (another keyfob?): stop that program or choose another port with --port"
+                }
+            FileHandle.standardError.write(Data("keyfob serve: \(message)\n".utf8))
             throw ExitCode.failure
         }
+    }
+
+    /// Whether a TCP listener could be bound at `host`:`port` right now (closed at once).
+    static func canBind(_ host: String, _ port: Int) -> Bool {
+        guard let address = try? SocketAddress.makeAddressResolvingHost(host, port: port) else { return true }
+        let fd = socket(address.protocol == .inet6 ? AF_INET6 : AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return true }
+        defer { close(fd) }
+        var reuse: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, socklen_t(MemoryLayout<Int32>.size))
+        return address.withSockAddr { pointer, size in bind(fd, pointer, socklen_t(size)) } == 0
     }
 
     /// The web pages: --public-dir, else ./Public, else Public next to the executable or in the

@@ -59,3 +59,26 @@ def test_a_huge_declared_body_is_refused_before_it_is_sent(server):
 def test_well_known_paths_and_json_errors(server):
     head, body = raw_request(server, "GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
     assert " 200 " in head.split("\r\n")[0]
+
+
+def test_a_busy_port_is_named_whichever_of_the_two_it_is(tmp_path):
+    for busy, flag in (("nip46", "--nip46-port"), ("http", "--port")):
+        holder = socket.socket()
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            free = probe.getsockname()[1]
+        http, relay = (free, taken) if busy == "nip46" else (taken, free)
+        try:
+            result = subprocess.run([BINARY, "serve", "--port", str(http), "--nip46-port", str(relay), "--data-dir",
+                                     str(tmp_path / busy), "--public-dir", os.path.join(ROOT, "Public")],
+                                    capture_output=True, text=True, timeout=60)
+        finally:
+            holder.close()
+        assert result.returncode != 0
+        assert f"{taken}" in result.stderr and flag in result.stderr, result.stderr
+        if busy == "nip46":
+            assert "NIP-46 relay's port" in result.stderr
