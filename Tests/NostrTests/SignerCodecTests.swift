@@ -22,6 +22,23 @@ import Testing
         #expect(callback == "primal://nostrsigner?result=abc123&event=%7B%22id%22%3A%22ab%22%2C%22sig%22%3A%22abc123%22%7D")
     }
 
+    /// NIP-55's web form: `callbackUrl=https://example.com/?event=` takes the value itself.
+    @Test func aCallbackEndingInEqualsGetsTheValueItself() throws {
+        let event = #"{"id":"ab","sig":"cd"}"#
+        let asEvent = try SignerCodec.parse(
+            nostrsignerURL: "nostrsigner:%7B%22kind%22%3A1%7D?type=sign_event&returnType=event&callbackUrl=https%3A%2F%2Fexample.com%2F%3Fevent%3D")
+        #expect(
+            SignerCodec.callback(for: asEvent, outcome: .success(result: "cd", event: event))
+                == "https://example.com/?event=%7B%22id%22%3A%22ab%22%2C%22sig%22%3A%22cd%22%7D")
+        let asSignature = try SignerCodec.parse(
+            nostrsignerURL: "nostrsigner:%7B%22kind%22%3A1%7D?type=sign_event&callbackUrl=https%3A%2F%2Fexample.com%2Fcb%3Fsig%3D%23done")
+        #expect(SignerCodec.callback(for: asSignature, outcome: .success(result: "cd", event: event)) == "https://example.com/cb?sig=cd#done")
+        // Errors keep their named parameter.
+        #expect(
+            SignerCodec.callback(for: asSignature, outcome: .failure(code: "invalid_pubkey", message: "x"))
+                == "https://example.com/cb?sig=&error=invalid_pubkey#done")
+    }
+
     @Test func queryParametersAreAppendedWithQuestionMarkOrAmpersand() throws {
         let plain = try CallbackURL("primal://nostrsigner")
         #expect(plain.appending([("result", "sig")]) == "primal://nostrsigner?result=sig")

@@ -126,6 +126,12 @@ public enum SignerCodec {
     static func dip05Callback(_ r: SignerRequest, _ outcome: SignerOutcome) -> String {
         switch outcome {
         case let .success(result, event):
+            // NIP-55's web form: a callback ending in `=` gets the value itself (the signed event
+            // when `returnType=event`, else the result), not named parameters.
+            if r.callbacks.success.expectsValue {
+                let value = r.returnType == "event" ? event ?? result : result
+                return r.callbacks.success.appendingValue(r.compression == .gzip ? "Signer1" + gzipBase64(value) : value)
+            }
             var params = [("result", result)]
             if r.returnType == "event", let event {
                 params.append(("event", r.compression == .gzip ? "Signer1" + gzipBase64(event) : event))

@@ -186,6 +186,18 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
         return url.clientIdentifier
     }
 
+    /// Whether the URL ends in `=` (before any fragment), as NIP-55's web example
+    /// `callbackUrl=https://example.com/?event=` does: the result is appended as that value.
+    public var expectsValue: Bool {
+        (string.firstIndex(of: "#").map { string[..<$0] } ?? string[...]).hasSuffix("=")
+    }
+
+    /// The URL with `value` (percent-encoded) appended where it ends in `=`, before any fragment.
+    public func appendingValue(_ value: String) -> String {
+        guard let hash = string.firstIndex(of: "#") else { return string + percentEncode(value) }
+        return String(string[..<hash]) + percentEncode(value) + String(string[hash...])
+    }
+
     /// The URL with `parameters` appended: `?` when it has no query yet, `&` otherwise,
     /// before any fragment. Values are percent-encoded (RFC 3986 unreserved kept).
     public func appending(_ parameters: [(String, String)]) -> String {
