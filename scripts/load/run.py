@@ -360,7 +360,7 @@ def main():
             raise SystemExit(f"no Keyfob binary at {binary}")
         seen[entry] = seen.get(entry, 0) + 1
         key = LABELS[name] + (f" on {on}" if on else "") + (f" without {without}" if without else "") \
-            + (f" ({os.path.basename(binary)})" if binary else "") + (" (again)" if seen[entry] > 1 else "")
+            + (f" ({os.path.basename(binary)})" if binary else "") + (" (again)" if seen[entry] == 2 else f" (pass {seen[entry]})" if seen[entry] > 2 else "")
         database = None
         if on == "postgres":
             cluster = cluster or start_postgres()
