@@ -27,6 +27,9 @@ async function api(path, { method = "GET", body } = {}) {
   if (!response.ok) {
     const error = new Error(data.message || `request failed (${response.status})`);
     error.code = data.error;
+    // Rate limits and a database outage say when to come back (seconds).
+    const retry = Number(response.headers.get("Retry-After"));
+    if (retry > 0) error.retryAfter = retry;
     throw error;
   }
   return data;
@@ -235,9 +238,17 @@ function codeDetails(code) {
   return details;
 }
 
+/** "in 5 seconds", "in a minute", "in 3 minutes": a Retry-After as people say it. */
+function inAWhile(seconds) {
+  if (seconds < 50) return `in ${Math.ceil(seconds)} second${Math.ceil(seconds) === 1 ? "" : "s"}`;
+  if (seconds < 90) return "in a minute";
+  return `in ${Math.round(seconds / 60)} minutes`;
+}
+
 function describeError(error) {
   if (error && error.name === "NotAllowedError") return "The passkey prompt was closed or timed out. Try again.";
   if (error && error.name === "InvalidStateError") return "This device already has a passkey for this account.";
+  if (error && error.code === "rate_limited" && error.retryAfter) return `Too many attempts from here. Try again ${inAWhile(error.retryAfter)}.`;
   if (error && error.code) return friendlyErrors[error.code] || error.message;
   return (error && error.message) || String(error);
 }
