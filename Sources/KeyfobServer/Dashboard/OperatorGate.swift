@@ -72,7 +72,7 @@ extension AdminController {
         for line in lines { body += "<p>\(e(line))</p>" }
         switch action {
         case .signIn:
-            body += #"<a id="sign-in" class="button" href="/?next=/dashboard">Sign in</a>"#
+            body += #"<a id="sign-in" class="button primary" href="/?next=/dashboard">Sign in</a>"#
         case .account:
             body += #"<a id="account" class="button secondary" href="/account.html">Back to your account</a>"#
         case .confirm(let error):
