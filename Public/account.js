@@ -71,6 +71,7 @@ async function refreshSession() {
   $("username").textContent = account.username;
   $("anonymous").hidden = !account.isAnonymous;
   $("npub").textContent = account.npub;
+  drawQR($("npub-qr"), account.npub);
   renderLock();
   renderProtection();
   if (window.PublicKeyCredential && PublicKeyCredential.signalCurrentUserDetails) {
@@ -403,16 +404,27 @@ $("bunker-copy").addEventListener("click", async () => {
   try {
     await navigator.clipboard.writeText($("bunker-url").value);
     showStatus("ok", "Bunker URL copied.");
+    copiedOn($("bunker-copy"));
   } catch {
     $("bunker-url").select();
     showStatus("", "Press Ctrl+C (or long-press) to copy the selected URL.");
   }
 });
 
+/** The copy button itself says "Copied" for two seconds: the result where the finger is. */
+function copiedOn(button) {
+  const label = button.dataset.label || button.textContent;
+  button.dataset.label = label;
+  button.textContent = "Copied";
+  clearTimeout(button.copiedTimer);
+  button.copiedTimer = setTimeout(() => { button.textContent = label; }, 2000);
+}
+
 $("copy-npub").addEventListener("click", async () => {
   try {
     await navigator.clipboard.writeText(account.npub);
     showStatus("ok", "npub copied.");
+    copiedOn($("copy-npub"));
   } catch {
     getSelection().selectAllChildren($("npub"));
     showStatus("", "Press Ctrl+C (or long-press) to copy the selected npub.");
@@ -507,6 +519,7 @@ $("import").addEventListener("click", () => guarded(async () => {
   $("import-password").value = "";
   account.npub = reply.npub;
   $("npub").textContent = reply.npub;
+  drawQR($("npub-qr"), reply.npub);
   showStatus("ok", "Key imported.");
   loadHistory();
 }));

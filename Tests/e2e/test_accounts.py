@@ -178,3 +178,23 @@ def test_a_rate_limit_says_when_to_try_again(driver):
             sentence.startswith("Too many attempts from here. Try again in ") and "second" in sentence), sentence
     finally:
         limited.stop()
+
+
+def test_the_npub_is_a_qr_code_an_independent_decoder_reads_and_copy_says_copied(server, driver):
+    import subprocess
+    import tempfile
+    sign_up(driver, server, "quinn")
+    npub = driver.find_element(By.ID, "npub").text
+    assert npub.startswith("npub1")
+    driver.find_element(By.CSS_SELECTOR, "#npub-qr-box summary").click()
+    driver.execute_script("document.getElementById('npub-qr').scrollIntoView({block: 'center'})")
+    with tempfile.NamedTemporaryFile(suffix=".png") as png:
+        png.write(driver.find_element(By.ID, "npub-qr").screenshot_as_png)
+        png.flush()
+        decoded = subprocess.run(["zbarimg", "--raw", "-q", png.name], capture_output=True, text=True, check=True)
+    assert decoded.stdout.strip() == npub
+    # Copy: the button itself says so when the clipboard took it (headless Chromium may refuse the
+    # clipboard: then the npub is selected for the person to copy, and the line beside says how).
+    driver.find_element(By.ID, "copy-npub").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "copy-npub").text == "Copied"
+             or "Ctrl+C" in d.find_element(By.ID, "status").text)
