@@ -51,10 +51,11 @@ def test_an_admin_sees_signups_and_signatures_live(driver):
             driver.set_window_size(width, height)
             driver.save_screenshot(f"{server.data}/dashboard-{width}.png")
 
-        # Somebody who is not an operator gets the sign-in page (which sends a signed-in user on to
-        # their account), never the dashboard.
+        # Somebody who is not an operator is told what the page is and that they are not one
+        # (#27: it used to send them to their account without a word), never the dashboard.
         other.get(server.url + "/dashboard")
-        wait_for(other, lambda d: "/account.html" in d.current_url)
+        wait_for(other, lambda d: d.find_elements(By.ID, "operator-gate"))
+        assert "not an operator" in other.find_element(By.ID, "operator-gate").text
         assert not other.find_elements(By.ID, "stream")
         status = other.execute_async_script("fetch('/api/admin/users').then(r => arguments[0](r.status))")
         assert status == 403
