@@ -3,6 +3,8 @@
 let account = null;
 let lockTimer = null;
 let historyCursor = null;
+/** Connected bunker clients' names by their pubkey, for the history's sentences. */
+let bunkerNames = {};
 let passkeys = [];
 
 const $ = (id) => document.getElementById(id);
@@ -242,6 +244,43 @@ async function addPasskey(hints) {
   }
 }
 
+/** Kinds people know by name (the approval page's list). */
+const kindWords = {
+  0: "your profile", 1: "a note", 3: "your follow list", 4: "a direct message", 5: "a deletion request", 6: "a repost",
+  7: "a reaction", 16: "a repost", 1111: "a comment", 9734: "a zap request", 10002: "your relay list",
+  22242: "a relay login", 24133: "a remote-signer message", 27235: "an HTTP login", 30023: "an article", 30078: "app data",
+};
+
+/** Who asked: you (this page, the REST API), a bunker client by its name when known, or the app. */
+function historyActor(e) {
+  if (e.client === "api" || e.client === "account") return "You";
+  if (e.client.startsWith("nip46:")) {
+    const name = bunkerNames[e.client.slice(6)];
+    return name ? name : "A bunker client";
+  }
+  return e.client;
+}
+
+/** One history entry as a sentence: "Coracle signed a note", "You refused app.example's request to
+ *  decrypt a message", "primal could not sign a note". The §7 code stays behind "Details". */
+function historySentence(e) {
+  if (changeWords[e.method]) return `${changeWords[e.method]}${e.outcome === "approved" ? "" : ` (${e.outcome})`}`;
+  const thing = e.kind !== undefined ? (kindWords[e.kind] || `a kind ${e.kind} event`) : null;
+  const [done, asked] = {
+    sign_event: [`signed ${thing || "an event"}`, `sign ${thing || "an event"}`],
+    get_public_key: ["read your public key", "read your public key"],
+    nip04_encrypt: ["encrypted a message (NIP-04)", "encrypt a message"],
+    nip04_decrypt: ["decrypted a message (NIP-04)", "decrypt a message"],
+    nip44_encrypt: ["encrypted a message", "encrypt a message"],
+    nip44_decrypt: ["decrypted a message", "decrypt a message"],
+    decrypt_zap_event: ["opened a private zap", "open a private zap"],
+  }[e.method] || [e.method.replace(/_/g, " "), e.method.replace(/_/g, " ")];
+  const who = historyActor(e);
+  if (e.outcome === "approved") return `${who} ${done}`;
+  if (e.outcome === "rejected") return who === "You" ? `You refused to ${asked}` : `You refused ${who}'s request to ${asked}`;
+  return `${who} could not ${asked}`;
+}
+
 async function loadHistory(more = false) {
   const query = new URLSearchParams({ limit: "20" });
   if (more && historyCursor) query.set("before", historyCursor);
@@ -250,8 +289,8 @@ async function loadHistory(more = false) {
   const items = page.entries.map((e) => {
     const item = document.createElement("li");
     item.dataset.outcome = e.outcome;
-    const what = e.method.replace(/_/g, " ") + (e.kind !== undefined ? ` (kind ${e.kind})` : "");
-    item.textContent = `${new Date(e.at).toLocaleString()} · ${what} · ${e.client} · ${e.outcome}${e.code ? ` (${e.code})` : ""}`;
+    item.textContent = `${historySentence(e)} · ${new Date(e.at).toLocaleString()}`;
+    if (e.code) item.append(codeDetails(e.code));
     return item;
   });
   if (more) $("history").append(...items); else $("history").replaceChildren(...items);
@@ -375,6 +414,7 @@ async function showBunker(rotate = false) {
 
 async function loadBunkerClients() {
   const { clients } = await api("/api/signer/bunker/clients");
+  bunkerNames = Object.fromEntries(clients.filter((c) => c.name).map((c) => [c.pubkey, `${c.name} (unverified)`]));
   renderRevocable("bunker-clients", clients.map((c) => {
     const name = c.name ? `${c.name} (unverified)` : `client ${c.pubkey.slice(0, 12)}…`;
     return {

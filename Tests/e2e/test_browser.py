@@ -125,7 +125,8 @@ def test_sign_up_see_the_npub_and_sign_a_test_note(server, driver):
     assert event["pubkey"] == pubkey.hex() and event["kind"] == 1
     assert event["content"] == "a test note from the browser \u2713 </script>"
     assert verify_event(event), event
-    wait_for(driver, lambda d: "sign event (kind 1)" in d.find_element(By.ID, "history").text)
+    # The history says it in words (#27): who did what, not "sign event (kind 1) · api · approved".
+    wait_for(driver, lambda d: "You signed a note" in d.find_element(By.ID, "history").text)
     driver.save_screenshot(server.data + "/account-signed.png")
 
     # No secret of this run in the server's log: the session token and the note's text.
