@@ -21,12 +21,7 @@ extension PostgresStore {
 
     public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
         // ILIKE with the user's text escaped: % and _ in a search are literal (as in SQLite's LIKE).
-        let pattern =
-            query.map { text in
-                "%"
-                    + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
-                    .replacingOccurrences(of: "_", with: "!_") + "%"
-            } ?? "%"
+        let pattern = Columns.likePattern(containing: query)
         let after = (afterName ?? "").lowercased()
         let limit = max(0, limit)
         return try await call { [self] in

@@ -18,12 +18,7 @@ extension SQLiteStore {
     public func users(matching query: String?, after afterName: String?, limit: Int) async throws -> [UserRecord] {
         try read { connection in
             // LIKE with the user's text escaped: % and _ in a search are literal.
-            let pattern =
-                query.map { text in
-                    "%"
-                        + text.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
-                        .replacingOccurrences(of: "_", with: "!_") + "%"
-                } ?? "%"
+            let pattern = Columns.likePattern(containing: query)
             return try connection.query(
                 "SELECT \(Columns.user) FROM users WHERE username LIKE ? ESCAPE '!' AND username > ? ORDER BY username LIMIT ?",
                 [.text(pattern), .text(afterName ?? ""), .int(Int64(max(0, limit)))]

@@ -32,6 +32,15 @@ public enum Columns {
     public static let grant = "id, user_id, client, method, kind, allow, created_at, expires_at"
     public static let signer = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at, passkey_sealed"
     public static let client = "user_id, client_pubkey, name, url, perms, created_at, last_used_at, relays"
+
+    /// A LIKE/ILIKE pattern (with `ESCAPE '!'`) for names containing `query`: `%` and `_` in a
+    /// search are literal; no query matches everything.
+    public static func likePattern(containing query: String?) -> String {
+        guard let query else { return "%" }
+        return "%"
+            + query.replacingOccurrences(of: "!", with: "!!").replacingOccurrences(of: "%", with: "!%")
+            .replacingOccurrences(of: "_", with: "!_") + "%"
+    }
 }
 
 extension UserRecord {
