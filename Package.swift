@@ -9,6 +9,7 @@ let package = Package(
     products: [
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "Nostr", targets: ["Nostr"]),
+        .library(name: "Polkadot", targets: ["Polkadot"]),
         .library(name: "KeyfobStore", targets: ["KeyfobStore"]),
         .library(name: "KeyfobServer", targets: ["KeyfobServer"]),
         .executable(name: "keyfob", targets: ["keyfob"]),
@@ -31,6 +32,7 @@ let package = Package(
         .systemLibrary(name: "CCBOR", pkgConfig: "libcbor", providers: [.apt(["libcbor-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSecp256k1", pkgConfig: "libsecp256k1", providers: [.apt(["libsecp256k1-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CMalloc"),
@@ -42,6 +44,9 @@ let package = Package(
         // Pure cores: no HTTP, no database.
         .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL", "KeyfobCrypto"], swiftSettings: strict),
         .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
+        // Substrate accounts: sr25519 (Ristretto255 on libsodium, Merlin), ed25519 (OpenSSL), ecdsa
+        // (libsecp256k1 through Nostr's one wrapper), SS58, BIP-39, SCALE signing payloads, JSON backups.
+        .target(name: "Polkadot", dependencies: ["CSodium", "COpenSSL", "KeyfobCrypto", "Nostr"], swiftSettings: strict),
 
         // Persistence behind protocols.
         .target(
@@ -111,6 +116,7 @@ let package = Package(
             name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
         .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
+        .testTarget(name: "PolkadotTests", dependencies: ["Polkadot", "KeyfobCrypto", "Nostr", "COpenSSL"], swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],

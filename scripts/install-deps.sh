@@ -3,7 +3,7 @@
 #   scripts/install-deps.sh          C libraries (enough to build and run the server)
 #   scripts/install-deps.sh --test   plus headless Chromium, chromedriver and Selenium for the browser tests
 set -euo pipefail
-packages=(libssl-dev libcbor-dev libsecp256k1-dev libsqlite3-dev zlib1g-dev pkg-config)
+packages=(libssl-dev libcbor-dev libsecp256k1-dev libsodium-dev libsqlite3-dev zlib1g-dev pkg-config)
 # --test: the browser tests' Chromium, the deployment and PostgreSQL tests' servers, and the load
 # harness's wrk and Go peer (built offline against Debian's Go packages).
 [ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver openssl nginx systemd postgresql zbar-tools wrk

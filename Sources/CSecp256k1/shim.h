@@ -2,3 +2,4 @@
 #include <secp256k1_extrakeys.h>
 #include <secp256k1_schnorrsig.h>
 #include <secp256k1_ecdh.h>
+#include <secp256k1_recovery.h>

@@ -13,6 +13,25 @@ public func sha256<Bytes: ContiguousBytes>(_ bytes: Bytes) -> [UInt8] {
     return out
 }
 
+/// SHA-512 of bytes (sr25519's mini-secret expansion).
+public func sha512(_ bytes: [UInt8]) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: 64)
+    _ = EVP_Digest(bytes, bytes.count, &out, nil, EVP_sha512(), nil)
+    return out
+}
+
+/// PBKDF2-HMAC-SHA512 (BIP-39 seeds; Substrate's mini-secret from a mnemonic's entropy).
+public func pbkdf2SHA512(password: [UInt8], salt: [UInt8], iterations: Int, length: Int) -> [UInt8] {
+    var out = [UInt8](repeating: 0, count: length)
+    let ok = password.withUnsafeBufferPointer { pw in
+        PKCS5_PBKDF2_HMAC(
+            pw.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) }, Int32(pw.count),
+            salt, Int32(salt.count), Int32(iterations), EVP_sha512(), Int32(length), &out)
+    }
+    precondition(ok == 1, "PBKDF2-HMAC-SHA512 failed")
+    return out
+}
+
 /// HMAC-SHA256 over the concatenation of `parts`.
 public func hmacSHA256(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
     var message = parts.count == 1 ? parts[0] : parts.flatMap { $0 }
@@ -83,16 +102,17 @@ public enum HKDF {
     }
 }
 
-/// scrypt with r = 8, p = 1 (NIP-49), through OpenSSL. Nil for log N above 20 or when OpenSSL fails.
-public func scrypt(password: [UInt8], salt: [UInt8], logN: UInt8, length: Int) -> [UInt8]? {
-    guard logN <= 20 else { return nil }
+/// scrypt through OpenSSL: r = 8, p = 1 unless given (NIP-49 and polkadot-js backups use those). Nil for
+/// log N above 20, r above 16, p above 4 (a file must not make the server do gigabyte work) or when OpenSSL fails.
+public func scrypt(password: [UInt8], salt: [UInt8], logN: UInt8, r: UInt64 = 8, p: UInt64 = 1, length: Int) -> [UInt8]? {
+    guard logN <= 20, (1...16).contains(r), (1...4).contains(p) else { return nil }
     var out = [UInt8](repeating: 0, count: length)
     let n = UInt64(1) << UInt64(logN)
-    let maxMemory: UInt64 = 128 * n * 8 + 1024 * 1024 * 64
+    let maxMemory: UInt64 = 128 * n * r + 1024 * 1024 * 64
     let ok = password.withUnsafeBufferPointer { pw in
         EVP_PBE_scrypt(
             pw.baseAddress.map { UnsafeRawPointer($0).assumingMemoryBound(to: CChar.self) },
-            pw.count, salt, salt.count, n, 8, 1, maxMemory, &out, length)
+            pw.count, salt, salt.count, n, r, p, maxMemory, &out, length)
     }
     guard ok == 1 else { ERR_clear_error(); return nil }
     return out

@@ -1,7 +1,8 @@
 import CSecp256k1
 import KeyfobCrypto
 
-// The only file that calls libsecp256k1: keys, BIP-340 Schnorr signatures, x-only ECDH.
+// The only file that calls libsecp256k1: keys, BIP-340 Schnorr signatures, x-only ECDH, and the
+// recoverable ECDSA Substrate's ecdsa accounts sign with (used by the Polkadot module).
 
 /// The shared libsecp256k1 context. Randomized once; afterwards only read, which the
 /// library documents as thread-safe.
@@ -136,6 +137,52 @@ public final class SecretKey: @unchecked Sendable, CustomStringConvertible {
         }
         var out = [UInt8](repeating: 0, count: 32)
         guard secp256k1_ecdh(ctx, &out, &point, storage, copyX, nil) == 1 else { throw .init(.internalError, "ECDH failed") }
+        return out
+    }
+}
+
+/// Recoverable ECDSA on secp256k1 (RFC 6979 nonces, low s), as Substrate's `ecdsa` accounts sign:
+/// over a 32-byte hash the caller computes (BLAKE2b-256 there).
+public enum RecoverableECDSA {
+    /// The 33-byte compressed public key of a 32-byte secret; nil when the secret is not a valid key.
+    public static func compressedPublicKey(secret: [UInt8]) -> [UInt8]? {
+        guard secret.count == 32 else { return nil }
+        var pubkey = secp256k1_pubkey()
+        guard secp256k1_ec_pubkey_create(Secp256k1Context.shared.pointer, &pubkey, secret) == 1 else { return nil }
+        var out = [UInt8](repeating: 0, count: 33)
+        var length = 33
+        _ = secp256k1_ec_pubkey_serialize(
+            Secp256k1Context.shared.pointer, &out, &length, &pubkey, UInt32(SECP256K1_EC_COMPRESSED))
+        return out
+    }
+
+    /// r ‖ s ‖ recovery id (65 bytes) over `hash`; nil for an invalid secret.
+    public static func sign(hash: [UInt8], secret: [UInt8]) -> [UInt8]? {
+        guard hash.count == 32, secret.count == 32 else { return nil }
+        var signature = secp256k1_ecdsa_recoverable_signature()
+        guard secp256k1_ecdsa_sign_recoverable(Secp256k1Context.shared.pointer, &signature, hash, secret, nil, nil) == 1
+        else { return nil }
+        var out = [UInt8](repeating: 0, count: 64)
+        var recoveryId: Int32 = 0
+        _ = secp256k1_ecdsa_recoverable_signature_serialize_compact(
+            Secp256k1Context.shared.pointer, &out, &recoveryId, &signature)
+        return out + [UInt8(recoveryId)]
+    }
+
+    /// The compressed public key that made `signature` (65 bytes) over `hash`, or nil.
+    public static func recover(signature: [UInt8], hash: [UInt8]) -> [UInt8]? {
+        guard signature.count == 65, hash.count == 32, signature[64] < 4 else { return nil }
+        var parsed = secp256k1_ecdsa_recoverable_signature()
+        var pubkey = secp256k1_pubkey()
+        guard
+            secp256k1_ecdsa_recoverable_signature_parse_compact(
+                Secp256k1Context.shared.pointer, &parsed, Array(signature[0..<64]), Int32(signature[64])) == 1,
+            secp256k1_ecdsa_recover(Secp256k1Context.shared.pointer, &pubkey, &parsed, hash) == 1
+        else { return nil }
+        var out = [UInt8](repeating: 0, count: 33)
+        var length = 33
+        _ = secp256k1_ec_pubkey_serialize(
+            Secp256k1Context.shared.pointer, &out, &length, &pubkey, UInt32(SECP256K1_EC_COMPRESSED))
         return out
     }
 }
