@@ -193,5 +193,49 @@ enum PostgresSchema {
             "ALTER TABLE key_wraps ADD COLUMN salt BYTEA",
             "ALTER TABLE bunker_signers ADD COLUMN passkey_sealed BOOLEAN NOT NULL DEFAULT FALSE",
         ],
+        // 6: Polkadot accounts, signing requests and dapp metadata (SQLite's migration 12).
+        [
+            """
+            CREATE TABLE substrate_accounts (
+                id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                key_type TEXT NOT NULL,
+                public_key BYTEA NOT NULL,
+                name TEXT NOT NULL,
+                network BIGINT NOT NULL,
+                nonce BYTEA NOT NULL,
+                sealed BYTEA NOT NULL,
+                created_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX substrate_accounts_user ON substrate_accounts(user_id, created_at)",
+            """
+            CREATE TABLE polkadot_requests (
+                id TEXT PRIMARY KEY,
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                origin TEXT NOT NULL,
+                transport TEXT NOT NULL,
+                msg_type TEXT NOT NULL,
+                request TEXT NOT NULL,
+                state TEXT NOT NULL,
+                result TEXT,
+                confirmation_nonce BYTEA,
+                created_at DOUBLE PRECISION NOT NULL,
+                expires_at DOUBLE PRECISION NOT NULL
+            )
+            """,
+            "CREATE INDEX polkadot_requests_user ON polkadot_requests(user_id, state, expires_at)",
+            """
+            CREATE TABLE polkadot_metadata (
+                user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+                origin TEXT NOT NULL,
+                genesis_hash TEXT NOT NULL,
+                spec_version BIGINT NOT NULL,
+                definition TEXT NOT NULL,
+                updated_at DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (user_id, origin, genesis_hash)
+            )
+            """,
+        ],
     ]
 }

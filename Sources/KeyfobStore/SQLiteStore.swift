@@ -270,6 +270,45 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         ALTER TABLE key_wraps ADD COLUMN salt BLOB;
         ALTER TABLE bunker_signers ADD COLUMN passkey_sealed INTEGER NOT NULL DEFAULT 0;
         """,
+        // 12: Polkadot. Substrate accounts (secrets sealed), dapps' signing requests with their
+        // outcome, and the chain metadata each dapp offered.
+        """
+        CREATE TABLE substrate_accounts (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            key_type TEXT NOT NULL,
+            public_key BLOB NOT NULL,
+            name TEXT NOT NULL,
+            network INTEGER NOT NULL,
+            nonce BLOB NOT NULL,
+            sealed BLOB NOT NULL,
+            created_at REAL NOT NULL
+        );
+        CREATE INDEX substrate_accounts_user ON substrate_accounts(user_id, created_at);
+        CREATE TABLE polkadot_requests (
+            id TEXT PRIMARY KEY,
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            origin TEXT NOT NULL,
+            transport TEXT NOT NULL,
+            msg_type TEXT NOT NULL,
+            request TEXT NOT NULL,
+            state TEXT NOT NULL,
+            result TEXT,
+            confirmation_nonce BLOB,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        );
+        CREATE INDEX polkadot_requests_user ON polkadot_requests(user_id, state, expires_at);
+        CREATE TABLE polkadot_metadata (
+            user_id TEXT NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+            origin TEXT NOT NULL,
+            genesis_hash TEXT NOT NULL,
+            spec_version INTEGER NOT NULL,
+            definition TEXT NOT NULL,
+            updated_at REAL NOT NULL,
+            PRIMARY KEY (user_id, origin, genesis_hash)
+        );
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -232,5 +232,5 @@ public protocol CeremonyStore: Sendable {
 /// Everything the server needs: every role together (the composition root holds this; each
 /// controller takes only the roles it uses).
 public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
-    ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore
+    ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore, PolkadotStore
 {}

@@ -7,7 +7,8 @@ public enum StoreCopy {
     /// minute and the server is stopped for the move.
     public static let tables = [
         "users", "credentials", "nostr_keys", "key_wraps", "sessions", "meta", "audit_log",
-        "grants", "signer_requests", "bunker_signers", "bunker_clients",
+        "grants", "signer_requests", "bunker_signers", "bunker_clients", "substrate_accounts", "polkadot_requests",
+        "polkadot_metadata",
     ]
 
     /// One stored value, as SQLite types it.

@@ -1,0 +1,143 @@
+import Foundation
+
+/// A Substrate account a user keeps in Keyfob: its public half in the clear, its secret sealed
+/// (the server's custody decides how; the store only keeps the bytes).
+public struct SubstrateAccountRecord: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    /// `sr25519`, `ed25519` or `ecdsa`.
+    public var keyType: String
+    public var publicKey: [UInt8]
+    public var name: String
+    /// The SS58 prefix addresses are shown with (0 Polkadot, 2 Kusama, 42 generic).
+    public var network: Int
+    public var nonce: [UInt8]
+    public var sealed: [UInt8]
+    public var createdAt: Date
+
+    public init(
+        id: String, userID: String, keyType: String, publicKey: [UInt8], name: String, network: Int, nonce: [UInt8],
+        sealed: [UInt8], createdAt: Date
+    ) {
+        self.id = id
+        self.userID = userID
+        self.keyType = keyType
+        self.publicKey = publicKey
+        self.name = name
+        self.network = network
+        self.nonce = nonce
+        self.sealed = sealed
+        self.createdAt = createdAt
+    }
+}
+
+/// A dapp's request to sign (`pub(extrinsic.sign)`, `pub(bytes.sign)`), waiting for the user's
+/// passkey, then its outcome for the app that polls. Nothing in it is secret: the payload is what
+/// the dapp will publish, the result a signature.
+public struct PolkadotRequestRecord: Sendable, Equatable {
+    public var id: String
+    public var userID: String
+    /// The dapp's origin (verified by the browser for web dapps; as the app reports it for the bridge).
+    public var origin: String
+    /// `bridge` (a native app's POST) or `web` (/polkadot.js through Keyfob's popup).
+    public var transport: String
+    public var messageType: String
+    /// The request object as the dapp sent it (JSON).
+    public var request: String
+    /// `pending`, then `approved` or `rejected` (once).
+    public var state: String
+    /// `{"type":…,"result":…}` or `{"type":…,"error":…}` once decided.
+    public var result: String?
+    public var confirmationNonce: [UInt8]?
+    public var createdAt: Date
+    public var expiresAt: Date
+
+    public init(
+        id: String, userID: String, origin: String, transport: String, messageType: String, request: String,
+        state: String = "pending", result: String? = nil, confirmationNonce: [UInt8]? = nil, createdAt: Date, expiresAt: Date
+    ) {
+        self.id = id
+        self.userID = userID
+        self.origin = origin
+        self.transport = transport
+        self.messageType = messageType
+        self.request = request
+        self.state = state
+        self.result = result
+        self.confirmationNonce = confirmationNonce
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+}
+
+/// Chain metadata a dapp offered (`pub(metadata.provide)`), kept per user and dapp origin: it
+/// describes that origin's requests only, never another site's.
+public struct PolkadotMetadataRecord: Sendable, Equatable {
+    public var userID: String
+    public var origin: String
+    public var genesisHash: String
+    public var specVersion: Int
+    /// The `MetadataDef` as the dapp sent it (JSON).
+    public var definition: String
+    public var updatedAt: Date
+
+    public init(userID: String, origin: String, genesisHash: String, specVersion: Int, definition: String, updatedAt: Date) {
+        self.userID = userID
+        self.origin = origin
+        self.genesisHash = genesisHash
+        self.specVersion = specVersion
+        self.definition = definition
+        self.updatedAt = updatedAt
+    }
+}
+
+/// Substrate accounts, Polkadot signing requests and dapp metadata.
+public protocol PolkadotStore: Sendable {
+    func substrateAccounts(ofUser userID: String) async throws -> [SubstrateAccountRecord]
+    /// Stores `account`; `limitReached` when the user has `maxPerUser` already.
+    func insertSubstrateAccount(_ account: SubstrateAccountRecord, maxPerUser: Int) async throws
+    func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool
+    /// Stores a request; `limitReached` when the user has `maxPending` live ones. Decided requests
+    /// of this user older than a day go at the same time.
+    func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws
+    func polkadotRequest(id: String, ofUser userID: String) async throws -> PolkadotRequestRecord?
+    /// A fresh confirmation nonce on a live pending request; false when it is not one.
+    func setPolkadotConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
+    /// pending → `state` with its result, once; false when it was decided already or has expired.
+    func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date) async throws -> Bool
+    func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord) async throws
+    func polkadotMetadata(ofUser userID: String, origin: String) async throws -> [PolkadotMetadataRecord]
+}
+
+extension Columns {
+    public static let substrateAccount = "id, user_id, key_type, public_key, name, network, nonce, sealed, created_at"
+    public static let polkadotRequest = """
+        id, user_id, origin, transport, msg_type, request, state, result, confirmation_nonce, created_at, expires_at
+        """
+    public static let polkadotMetadata = "user_id, origin, genesis_hash, spec_version, definition, updated_at"
+}
+
+extension SubstrateAccountRecord {
+    public init(row r: some StoreRow) throws {
+        self.init(
+            id: try r.text(0), userID: try r.text(1), keyType: try r.text(2), publicKey: try r.bytes(3), name: try r.text(4),
+            network: try r.int(5), nonce: try r.bytes(6), sealed: try r.bytes(7), createdAt: try r.date(8))
+    }
+}
+
+extension PolkadotRequestRecord {
+    public init(row r: some StoreRow) throws {
+        self.init(
+            id: try r.text(0), userID: try r.text(1), origin: try r.text(2), transport: try r.text(3), messageType: try r.text(4),
+            request: try r.text(5), state: try r.text(6), result: try r.optionalText(7), confirmationNonce: try r.optionalBytes(8),
+            createdAt: try r.date(9), expiresAt: try r.date(10))
+    }
+}
+
+extension PolkadotMetadataRecord {
+    public init(row r: some StoreRow) throws {
+        self.init(
+            userID: try r.text(0), origin: try r.text(1), genesisHash: try r.text(2), specVersion: try r.int(3),
+            definition: try r.text(4), updatedAt: try r.date(5))
+    }
+}

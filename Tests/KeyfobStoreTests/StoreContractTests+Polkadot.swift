@@ -1,0 +1,78 @@
+import Foundation
+import Testing
+
+@testable import KeyfobStore
+
+/// Substrate accounts, Polkadot requests and dapp metadata, for every backend.
+extension StoreContractTests {
+    @Test(arguments: Kind.allCases)
+    func substrateAccountsAreCappedPerUserAndGoWithTheirOwner(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        func account(_ id: String, of owner: UserRecord, at offset: TimeInterval) -> SubstrateAccountRecord {
+            SubstrateAccountRecord(
+                id: id, userID: owner.id, keyType: "sr25519", publicKey: [UInt8](repeating: 1, count: 32), name: "main",
+                network: 0, nonce: [1], sealed: [2, 3], createdAt: t0.addingTimeInterval(offset))
+        }
+        try await store.insertSubstrateAccount(account("a2", of: alice, at: 2), maxPerUser: 2)
+        try await store.insertSubstrateAccount(account("a1", of: alice, at: 1), maxPerUser: 2)
+        await #expect(throws: StoreError.limitReached) {
+            try await store.insertSubstrateAccount(account("a3", of: alice, at: 3), maxPerUser: 2)
+        }
+        try await store.insertSubstrateAccount(account("b1", of: bob, at: 1), maxPerUser: 2)
+        #expect(try await store.substrateAccounts(ofUser: alice.id) == [account("a1", of: alice, at: 1), account("a2", of: alice, at: 2)])
+        #expect(try await store.deleteSubstrateAccount(id: "b1", ofUser: alice.id) == false)
+        #expect(try await store.deleteSubstrateAccount(id: "a1", ofUser: alice.id))
+        #expect(try await store.substrateAccounts(ofUser: alice.id).map(\.id) == ["a2"])
+        #expect(try await store.deleteUser(id: bob.id))
+        #expect(try await store.substrateAccounts(ofUser: bob.id).isEmpty)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func polkadotRequestsAreDecidedOnceAndOnlyByTheirOwner(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        let request = PolkadotRequestRecord(
+            id: "r1", userID: alice.id, origin: "https://dapp.example", transport: "bridge", messageType: "pub(bytes.sign)",
+            request: #"{"data":"0x00"}"#, createdAt: t0, expiresAt: t0.addingTimeInterval(300))
+        try await store.insertPolkadotRequest(request, now: t0, maxPending: 1)
+        var second = request
+        second.id = "r2"
+        await #expect(throws: StoreError.limitReached) { try await store.insertPolkadotRequest(second, now: t0, maxPending: 1) }
+        #expect(try await store.polkadotRequest(id: "r1", ofUser: bob.id) == nil)
+        #expect(try await store.setPolkadotConfirmationNonce(id: "r1", userID: alice.id, nonce: [7], now: t0))
+        #expect(try await store.setPolkadotConfirmationNonce(id: "r1", userID: bob.id, nonce: [7], now: t0) == false)
+        #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id)?.confirmationNonce == [7])
+        #expect(try await store.finishPolkadotRequest(id: "r1", userID: alice.id, state: "approved", result: "{}", now: t0))
+        #expect(try await store.finishPolkadotRequest(id: "r1", userID: alice.id, state: "rejected", result: "{}", now: t0) == false)
+        let finished = try await store.polkadotRequest(id: "r1", ofUser: alice.id)
+        #expect(finished?.state == "approved" && finished?.result == "{}")
+        // Expired: cannot be decided; a day later it is cleared when the next request arrives.
+        try await store.insertPolkadotRequest(second, now: t0, maxPending: 1)
+        #expect(
+            try await store.finishPolkadotRequest(id: "r2", userID: alice.id, state: "approved", result: "{}", now: t0.addingTimeInterval(301))
+                == false)
+        var later = request
+        later.id = "r3"
+        later.createdAt = t0.addingTimeInterval(100_000)
+        later.expiresAt = t0.addingTimeInterval(100_300)
+        try await store.insertPolkadotRequest(later, now: t0.addingTimeInterval(100_000), maxPending: 1)
+        #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id) == nil)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func dappMetadataIsKeptPerUserAndOrigin(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await register([alice], in: store)
+        var m = PolkadotMetadataRecord(
+            userID: alice.id, origin: "https://a.example", genesisHash: "0x91", specVersion: 1, definition: "{}", updatedAt: t0)
+        try await store.putPolkadotMetadata(m)
+        m.specVersion = 2
+        try await store.putPolkadotMetadata(m)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example") == [m])
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://b.example").isEmpty)
+    }
+}
