@@ -65,7 +65,7 @@ let package = Package(
         .target(
             name: "KeyfobServer",
             dependencies: [
-                "WebAuthn", "Nostr", "KeyfobStore", "KeyfobPostgres", "KeyfobCrypto",
+                "WebAuthn", "Nostr", "Polkadot", "KeyfobStore", "KeyfobPostgres", "KeyfobCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -124,7 +124,8 @@ let package = Package(
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "Polkadot", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport",
+                "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),
                 .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -275,6 +275,11 @@ public func buildRouter(
         sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
         configuration: configuration, confirmations: confirmations, now: clock
     ).addRoutes(to: router)
+    PolkadotController(
+        store: store, sessions: sessions, substrate: SubstrateCustody(custody: custody, store: store, now: clock),
+        dispatcher: dispatcher, confirmations: confirmations, configuration: configuration, keys: keys,
+        events: SubstrateAccountEvents(), now: clock
+    ).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
     // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,
     // and never through a proxy (behind one every request comes from 127.0.0.1): a request with

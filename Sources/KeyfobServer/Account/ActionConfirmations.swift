@@ -22,6 +22,8 @@ struct ActionConfirmations: Sendable {
         case unseal = "key.unseal"
         case exportKey = "key.export"
         case importKey = "key.import"
+        case exportPolkadot = "polkadot.export"
+        case removePolkadot = "polkadot.remove"
         case trustClient = "grant.trusted"
         case revokeSessions = "sessions.revoke"
         case adminRevokeSessions = "admin.revoke_sessions"

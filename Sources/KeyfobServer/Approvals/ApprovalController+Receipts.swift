@@ -74,26 +74,12 @@ extension ApprovalController {
                 .userVerificationRequired, "approving this request needs your passkey: ask for a challenge first",
                 status: .forbidden)
         }
-        guard let data = try? JSONSerialization.data(withJSONObject: raw),
-            let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
-            let credentialID = Base64URL.decode(assertion.rawId),
-            let credential = try await store.credential(id: credentialID), credential.userID == user.id
-        else {
-            throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)
-        }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        try await store.verifyAssertion(
-            assertion, by: credential, challenge: sha256(Array(committed.utf8)),
-            relyingParty: configuration.relyingParty, keys: keys, at: now())
-        var signed = assertion
-        signed.clientExtensionResults = nil  // a PRF output is a secret: never in a receipt
-        let receipt = Receipt(
-            version: 1, committed: committed, challenge: Base64URL.encode(sha256(Array(committed.utf8))),
-            credentialId: Base64URL.encode(credential.id), publicKey: Base64URL.encode(credential.publicKey),
-            algorithm: credential.algorithm, rpId: configuration.rpID, assertion: signed)
+        let (receipt, credential, assertion) = try await Receipt.confirm(
+            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
         return Confirmation(
-            receipt: String(decoding: jsonBytes(receipt), as: UTF8.self), credentialID: credential.id,
+            receipt: receipt, credentialID: credential.id,
             prf: PRFOutputs(
                 first: SharedSecret(assertion.clientExtensionResults?.prfFirst),
                 second: SharedSecret(assertion.clientExtensionResults?.prfSecond)),

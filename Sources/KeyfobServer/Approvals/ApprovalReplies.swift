@@ -1,3 +1,6 @@
+import Foundation
+import KeyfobCrypto
+import KeyfobStore
 import Nostr
 import WebAuthn
 
@@ -60,6 +63,32 @@ struct Receipt: Encodable {
     let algorithm: Int
     let rpId: String
     let assertion: AuthenticationCredential
+
+    /// Verifies `raw` (an assertion as JSON) from one of `user`'s passkeys over SHA-256 of
+    /// `committed`; returns the receipt (no PRF output in it: that is a secret), the passkey and the
+    /// assertion as sent.
+    static func confirm(
+        _ raw: Any, committed: String, user: UserRecord, store: any CredentialStore & CeremonyStore,
+        configuration: ServerConfiguration, keys: CredentialKeyCache, at now: Date
+    ) async throws -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential) {
+        guard let data = try? JSONSerialization.data(withJSONObject: raw),
+            let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
+            let credentialID = Base64URL.decode(assertion.rawId),
+            let credential = try await store.credential(id: credentialID), credential.userID == user.id
+        else {
+            throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)
+        }
+        let challenge = sha256(Array(committed.utf8))
+        try await store.verifyAssertion(
+            assertion, by: credential, challenge: challenge, relyingParty: configuration.relyingParty, keys: keys, at: now)
+        var signed = assertion
+        signed.clientExtensionResults = nil
+        let receipt = Receipt(
+            version: 1, committed: committed, challenge: Base64URL.encode(challenge), credentialId: Base64URL.encode(credential.id),
+            publicKey: Base64URL.encode(credential.publicKey), algorithm: credential.algorithm, rpId: configuration.rpID,
+            assertion: signed)
+        return (String(decoding: jsonBytes(receipt), as: UTF8.self), credential, assertion)
+    }
 }
 
 /// A nostr event as a JSON object in NIP-01's field names (`sig` absent before signing).

@@ -13,7 +13,7 @@ struct SignerController: Sendable {
     let sessions: Sessions
     let dispatcher: SignerDispatcher
     let custody: KeyCustody
-    let store: any AuditStore
+    let store: any AuditStore & PolkadotStore
     let configuration: ServerConfiguration
     let confirmations: ActionConfirmations
     let now: @Sendable () -> Date
@@ -98,6 +98,13 @@ struct SignerController: Sendable {
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
+        // Polkadot accounts are sealed under a key derived from this one: replacing it would lose them.
+        guard try await store.substrateAccounts(ofUser: auth.user.id).isEmpty else {
+            throw KeyfobError(
+                .permissionDenied,
+                "your Polkadot accounts are sealed with your current nostr key: export them (JSON backup) and remove them before replacing it",
+                status: .conflict)
+        }
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         // Replacing the key is an account change: an assertion made for it, by an older passkey.
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "", for: auth)

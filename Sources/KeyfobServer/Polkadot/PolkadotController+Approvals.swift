@@ -1,0 +1,233 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobCrypto
+import KeyfobStore
+import Nostr
+import Polkadot
+import WebAuthn
+
+/// Approving a Polkadot signature: the page shows what is signed; the user's passkey signs a
+/// challenge bound to the payload's hash; the receipt is kept with the audit entry.
+extension PolkadotController {
+    func load(_ id: String, userID: String) async throws -> (PolkadotRequestRecord, SigningRequest) {
+        guard let record = try await store.polkadotRequest(id: id, ofUser: userID) else {
+            throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
+        }
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(record.request.utf8))) as? [String: Any] else {
+            throw KeyfobError(.internalError, "the stored request cannot be read", status: .internalServerError)
+        }
+        do {
+            return (record, try SigningRequest(type: record.messageType, request: object))
+        } catch {
+            throw KeyfobError(error)
+        }
+    }
+
+    struct StateReply: Encodable {
+        let id, state, type: String
+        let expiresAt: Date
+        /// `{type, result}` or `{type, error}`, as stored when it was decided.
+        let outcome: StoredOutcome?
+    }
+
+    struct StoredOutcome: Codable {
+        let type: String
+        var result: SignerResultJSON? = nil
+        var error: String? = nil
+    }
+
+    @Sendable func requestState(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        guard let record = try await store.polkadotRequest(id: context.parameters.get("id") ?? "", ofUser: auth.user.id) else {
+            throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
+        }
+        let state = record.state == "pending" && record.expiresAt <= now() ? "expired" : record.state
+        return jsonResponse(
+            StateReply(
+                id: record.id, state: state, type: record.messageType, expiresAt: record.expiresAt,
+                outcome: record.result.flatMap { try? JSONDecoder().decode(StoredOutcome.self, from: Data($0.utf8)) }))
+    }
+
+    // MARK: What the page shows
+
+    struct DetailsReply: Encodable {
+        let id, origin, transport, type, state: String
+        let verifiedOrigin: Bool
+        let expiresAt: Date
+        let account: AccountReply
+        var extrinsic: ExtrinsicDetails? = nil
+        var bytes: BytesDetails? = nil
+        /// SHA-256 of nothing secret: BLAKE2b-256 of what is signed, as the receipt names it.
+        let payloadHash: String
+    }
+
+    struct ExtrinsicDetails: Encodable {
+        let chain: String?
+        let chainFromDapp: String?
+        let genesisHash: String
+        let call: String
+        let callIndex: [Int]
+        let callNote: String
+        let tip: String
+        let nonce: String
+        let era: String
+        let specVersion: UInt32
+        let transactionVersion: UInt32
+        let signedExtensions: [String]
+        let assetId: String?
+        let metadataHashChecked: Bool
+    }
+
+    struct BytesDetails: Encodable {
+        let hex: String
+        /// The data as text when it is printable UTF-8 (what a sign-in message usually is).
+        let text: String?
+    }
+
+    @Sendable func details(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
+        guard let account = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
+            throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
+        }
+        var reply = DetailsReply(
+            id: record.id, origin: record.origin, transport: record.transport, type: record.messageType,
+            state: record.state == "pending" && record.expiresAt <= now() ? "expired" : record.state,
+            verifiedOrigin: record.transport == "polkadot-web", expiresAt: record.expiresAt, account: Self.reply(account),
+            payloadHash: PolkadotHex.encode(blake2b256(parsed.signingBytes)))
+        if let payload = parsed.extrinsic {
+            let genesis = PolkadotHex.encode(payload.genesisHash)
+            let known = KnownChains.byGenesis[genesis]
+            let provided = try await store.polkadotMetadata(ofUser: auth.user.id, origin: record.origin).first { $0.genesisHash == genesis }
+            let def = provided.flatMap { (try? JSONSerialization.jsonObject(with: Data($0.definition.utf8))) as? [String: Any] }
+            let callHex = PolkadotHex.encode(Array(payload.method.prefix(2)))
+            let note =
+                def == nil
+                ? "call \(callHex)… — this site gave no metadata; check the call in your dapp"
+                : "call \(callHex)… — Keyfob does not decode calls yet; check the call in your dapp"
+            let decimals = known?.decimals ?? def?["tokenDecimals"] as? Int
+            let token = known?.token ?? def?["tokenSymbol"] as? String
+            let era =
+                payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
+            reply.extrinsic = ExtrinsicDetails(
+                chain: known?.name, chainFromDapp: def?["chain"] as? String, genesisHash: genesis,
+                call: PolkadotHex.encode(payload.method), callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
+                tip: KnownChains.amount(payload.tip, decimals: decimals, token: token),
+                nonce: KnownChains.decimalDigits(payload.nonce), era: era, specVersion: payload.specVersion,
+                transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
+                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: payload.mode == 1)
+        } else if let data = parsed.data {
+            let text = String(validating: data, as: UTF8.self).flatMap { t in
+                t.unicodeScalars.allSatisfy { !$0.properties.isNoncharacterCodePoint && ($0.value >= 0x20 || $0 == "\n") } ? t : nil
+            }
+            reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: text)
+        }
+        return jsonResponse(reply)
+    }
+
+    // MARK: Confirmation and signing
+
+    /// What the passkey confirms: the request, the dapp, the account and the payload's hash.
+    func committedBytes(_ record: PolkadotRequestRecord, _ parsed: SigningRequest, nonce: [UInt8]) -> String {
+        """
+        keyfob polkadot approval v1
+        request:\(record.id)
+        origin:\(record.origin)
+        account:\(SS58.encode(accountId: parsed.accountId, prefix: SS58.generic))
+        message:\(record.messageType)
+        payload-blake2b256:\(Hex.encode(blake2b256(parsed.signingBytes)))
+        nonce:\(Hex.encode(nonce))
+        """
+    }
+
+    @Sendable func challenge(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
+        let nonce = randomBytes(16)
+        guard try await store.setPolkadotConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
+            throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
+        }
+        let committed = committedBytes(record, parsed, nonce: nonce)
+        let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        let options = configuration.relyingParty.requestOptions(
+            challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
+            timeoutSeconds: configuration.challengeTimeout, prf: nil)
+        return jsonResponse(ApprovalController.WithCommitted(options: options, committed: committed))
+    }
+
+    /// Signs once the passkey confirmed this payload. The signer must be unlocked (the same lock as
+    /// nostr's: the kill switch locks it); a passkey-sealed key opens only with the unlocked session.
+    @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
+        let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
+        let method = Self.auditMethod(record.messageType)
+        guard auth.session.isUnlocked(at: now()) else {
+            await dispatcher.audit(who, method: method, outcome: "failed", code: .signerLocked)
+            throw KeyfobError.signerLocked
+        }
+        if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
+        let body = try await request.jsonObject(limit: 64 * 1024)
+        let receipt = try await confirm(body["assertion"], record: record, parsed: parsed, user: auth.user)
+        guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
+            throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
+        }
+        let key: SubstrateKey
+        do {
+            key = try await substrate.open(accountRecord, unlock: auth.unlock)
+        } catch let error as KeyfobError {
+            await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+            throw error
+        }
+        var signature = key.sign(parsed.signingBytes)
+        // polkadot-js: an extrinsic's signature carries its MultiSignature variant; raw bytes do not.
+        if parsed.extrinsic != nil { signature = [key.type.multiSignatureTag] + signature }
+        let outcome = StoredOutcome(
+            type: record.messageType,
+            result: SignerResultJSON(id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature)))
+        let json = String(decoding: jsonBytes(outcome), as: UTF8.self)
+        guard try await store.finishPolkadotRequest(id: record.id, userID: auth.user.id, state: "approved", result: json, now: now()) else {
+            throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
+        }
+        await dispatcher.audit(
+            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: "approved", receipt: receipt)
+        return jsonResponse(outcome)
+    }
+
+    @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let id = context.parameters.get("id") ?? ""
+        guard let record = try await store.polkadotRequest(id: id, ofUser: auth.user.id) else {
+            throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
+        }
+        // What polkadot-js extensions answer a refusal with: `Rejected`.
+        let outcome = StoredOutcome(type: record.messageType, error: "Rejected")
+        guard
+            try await store.finishPolkadotRequest(
+                id: id, userID: auth.user.id, state: "rejected", result: String(decoding: jsonBytes(outcome), as: UTF8.self), now: now())
+        else {
+            throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
+        }
+        let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
+        await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: "rejected", code: .userRejected)
+        return jsonResponse(outcome)
+    }
+
+    struct SignerResultJSON: Codable {
+        let id: Int
+        let signature: String
+    }
+
+    /// Verifies the assertion over the committed bytes; returns the receipt (no PRF output in it).
+    func confirm(_ raw: Any?, record: PolkadotRequestRecord, parsed: SigningRequest, user: UserRecord) async throws -> String {
+        guard let raw, !(raw is NSNull), let nonce = record.confirmationNonce else {
+            throw KeyfobError(
+                .userVerificationRequired, "signing this needs your passkey: ask for a challenge first", status: .forbidden)
+        }
+        let committed = committedBytes(record, parsed, nonce: nonce)
+        return try await Receipt.confirm(
+            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now()
+        ).receipt
+    }
+}

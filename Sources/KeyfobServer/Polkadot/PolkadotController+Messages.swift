@@ -1,0 +1,255 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobCrypto
+import KeyfobStore
+import NIOCore
+import Nostr
+import Polkadot
+import WebAuthn
+
+/// The Nova bridge's messages (specs: nova-dapp-bridge.md), answered ready for `onAppResponse`.
+extension PolkadotController {
+    struct MessageReply: Encodable {
+        let type: String
+        var result: AnyEncodable? = nil
+        var pending: Pending? = nil
+    }
+
+    struct Pending: Encodable {
+        let id: String
+        /// Open it (a sheet, a popup): the user approves there with a passkey.
+        let approvalUrl: String
+        /// Poll it for the outcome.
+        let resultUrl: String
+        let expiresIn: Int
+    }
+
+    struct MessageError: Encodable {
+        let type: String
+        let error: ErrorCode
+        let message: String
+    }
+
+    /// The origin of the dapp's URL (scheme, host, port); nil when it is no web origin.
+    static func origin(of url: String) -> String? {
+        guard url.utf8.count <= 2048, let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(),
+            scheme == "https" || scheme == "http", let host = parsed.host?.lowercased(), !host.isEmpty
+        else { return nil }
+        let defaultPort = scheme == "https" ? 443 : 80
+        let port = parsed.port.map { $0 == defaultPort ? "" : ":\($0)" } ?? ""
+        return "\(scheme)://\(host)\(port)"
+    }
+
+    @Sendable func message(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let body = try await request.jsonObject(limit: configuration.maxBodySize)
+        let type = (body["msgType"] as? String) ?? ""
+        do {
+            return try await handle(type: type, body: body, auth: auth, request: request, context: context)
+        } catch let error as KeyfobError {
+            return jsonResponse(
+                MessageError(type: String(type.prefix(64)), error: error.code, message: error.message), status: error.status, headers: error.headers)
+        } catch let error as PolkadotError {
+            let wrapped = KeyfobError(error)
+            return jsonResponse(MessageError(type: String(type.prefix(64)), error: wrapped.code, message: wrapped.message), status: wrapped.status)
+        }
+    }
+
+    private func handle(type: String, body: [String: Any], auth: Sessions.Authenticated, request: Request, context: KeyfobRequestContext)
+        async throws -> Response
+    {
+        guard let url = body["url"] as? String, let origin = Self.origin(of: url) else {
+            throw KeyfobError.invalid("url must be the dapp page's http(s) address")
+        }
+        // Keyfob's own popup (a cookie session) relays web dapps, whose origin the browser told it;
+        // a bearer session is a native app reporting the page its web view shows.
+        let transport = auth.viaCookie ? "polkadot-web" : "polkadot-bridge"
+        let who = caller(auth, origin: origin, transport: transport, request: request, context: context)
+        let messageID = (body["id"] as? String).map { String($0.prefix(128)) } ?? ""
+        switch type {
+        case "pub(authorize.tab)":
+            // The app (Nova's own prompt) or Keyfob's popup asked the user before sending this.
+            if try await !isAuthorized(origin, userID: auth.user.id) {
+                try await store.insertGrant(
+                    GrantRecord(
+                        id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
+                        kind: nil, allow: true, createdAt: now(), expiresAt: nil))
+                await dispatcher.audit(who, method: Self.authorizeMethod, outcome: "approved")
+            }
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
+        case "pub(accounts.list)":
+            try await requireAuthorized(origin, who)
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(try await injectedAccounts(auth.user.id))))
+        case "pub(accounts.subscribe)":
+            try await requireAuthorized(origin, who)
+            // Updates stream from GET /api/polkadot/subscribe?id=<this message's id>&url=<the dapp>.
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
+        case "pub(metadata.list)":
+            let known = try await store.polkadotMetadata(ofUser: auth.user.id, origin: origin).map {
+                KnownMetadata(genesisHash: $0.genesisHash, specVersion: $0.specVersion)
+            }
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(known)))
+        case "pub(metadata.provide)":
+            try await requireAuthorized(origin, who)
+            try await provideMetadata(body["request"], origin: origin, userID: auth.user.id)
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
+        case "pub(bytes.sign)", "pub(extrinsic.sign)":
+            try await requireAuthorized(origin, who)
+            if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
+            guard let object = body["request"] as? [String: Any] else { throw KeyfobError.invalid("request must be a JSON object") }
+            do {
+                let parsed = try SigningRequest(type: type, request: object)
+                guard try await accountRecord(for: parsed.accountId, userID: auth.user.id) != nil else {
+                    throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+                }
+            } catch let error as PolkadotError {
+                await dispatcher.audit(who, method: Self.auditMethod(type), outcome: "failed", code: error.kind.errorCode)
+                throw KeyfobError(error)
+            }
+            let json = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            let record = PolkadotRequestRecord(
+                id: Base64URL.encode(randomBytes(16)), userID: auth.user.id, origin: origin, transport: transport,
+                messageType: type, request: json, createdAt: now(), expiresAt: now().addingTimeInterval(Self.requestLifetime))
+            do {
+                try await store.insertPolkadotRequest(record, now: now(), maxPending: Self.maxPending)
+            } catch StoreError.limitReached {
+                throw KeyfobError.rateLimited(retryAfter: Int(Self.requestLifetime))
+            }
+            let base = configuration.effectiveOrigins.first ?? ""
+            let pending = Pending(
+                id: record.id, approvalUrl: "\(base)/polkadot-approve.html?id=\(record.id)",
+                resultUrl: "\(base)/api/polkadot/requests/\(record.id)", expiresIn: Int(Self.requestLifetime))
+            _ = messageID
+            return jsonResponse(MessageReply(type: type, pending: pending), status: .accepted)
+        default:
+            throw KeyfobError(.unsupportedType, "\(type.prefix(64)) is not a message Keyfob answers", status: .badRequest)
+        }
+    }
+
+    static func auditMethod(_ type: String) -> String { type == "pub(bytes.sign)" ? "polkadot.sign_raw" : "polkadot.sign_payload" }
+
+    struct KnownMetadata: Encodable {
+        let genesisHash: String
+        let specVersion: Int
+    }
+
+    struct InjectedAccount: Encodable {
+        let address: String
+        let genesisHash: String?
+        let name: String
+        let type: String
+    }
+
+    func injectedAccounts(_ userID: String) async throws -> [InjectedAccount] {
+        try await store.substrateAccounts(ofUser: userID).map { record in
+            InjectedAccount(address: Self.reply(record).address, genesisHash: nil, name: record.name, type: record.keyType)
+        }
+    }
+
+    func isAuthorized(_ origin: String, userID: String) async throws -> Bool {
+        try await store.grants(ofUser: userID, now: now()).contains { $0.client == origin && $0.method == Self.authorizeMethod && $0.allow }
+    }
+
+    func requireAuthorized(_ origin: String, _ who: SignerCaller) async throws {
+        guard try await isAuthorized(origin, userID: who.userID) else {
+            throw KeyfobError(
+                .permissionDenied, "\(origin) is not connected to your Keyfob Polkadot accounts: send pub(authorize.tab) first",
+                status: .forbidden)
+        }
+    }
+
+    func accountRecord(for accountId: [UInt8], userID: String) async throws -> SubstrateAccountRecord? {
+        try await store.substrateAccounts(ofUser: userID).first { record in
+            (record.keyType == KeyType.ecdsa.rawValue ? blake2b256(record.publicKey) : record.publicKey) == accountId
+        }
+    }
+
+    /// Keeps what the approval page uses of a dapp's `MetadataDef`, for that dapp only.
+    func provideMetadata(_ raw: Any?, origin: String, userID: String) async throws {
+        guard let def = raw as? [String: Any], let genesis = def["genesisHash"] as? String,
+            PolkadotHex.decode(genesis)?.count == 32, let specVersion = def["specVersion"] as? Int
+        else { throw KeyfobError(.invalidContent, "metadata must be a MetadataDef with genesisHash and specVersion") }
+        var kept: [String: Any] = ["genesisHash": genesis.lowercased(), "specVersion": specVersion]
+        for name in ["chain", "tokenSymbol"] {
+            if let text = def[name] as? String { kept[name] = String(text.prefix(64)) }
+        }
+        for name in ["tokenDecimals", "ss58Format"] { if let n = def[name] as? Int { kept[name] = n } }
+        let json = String(decoding: try JSONSerialization.data(withJSONObject: kept, options: [.sortedKeys]), as: UTF8.self)
+        try await store.putPolkadotMetadata(
+            PolkadotMetadataRecord(
+                userID: userID, origin: origin, genesisHash: genesis.lowercased(), specVersion: specVersion, definition: json,
+                updatedAt: now()))
+    }
+
+    // MARK: Subscriptions
+
+    /// `pub(accounts.subscribe)`'s updates as server-sent events, each `{"id", "result"}` ready for
+    /// `onAppSubscription(id, result)`: the list now, then whenever it changes.
+    @Sendable func subscribe(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        guard let url = request.queryValue("url"), let origin = Self.origin(of: url) else {
+            throw KeyfobError.invalid("url must be the dapp page's http(s) address")
+        }
+        let id = String((request.queryValue("id") ?? "").prefix(128))
+        let who = caller(auth, origin: origin, transport: "polkadot-bridge", request: request, context: context)
+        try await requireAuthorized(origin, who)
+        let changes = events.subscribe(auth.user.id)
+        let userID = auth.user.id
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .init("X-Accel-Buffering")!: "no"],
+            body: ResponseBody { writer in
+                func send() async throws {
+                    let list = (try? await injectedAccounts(userID)) ?? []
+                    let update = SubscriptionUpdate(id: id, result: list)
+                    try await writer.write(ByteBuffer(string: "data: \(String(decoding: jsonBytes(update), as: UTF8.self))\n\n"))
+                }
+                try await send()
+                for await _ in changes { try await send() }
+                try await writer.finish(nil)
+            })
+    }
+
+    struct SubscriptionUpdate: Encodable {
+        let id: String
+        let result: [InjectedAccount]
+    }
+}
+
+/// A signing message's request, checked: `pub(extrinsic.sign)`'s `SignerPayloadJSON` or
+/// `pub(bytes.sign)`'s `SignerPayloadRaw`.
+struct SigningRequest {
+    let address: String
+    let accountId: [UInt8]
+    /// The bytes the account signs (a payload over 256 bytes is its BLAKE2b-256).
+    let signingBytes: [UInt8]
+    let extrinsic: SignerPayload?
+    /// The raw data as sent, for `pub(bytes.sign)`.
+    let data: [UInt8]?
+
+    init(type: String, request: [String: Any]) throws(PolkadotError) {
+        if type == "pub(extrinsic.sign)" {
+            let payload = try SignerPayload(json: request)
+            (address, accountId, signingBytes, extrinsic, data) = (payload.address, payload.accountId, payload.signingBytes, payload, nil)
+        } else {
+            guard let address = request["address"] as? String, let decoded = SS58.decode(address) else {
+                throw PolkadotError(.invalidAddress, "address is not an SS58 address")
+            }
+            guard let text = request["data"] as? String, let bytes = PolkadotHex.decode(text), bytes.count <= 64 * 1024 else {
+                throw PolkadotError(.invalidPayload, "data must be 0x-prefixed hex of at most 64 KiB")
+            }
+            if let kind = request["type"], !(kind is NSNull), (kind as? String) != "bytes", (kind as? String) != "payload" {
+                throw PolkadotError(.invalidPayload, "type is bytes or payload")
+            }
+            (self.address, accountId, signingBytes, extrinsic, data) = (address, decoded.accountId, RawPayload.wrap(bytes), nil, bytes)
+        }
+    }
+}
+
+/// A value of any Encodable type, for replies whose result varies by message.
+struct AnyEncodable: Encodable {
+    private let encodeValue: (Encoder) throws -> Void
+    init(_ value: some Encodable) { encodeValue = value.encode }
+    func encode(to encoder: Encoder) throws { try encodeValue(encoder) }
+}

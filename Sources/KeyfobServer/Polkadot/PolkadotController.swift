@@ -1,0 +1,184 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import KeyfobCrypto
+import KeyfobStore
+import Nostr
+import Polkadot
+import WebAuthn
+
+/// Polkadot dapps signing through a passkey: Substrate accounts in custody, the Nova bridge's
+/// messages (`POST /api/polkadot/message`, for native apps and for Keyfob's own popup behind
+/// `/polkadot.js`), and approvals confirmed with a passkey bound to what is signed.
+///
+///     GET  /api/polkadot/accounts                      the user's accounts
+///     POST /api/polkadot/accounts                      create {type?, name?, network?}; import {mnemonic, path?} or {backup, password}
+///     POST /api/polkadot/accounts/:id/export           {password, confirmation} → a polkadot-js JSON backup
+///     POST /api/polkadot/accounts/:id/remove           {confirmation}
+///     POST /api/polkadot/message                       {id, msgType, origin, request, url} → {type, result} | {type, error} | 202 {type, pending}
+///     GET  /api/polkadot/subscribe?id=&url=            server-sent account lists for pub(accounts.subscribe)
+///     GET  /api/polkadot/requests/:id                  a signing request's state and, once decided, its {type, result|error}
+///     GET  /api/polkadot/requests/:id/details          what the approval page shows
+///     POST /api/polkadot/requests/:id/challenge        passkey options bound to the payload's hash
+///     POST /api/polkadot/requests/:id/approve          {assertion} → signs
+///     POST /api/polkadot/requests/:id/reject
+struct PolkadotController: Sendable {
+    typealias Store = any PolkadotStore & ApprovalStore & CredentialStore & CeremonyStore & AuditStore
+    let store: Store
+    let sessions: Sessions
+    let substrate: SubstrateCustody
+    let dispatcher: SignerDispatcher
+    let confirmations: ActionConfirmations
+    let configuration: ServerConfiguration
+    let keys: CredentialKeyCache
+    let events: SubstrateAccountEvents
+    let now: @Sendable () -> Date
+    /// scrypt for JSON backups (32 MiB a call): at most two at once.
+    let scryptSlots = ScryptSlots(limit: 2)
+
+    /// A signing request waits this long for the user.
+    static let requestLifetime: TimeInterval = 300
+    static let maxPending = 10
+    static let authorizeMethod = "polkadot.authorize"
+
+    func addRoutes(to router: Router<KeyfobRequestContext>) {
+        router.get("/api/polkadot/accounts", use: listAccounts)
+        router.post("/api/polkadot/accounts", use: addAccount)
+        router.post("/api/polkadot/accounts/:id/export", use: exportAccount)
+        router.post("/api/polkadot/accounts/:id/remove", use: removeAccount)
+        router.post("/api/polkadot/message", use: message)
+        router.get("/api/polkadot/subscribe", use: subscribe)
+        router.get("/api/polkadot/requests/:id", use: requestState)
+        router.get("/api/polkadot/requests/:id/details", use: details)
+        router.post("/api/polkadot/requests/:id/challenge", use: challenge)
+        router.post("/api/polkadot/requests/:id/approve", use: approve)
+        router.post("/api/polkadot/requests/:id/reject", use: reject)
+    }
+
+    func caller(_ auth: Sessions.Authenticated, origin: String, transport: String, request: Request, context: KeyfobRequestContext)
+        -> SignerCaller
+    {
+        SignerCaller(
+            userID: auth.user.id, username: auth.user.username, client: origin, transport: transport,
+            limitKey: Hex.encode(auth.session.tokenHash), ip: sessions.client.resolve(request, peer: context.remoteAddress),
+            unlock: auth.unlock)
+    }
+
+    // MARK: Accounts
+
+    struct AccountReply: Encodable {
+        let id, name, type, address, publicKey: String
+        let network: Int
+        let createdAt: Date
+    }
+
+    static func reply(_ record: SubstrateAccountRecord) -> AccountReply {
+        let accountId = record.keyType == KeyType.ecdsa.rawValue ? blake2b256(record.publicKey) : record.publicKey
+        return AccountReply(
+            id: record.id, name: record.name, type: record.keyType,
+            address: SS58.encode(accountId: accountId, prefix: UInt16(clamping: record.network)),
+            publicKey: PolkadotHex.encode(record.publicKey), network: record.network, createdAt: record.createdAt)
+    }
+
+    @Sendable func listAccounts(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let accounts = try await store.substrateAccounts(ofUser: auth.user.id).map(Self.reply)
+        return jsonResponse(["accounts": accounts])
+    }
+
+    /// Create (sr25519 unless `type` says), or import from a recovery phrase (with an optional
+    /// derivation path) or a polkadot-js JSON backup. The signer must be unlocked.
+    @Sendable func addAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        if let retry = dispatcher.limiter.take(Hex.encode(auth.session.tokenHash), now: now()) {
+            throw KeyfobError.rateLimited(retryAfter: retry)
+        }
+        let body = try await request.jsonObject(limit: 64 * 1024)
+        let name = (body["name"] as? String)?.trimmingCharacters(in: .whitespaces) ?? ""
+        guard name.utf8.count <= 64, !name.contains(where: { $0.isNewline }) else {
+            throw KeyfobError.invalid("name is at most 64 bytes on one line")
+        }
+        let network = body["network"] as? Int ?? Int(SS58.generic)
+        guard (0..<16384).contains(network), network != 46, network != 47 else {
+            throw KeyfobError.invalid("network is an SS58 prefix: 0 Polkadot, 2 Kusama, 42 generic Substrate")
+        }
+        let typeName = body["type"] as? String ?? KeyType.sr25519.rawValue
+        guard let type = KeyType(rawValue: typeName) else { throw KeyfobError.invalid("type is sr25519, ed25519 or ecdsa") }
+        let key: SubstrateKey
+        do {
+            if let phrase = body["mnemonic"] as? String {
+                let path = body["path"] as? String ?? ""
+                guard path.isEmpty || path.hasPrefix("/") else {
+                    throw PolkadotError(.invalidDerivationPath, "a derivation path starts with / or //, for example //polkadot//0")
+                }
+                key = try SubstrateKey(type: type, secretURI: phrase + path)
+            } else if let backup = body["backup"] as? [String: Any] {
+                guard let password = body["password"] as? String else { throw KeyfobError.invalid("the backup's password is missing") }
+                let file = try JSONSerialization.data(withJSONObject: backup)
+                key = try await scryptSlots.run {
+                    try JSONBackup.importKey((try? JSONSerialization.jsonObject(with: file)) as? [String: Any] ?? [:], password: password)
+                }
+            } else {
+                var seed = randomBytes(32)
+                defer { wipe(&seed) }
+                key = try SubstrateKey(type: type, seed: seed)
+            }
+        } catch let error as PolkadotError {
+            throw KeyfobError(error)
+        }
+        let defaultName = body["backup"] != nil ? "Imported" : "Polkadot account"
+        let record = try await substrate.add(
+            key, name: name.isEmpty ? defaultName : name, network: UInt16(network), userID: auth.user.id, unlock: auth.unlock)
+        let entryCaller = caller(auth, origin: "account", transport: "rest", request: request, context: context)
+        await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: "approved")
+        events.changed(auth.user.id)
+        return jsonResponse(Self.reply(record), status: .created)
+    }
+
+    func account(_ id: String, of userID: String) async throws -> SubstrateAccountRecord {
+        guard let record = try await store.substrateAccounts(ofUser: userID).first(where: { $0.id == id }) else {
+            throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
+        }
+        return record
+    }
+
+    /// A polkadot-js JSON backup under the given password: the key leaves Keyfob, so a passkey
+    /// assertion made for this (`polkadot.export` on the account id) is required.
+    @Sendable func exportAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        let id = context.parameters.get("id") ?? ""
+        let body = try await request.jsonObject(limit: 16 * 1024)
+        try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportPolkadot, target: id, for: auth)
+        guard let password = body["password"] as? String, password.count >= 8 else {
+            throw KeyfobError.invalid("choose a password of at least 8 characters for the backup")
+        }
+        let record = try await account(id, of: auth.user.id)
+        let key = try await substrate.open(record, unlock: auth.unlock)
+        let (name, prefix) = (record.name, UInt16(clamping: record.network))
+        let file = try await scryptSlots.run {
+            try JSONSerialization.data(
+                withJSONObject: JSONBackup.export(key, password: password, name: name, prefix: prefix), options: [.sortedKeys])
+        }
+        await dispatcher.audit(
+            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.export", outcome: "approved")
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(bytes: file)))
+    }
+
+    /// Removing destroys the key: a passkey assertion made for it (`polkadot.remove`).
+    @Sendable func removeAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.requireUnlocked(request)
+        let id = context.parameters.get("id") ?? ""
+        let body = try await request.jsonObject(limit: 16 * 1024)
+        try await confirmations.verify(try ActionConfirmations.assertion(in: body), .removePolkadot, target: id, for: auth)
+        guard try await store.deleteSubstrateAccount(id: id, ofUser: auth.user.id) else {
+            throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
+        }
+        await dispatcher.audit(
+            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.account_removed",
+            outcome: "approved")
+        events.changed(auth.user.id)
+        return jsonResponse(["removed": true])
+    }
+}

@@ -1,0 +1,204 @@
+import Foundation
+import HTTPTypes
+import KeyfobCrypto
+import Nostr
+import Polkadot
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+@testable import KeyfobServer
+
+/// The Nova bridge's messages against a real router: authorize, list, sign with a passkey
+/// confirmation bound to the payload, and every refusal signing nothing.
+@Suite struct PolkadotBridgeTests {
+    static let dapp = "https://dapp.example/app?x=1"
+    static let phrase = "bottom drive obey lake curtain smoke basket hold race lonely fit walk"
+
+    static func payload(
+        address: String,
+        extensions: [String] = [
+            "CheckSpecVersion", "CheckTxVersion", "CheckGenesis", "CheckMortality", "CheckNonce", "CheckWeight", "ChargeTransactionPayment",
+        ]
+    ) -> [String: Any] {
+        [
+            "address": address, "blockHash": "0xde8f69eeb5e065e18c6950ff708d7e551f68dc9bf59a07c52367c0280f805ec7",
+            "blockNumber": "0x00231d30", "era": "0x0703",
+            "genesisHash": "0x91b171bb158e2d3848fa23a9f1c25182fb8e20313b2c1eb49219da7a70ce90c3",
+            "method": "0x0503008eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a480700e40b5402",
+            "nonce": "0x00000005", "signedExtensions": extensions, "specVersion": "0x000f4dfc",
+            "tip": "0x00000000000000000000000000000000", "transactionVersion": "0x0000001a", "version": 4,
+        ]
+    }
+
+    /// A bridge message as Nova's listener forwards it.
+    static func message(_ type: String, _ request: Any?, url: String = dapp) -> [String: Any] {
+        ["id": "1639543839750.1", "msgType": type, "origin": "dapp-request", "request": request ?? NSNull(), "url": url]
+    }
+
+    /// Approves request `id` with `authenticator`'s passkey over the committed bytes.
+    static func approve(_ id: String, _ client: Client, token: String, _ authenticator: inout SoftwareAuthenticator) async throws -> Reply {
+        let options = try await client.call(.post, "/api/polkadot/requests/\(id)/challenge", json: [:], headers: Client.bearer(token))
+        let committed = try #require(options["committed"] as? String)
+        let challenge = Base64URL.decode(options["challenge"] as! String)!
+        #expect(challenge == sha256(Array(committed.utf8)))
+        var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        fields.signCount += 1
+        authenticator.signCount = fields.signCount
+        return try await client.call(
+            .post, "/api/polkadot/requests/\(id)/approve", json: ["assertion": try jsonObject(authenticator.authenticate(fields))],
+            headers: Client.bearer(token))
+    }
+
+    @Test func aDappConnectsListsAndSignsAnExtrinsicConfirmedByThePasskey() async throws {
+        try await Harness().run { client in
+            var (token, authenticator) = try await client.newAccount("alice")
+            let auth = Client.bearer(token)
+            let created = try await client.call(
+                .post, "/api/polkadot/accounts", json: ["mnemonic": Self.phrase, "path": "//Alice", "name": "Alice", "network": 0],
+                headers: auth)
+            #expect(created.status == .created, "\(created.json)")
+            #expect(created["address"] as? String == "15oF4uVJwmo4TdGW7VfQxNLavjCXviqxT9S1MgbjMNHr6Sp5")
+
+            // Not connected yet: nothing listed, nothing signed.
+            let early = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(accounts.list)", nil), headers: auth)
+            #expect(early.status == .forbidden && early.error == "permission_denied" && early["type"] as? String == "pub(accounts.list)")
+            let authorized = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            #expect(authorized["result"] as? Bool == true && authorized["type"] as? String == "pub(authorize.tab)")
+            let list = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(accounts.list)", nil), headers: auth)
+            let accounts = try #require(list["result"] as? [[String: Any]])
+            #expect(accounts.count == 1 && accounts[0]["type"] as? String == "sr25519" && accounts[0]["name"] as? String == "Alice")
+
+            let address = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
+            let asked = try await client.call(
+                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
+            #expect(asked.status == .accepted, "\(asked.json)")
+            let pending = try #require(asked["pending"] as? [String: Any])
+            let id = try #require(pending["id"] as? String)
+            #expect((pending["approvalUrl"] as? String)?.hasSuffix("/polkadot-approve.html?id=\(id)") == true)
+
+            let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+            let extrinsic = try #require(details["extrinsic"] as? [String: Any])
+            #expect(extrinsic["chain"] as? String == "Polkadot" && extrinsic["nonce"] as? String == "5")
+            #expect((extrinsic["callNote"] as? String)?.contains("this site gave no metadata") == true)
+            #expect(details["origin"] as? String == "https://dapp.example" && details["verifiedOrigin"] as? Bool == false)
+
+            // Without the passkey: refused, nothing signed.
+            let bare = try await client.call(.post, "/api/polkadot/requests/\(id)/approve", json: [:], headers: auth)
+            #expect(bare.status == .forbidden)
+            let approved = try await Self.approve(id, client, token: token, &authenticator)
+            let result = try #require(approved["result"] as? [String: Any], "\(approved.json)")
+            let signature = try #require(PolkadotHex.decode(result["signature"] as! String))
+            // MultiSignature::Sr25519 (1), then the schnorrkel signature over the SCALE payload.
+            #expect(signature.count == 65 && signature[0] == 1)
+            let signed = try SignerPayload(json: Self.payload(address: address)).signingBytes
+            let alice = try #require(SS58.decode(address)).accountId
+            #expect(Sr25519.verify(signature: Array(signature.dropFirst()), message: signed, publicKey: alice))
+
+            // The app polls the outcome; deciding twice is refused.
+            let state = try await client.call(.get, "/api/polkadot/requests/\(id)", headers: auth)
+            #expect(state["state"] as? String == "approved")
+            #expect((state["outcome"] as? [String: Any])?["type"] as? String == "pub(extrinsic.sign)")
+            #expect(try await client.call(.post, "/api/polkadot/requests/\(id)/reject", json: [:], headers: auth).status == .notFound)
+
+            // The history keeps a receipt naming the payload's hash.
+            let history = try await client.call(.get, "/api/signer/history", headers: auth)["entries"] as! [[String: Any]]
+            let entry = try #require(history.first { $0["method"] as? String == "polkadot.sign_payload" && $0["outcome"] as? String == "approved" })
+            let receipt = try await client.call(.get, "/api/signer/history/\(entry["id"] as! String)/receipt", headers: auth)
+            #expect((receipt["committed"] as? String)?.contains("payload-blake2b256:\(Hex.encode(blake2b256(signed)))") == true)
+        }
+    }
+
+    @Test func rawBytesAreSignedWrappedAndWithoutATypeByte() async throws {
+        try await Harness().run { client in
+            var (token, authenticator) = try await client.newAccount("bob")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: ["type": "ed25519"], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            let data = Array("Sign in to dapp.example".utf8)
+            let asked = try await client.call(
+                .post, "/api/polkadot/message",
+                json: Self.message("pub(bytes.sign)", ["address": address, "data": PolkadotHex.encode(data), "type": "bytes"]), headers: auth)
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+            #expect((details["bytes"] as? [String: Any])?["text"] as? String == "Sign in to dapp.example")
+            let approved = try await Self.approve(id, client, token: token, &authenticator)
+            let signature = try #require(PolkadotHex.decode((approved["result"] as! [String: Any])["signature"] as! String))
+            let publicKey = try #require(SS58.decode(address)).accountId
+            #expect(signature.count == 64)
+            #expect(Ed25519.verify(signature: signature, message: Array("<Bytes>".utf8) + data + Array("</Bytes>".utf8), publicKey: publicKey))
+        }
+    }
+
+    @Test func refusalsHaveCodesAndSignNothing() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("carol")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: [:], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            func refused(_ request: [String: Any], type: String = "pub(extrinsic.sign)") async throws -> Reply {
+                try await client.call(.post, "/api/polkadot/message", json: Self.message(type, request), headers: auth)
+            }
+            let unknown = try await refused(Self.payload(address: address, extensions: ["CheckNonce", "CheckSomethingNew"]))
+            #expect(unknown.status == .badRequest && unknown.error == "unsupported_type")
+            #expect((unknown["message"] as? String)?.contains("CheckSomethingNew") == true)
+            var badHex = Self.payload(address: address)
+            badHex["method"] = "0x05zz"
+            #expect(try await refused(badHex).error == "invalid_content")
+            let stranger = try await refused(Self.payload(address: "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"))
+            #expect(stranger.error == "invalid_pubkey")
+            #expect(try await refused(["address": address, "data": "not hex"], type: "pub(bytes.sign)").error == "invalid_content")
+            let otherSite = try await client.call(
+                .post, "/api/polkadot/message",
+                json: Self.message("pub(bytes.sign)", ["address": address, "data": "0x00"], url: "https://evil.example"), headers: auth)
+            #expect(otherSite.error == "permission_denied")
+            #expect(try await refused([:], type: "pub(nonsense)").error == "unsupported_type")
+            #expect(
+                try await client.call(.post, "/api/polkadot/message", json: ["msgType": "pub(accounts.list)"], headers: auth).error
+                    == "invalid_request")
+
+            // A locked signer (the kill switch): the request waits, approving it is refused.
+            let asked = try await refused(Self.payload(address: address))
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            _ = try await client.harness.store.lockAllSessions()
+            let locked = try await client.call(.post, "/api/polkadot/requests/\(id)/approve", json: [:], headers: auth)
+            #expect(locked.error == "signer_locked")
+            #expect(try await client.call(.get, "/api/polkadot/requests/\(id)", headers: auth)["state"] as? String == "pending")
+        }
+    }
+
+    @Test func accountsExportAsPolkadotJsBackupsAndNeedThePasskeyToLeave() async throws {
+        try await Harness().run { client in
+            var (token, authenticator) = try await client.newAccount("dave")
+            let auth = Client.bearer(token)
+            let created = try await client.call(
+                .post, "/api/polkadot/accounts", json: ["mnemonic": Self.phrase, "path": "//foo/bar"], headers: auth)
+            #expect(created["address"] as? String == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
+            let id = try #require(created["id"] as? String)
+            let unconfirmed = try await client.call(.post, "/api/polkadot/accounts/\(id)/export", json: ["password": "long enough"], headers: auth)
+            #expect(unconfirmed.error == "confirmation_required")
+            let body = try await client.confirmed(["password": "long enough"], "polkadot.export", target: id, by: &authenticator, token: token)
+            let file = try await client.call(.post, "/api/polkadot/accounts/\(id)/export", json: body, headers: auth)
+            #expect((file["encoding"] as? [String: Any])?["version"] as? String == "3")
+            let key = try JSONBackup.importKey(file.json, password: "long enough")
+            #expect(key.address(prefix: 42) == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
+            // Imported back (as another account of the same user), the backup gives the same address.
+            let again = try await client.call(.post, "/api/polkadot/accounts", json: ["backup": file.json, "password": "long enough"], headers: auth)
+            #expect(again["address"] as? String == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
+            let wrong = try await client.call(.post, "/api/polkadot/accounts", json: ["backup": file.json, "password": "nope"], headers: auth)
+            #expect(wrong.error == "decrypt_failed")
+            // The nostr key cannot be replaced from under them.
+            let replace = try await client.importKey(["secret": String(repeating: "11", count: 32)], token: token, by: &authenticator)
+            #expect(replace.status == .conflict)
+            let removed = try await client.call(
+                .post, "/api/polkadot/accounts/\(id)/remove",
+                json: try await client.confirmed([:], "polkadot.remove", target: id, by: &authenticator, token: token), headers: auth)
+            #expect(removed["removed"] as? Bool == true)
+            // Nothing secret reached a log line.
+            let logged = client.harness.logs.lines.joined(separator: "\n")
+            #expect(!logged.contains("bottom drive") && !logged.contains("long enough"))
+        }
+    }
+}
