@@ -23,13 +23,13 @@ if [ "${1:-}" = "--test" ]; then
   # nostr-sdk (rust-nostr) is the third-party NIP-46 client, nostr-relay the third-party relay;
   # cryptography the software passkey's; webauthn (py_webauthn) and uvicorn the Python peer's.
   py=python3; [ -x .venv/bin/python3 ] && py=.venv/bin/python3
-  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn" 2>/dev/null; then
-    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn 2>/dev/null; then :; else
+  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn, sr25519, scalecodec" 2>/dev/null; then
+    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec 2>/dev/null; then :; else
       if [ ! -x .venv/bin/python3 ]; then
         dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
         python3 -m venv .venv
       fi
-      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn
+      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec
     fi
   fi
 fi

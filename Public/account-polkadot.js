@@ -1,0 +1,121 @@
+// The account page's Polkadot accounts: list (address, copy, QR), create, import, export, remove.
+// Uses account.js's helpers (guarded, showStatus, copiedOn, drawQR) and keyfob.js's confirmAction.
+"use strict";
+
+const polkadotNetworks = { 0: "Polkadot", 2: "Kusama", 42: "Generic Substrate" };
+
+function polkadotRow(a) {
+  const row = document.createElement("div");
+  row.className = "polkadot-account";
+  row.dataset.address = a.address;
+  const name = document.createElement("b");
+  name.textContent = a.name;
+  const meta = document.createElement("span");
+  meta.className = "meta";
+  meta.textContent = `${polkadotNetworks[a.network] || `prefix ${a.network}`} · ${a.type}`;
+  const address = document.createElement("code");
+  address.className = "wrap";
+  address.textContent = a.address;
+
+  const copy = document.createElement("button");
+  copy.type = "button";
+  copy.className = "secondary small";
+  copy.textContent = "Copy";
+  copy.addEventListener("click", async () => {
+    try { await navigator.clipboard.writeText(a.address); copiedOn(copy); showStatus("ok", "Address copied."); } catch {
+      getSelection().selectAllChildren(address);
+      showStatus("", "Press Ctrl+C (or long-press) to copy the selected address.");
+    }
+  });
+
+  const qrBox = document.createElement("details");
+  qrBox.className = "qr-box";
+  const summary = document.createElement("summary");
+  summary.textContent = "QR code";
+  const canvas = document.createElement("canvas");
+  canvas.className = "qr";
+  canvas.setAttribute("role", "img");
+  canvas.setAttribute("aria-label", `QR code of the address ${a.address}`);
+  qrBox.append(summary, canvas);
+  qrBox.addEventListener("toggle", () => { if (qrBox.open) drawQR(canvas, a.address); });
+
+  const exportButton = document.createElement("button");
+  exportButton.type = "button";
+  exportButton.className = "secondary small";
+  exportButton.textContent = "Export JSON";
+  exportButton.addEventListener("click", () => guarded(() => exportPolkadot(a)));
+
+  const remove = document.createElement("button");
+  remove.type = "button";
+  remove.className = "secondary small danger";
+  remove.textContent = "Remove";
+  remove.addEventListener("click", () => guarded(async () => {
+    if (!window.confirm(`Remove “${a.name}”? Its key is destroyed here: keep a JSON export if you still need it.`)) return;
+    const confirmation = await confirmAction("polkadot.remove", a.id);
+    await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/remove`, { method: "POST", body: { confirmation } });
+    showStatus("ok", `“${a.name}” was removed.`);
+    await loadPolkadot();
+  }));
+  row.append(name, meta, address, copy, exportButton, remove, qrBox);
+  return row;
+}
+
+async function exportPolkadot(a) {
+  const password = window.prompt("A password for the file (at least 8 characters). Polkadot.js, Nova, Talisman and SubWallet ask for it when importing.");
+  if (password === null) return;
+  if (password.length < 8) { showStatus("error", "The password needs at least 8 characters. Nothing was exported."); return; }
+  if (window.prompt("Type the password again") !== password) { showStatus("error", "The two passwords differ. Nothing was exported."); return; }
+  const confirmation = await confirmAction("polkadot.export", a.id);
+  const file = await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/export`, { method: "POST", body: { password, confirmation } });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([JSON.stringify(file)], { type: "application/json" }));
+  link.download = `${a.address}.json`;
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 10000);
+  showStatus("ok", `Saved ${a.address}.json. Keep it with its password: together they are this account.`);
+}
+
+async function loadPolkadot() {
+  const { accounts } = await api("/api/polkadot/accounts");
+  const list = document.getElementById("polkadot-list");
+  if (!accounts.length) {
+    const empty = document.createElement("p");
+    empty.className = "meta";
+    empty.textContent = "No Polkadot account yet.";
+    list.replaceChildren(empty);
+    return;
+  }
+  list.replaceChildren(...accounts.map(polkadotRow));
+}
+
+async function addPolkadot(body, done) {
+  const created = await api("/api/polkadot/accounts", { method: "POST", body });
+  await loadPolkadot();
+  showStatus("ok", `${done}: ${created.address}`);
+  return created;
+}
+
+document.getElementById("polkadot-create").addEventListener("click", () => guarded(() =>
+  addPolkadot({ network: Number(document.getElementById("polkadot-network").value) }, "Created")));
+
+document.getElementById("polkadot-import-phrase").addEventListener("click", () => guarded(async () => {
+  const phrase = document.getElementById("polkadot-phrase");
+  await addPolkadot({
+    mnemonic: phrase.value.trim(), path: document.getElementById("polkadot-path").value.trim(),
+    type: document.getElementById("polkadot-type").value, network: Number(document.getElementById("polkadot-network").value),
+  }, "Imported");
+  phrase.value = "";
+}));
+
+document.getElementById("polkadot-import-file").addEventListener("click", () => guarded(async () => {
+  const input = document.getElementById("polkadot-file");
+  if (!input.files.length) { showStatus("error", "Choose the JSON file first."); return; }
+  let backup;
+  try { backup = JSON.parse(await input.files[0].text()); } catch { showStatus("error", "That file is not JSON. Nothing was imported."); return; }
+  const password = document.getElementById("polkadot-file-password");
+  await addPolkadot({ backup, password: password.value, name: (backup.meta && backup.meta.name) || "", network: Number(document.getElementById("polkadot-network").value) }, "Imported");
+  password.value = "";
+  input.value = "";
+}));
+
+loadPolkadot().catch(showError);

@@ -1,0 +1,128 @@
+// Approving one Polkadot signature: what is signed, by which account, for which site; the
+// passkey confirms a challenge bound to the payload's hash. Opened from a site's Keyfob window
+// (the answer goes back to that site's page) or from a native app's sheet (the app polls).
+"use strict";
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const requestID = params.get("id") || "";
+const rid = params.get("rid");
+let current = null;
+
+function item(list, label, value) {
+  const li = document.createElement("li");
+  const name = document.createElement("span");
+  name.className = "meta";
+  name.textContent = `${label}: `;
+  li.append(name, value);
+  list.append(li);
+}
+
+function detail(term, value) {
+  const dt = document.createElement("dt");
+  dt.textContent = term;
+  const dd = document.createElement("dd");
+  dd.textContent = value;
+  dd.className = "wrap";
+  $("details").append(dt, dd);
+}
+
+/** The outcome to the site's page, when this window is the one its Keyfob window turned into. */
+function answer(outcome) {
+  if (rid && window.opener && current && current.verifiedOrigin) {
+    window.opener.postMessage({ type: "keyfob-polkadot-reply", rid, outcome }, current.origin);
+    setTimeout(() => window.close(), 600);
+  }
+}
+
+function render(d) {
+  current = d;
+  const host = new URL(d.origin).host;
+  $("client").textContent = d.origin;
+  $("client-note").textContent = d.verifiedOrigin ? "verified by your browser" : "as reported by your app";
+  $("account-label").textContent = d.account.name;
+  $("account-address").textContent = d.account.address;
+  const fields = $("fields");
+  fields.replaceChildren();
+  $("details").replaceChildren();
+  if (d.extrinsic) {
+    const x = d.extrinsic;
+    $("title").textContent = `Sign a transaction for ${host}`;
+    $("what").textContent = x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
+    item(fields, "Call", `${x.call.slice(0, 18)}${x.call.length > 18 ? "…" : ""}`);
+    item(fields, "Tip", x.tip);
+    item(fields, "Nonce", x.nonce);
+    item(fields, "Valid", x.era);
+    $("call-note").textContent = x.callNote;
+    detail("Whole call", x.call);
+    detail("Genesis hash", x.genesisHash);
+    detail("Runtime", `spec ${x.specVersion}, transaction version ${x.transactionVersion}`);
+    detail("Signed extensions", x.signedExtensions.join(", "));
+    if (x.assetId) detail("Fee paid in asset", x.assetId);
+    detail("Metadata hash checked", x.metadataHashChecked ? "yes" : "no");
+  } else {
+    $("title").textContent = `Sign a message for ${host}`;
+    $("what").textContent = d.bytes.text !== null && d.bytes.text !== undefined ? "This text:" : "These bytes:";
+    const quote = document.createElement("blockquote");
+    quote.className = "wrap";
+    quote.textContent = d.bytes.text ?? d.bytes.hex;
+    fields.append(quote);
+    $("call-note").textContent = "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";
+    detail("As hex", d.bytes.hex);
+  }
+  detail("Payload hash (BLAKE2b-256)", d.payloadHash);
+  detail("Request", d.id);
+  $("who").textContent = d.state === "pending"
+    ? `Check it, then sign with your passkey. Nothing was signed yet.`
+    : d.state === "approved" ? "This request was signed already." : d.state === "rejected" ? "This request was rejected." : "This request has expired. Nothing was signed.";
+  $("request-card").hidden = false;
+  $("approve").disabled = $("reject").disabled = d.state !== "pending";
+}
+
+async function load() {
+  const session = await api("/session").catch(() => null);
+  if (!session) {
+    $("who").textContent = "Sign in first: the request is only visible to its account.";
+    $("signin-card").hidden = false;
+    return;
+  }
+  $("account-name").textContent = session.username || "";
+  try { render(await api(`/api/polkadot/requests/${encodeURIComponent(requestID)}/details`)); } catch (error) {
+    $("who").textContent = "This request cannot be shown. Nothing was signed.";
+    showError(error);
+  }
+}
+
+$("approve").addEventListener("click", async () => {
+  const button = $("approve");
+  button.disabled = true;
+  try {
+    showStatus("", "Unlocking your signer…");
+    await unlockSigner();
+    showStatus("", "Confirm with your passkey…");
+    const options = await api(`/api/polkadot/requests/${encodeURIComponent(requestID)}/challenge`, { method: "POST", body: {} });
+    const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options) });
+    const outcome = await api(`/api/polkadot/requests/${encodeURIComponent(requestID)}/approve`, { method: "POST", body: { assertion: assertionToJSON(credential) } });
+    showStatus("ok", rid ? "Signed. The site has its signature; this window closes." : "Signed. Go back to your app: it has the signature.");
+    $("reject").disabled = true;
+    $("who").textContent = "Signed with your passkey.";
+    answer(outcome);
+  } catch (error) {
+    button.disabled = false;
+    showError(error);
+  }
+});
+
+$("reject").addEventListener("click", async () => {
+  try {
+    const outcome = await api(`/api/polkadot/requests/${encodeURIComponent(requestID)}/reject`, { method: "POST", body: {} });
+    $("approve").disabled = $("reject").disabled = true;
+    showStatus("ok", "Rejected. Nothing was signed.");
+    answer({ ...outcome, code: "user_rejected" });
+  } catch (error) { showError(error); }
+});
+
+$("signin").addEventListener("click", async () => {
+  try { await signInWithPasskey(); $("signin-card").hidden = true; load(); } catch (error) { showError(error); }
+});
+
+load();

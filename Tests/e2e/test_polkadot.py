@@ -1,0 +1,212 @@
+"""Polkadot through a passkey (#26), in real Chromium against the real binary: a web dapp on
+another origin connects through /polkadot.js and signs raw bytes and an extrinsic in Keyfob's
+window; the Nova bridge's own messages from a signed-in app; every signature checked with
+py-sr25519-bindings (schnorrkel) over a payload SCALE-encoded here with scalecodec, not by Keyfob."""
+import json
+import os
+import sys
+import tempfile
+
+import sr25519
+from scalecodec.base import RuntimeConfiguration
+from scalecodec.type_registry import load_type_registry_preset
+from scalecodec.utils.ss58 import ss58_decode
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.virtual_authenticator import Credential
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_approvals import serve, sign_up  # noqa: E402
+from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
+
+POLKADOT_GENESIS = "91b171bb158e2d3848fa23a9f1c25182fb8e20313b2c1eb49219da7a70ce90c3"
+BLOCK_HASH = "de8f69eeb5e065e18c6950ff708d7e551f68dc9bf59a07c52367c0280f805ec7"
+METHOD = "0503008eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a480700e40b5402"
+
+
+def shots(server):
+    """Where screenshots go: KEYFOB_SCREENSHOTS when set (to look at them), else the run's data folder."""
+    return os.environ.get("KEYFOB_SCREENSHOTS", server.data)
+
+
+def payload(address):
+    return {"address": address, "blockHash": "0x" + BLOCK_HASH, "blockNumber": "0x00231d30", "era": "0x0703",
+            "genesisHash": "0x" + POLKADOT_GENESIS, "method": "0x" + METHOD, "nonce": "0x00000005",
+            "signedExtensions": ["CheckNonZeroSender", "CheckSpecVersion", "CheckTxVersion", "CheckGenesis", "CheckMortality",
+                                 "CheckNonce", "CheckWeight", "ChargeTransactionPayment", "PrevalidateAttests", "CheckMetadataHash"],
+            "specVersion": "0x000f4dfc", "tip": "0x00000000000000000000000000000000", "transactionVersion": "0x0000001a",
+            "version": 4, "mode": 0}
+
+
+def signing_payload():
+    """The bytes polkadot-js signs for payload(), encoded independently with scalecodec."""
+    rc = RuntimeConfiguration()
+    rc.update_type_registry(load_type_registry_preset("legacy"))
+    def enc(type_string, value):
+        return bytes.fromhex(rc.create_scale_object(type_string).encode(value).to_hex()[2:])
+    return (bytes.fromhex(METHOD) + bytes.fromhex("0703") + enc("Compact<u64>", 5) + enc("Compact<u128>", 0) + bytes([0])
+            + enc("u32", 0x000f4dfc) + enc("u32", 0x1a) + bytes.fromhex(POLKADOT_GENESIS) + bytes.fromhex(BLOCK_HASH) + bytes([0]))
+
+
+def create_account(driver):
+    driver.find_element(By.ID, "polkadot-network").send_keys("Generic")
+    driver.find_element(By.ID, "polkadot-create").click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account"))
+    return driver.find_element(By.CSS_SELECTOR, "#polkadot-list .polkadot-account").get_attribute("data-address")
+
+
+def popup(driver, main, passkeys=None, uses=0):
+    """Switches to Keyfob's window. Chrome's virtual authenticator belongs to one tab: the popup gets
+    its own holding copies of `passkeys`, their counters moved on past earlier popups' uses."""
+    wait_for(driver, lambda d: len(d.window_handles) == 2)
+    driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+    if passkeys:
+        add_authenticator(driver)
+        for credential in passkeys:
+            data = credential.to_dict()
+            data["signCount"] = data.get("signCount", 0) + 10 * (uses + 1)
+            driver.add_credential(Credential.from_dict(data))
+
+
+def test_a_web_dapp_connects_and_signs_through_polkadot_js(server, driver):
+    sign_up(driver, server, "paula")
+    address = create_account(driver)
+    public_key = bytes.fromhex(ss58_decode(address))
+    driver.save_screenshot(shots(server) + "/account-polkadot.png")
+    passkeys = driver.get_credentials()
+
+    site = tempfile.mkdtemp(prefix="keyfob-dapp-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(f"""<!doctype html><title>a polkadot dapp</title>
+<script src="{server.url}/polkadot.js"></script>
+<script>
+let injected = null;
+const show = (v) => {{ document.getElementById('out').textContent = typeof v === 'string' ? v : JSON.stringify(v); }};
+const fail = (e) => show('error ' + (e.code || '') + ' ' + e.message);
+</script>
+<script>
+const address = {json.dumps(address)};
+const hex = (text) => '0x' + Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('');
+function connect() {{ window.injectedWeb3.keyfob.enable('Test dapp').then(async (i) => {{ injected = i; show(await i.accounts.get()); }}, fail); }}
+function raw() {{ injected.signer.signRaw({{ address, data: hex('hello polkadot'), type: 'bytes' }}).then(show, fail); }}
+function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).then(show, fail); }}
+</script>
+<button id=connect onclick="connect()">connect</button>
+<button id=raw onclick="raw()">raw</button>
+<button id=tx onclick="tx()">tx</button>
+<pre id=out></pre>""")
+    httpd = serve(site)
+    try:
+        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
+        main = driver.current_window_handle
+        out = lambda d: d.find_element(By.ID, "out").text  # noqa: E731
+
+        driver.find_element(By.ID, "connect").click()
+        popup(driver, main)
+        wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
+        assert f"127.0.0.1:{httpd.server_port}" in driver.find_element(By.ID, "title").text
+        driver.save_screenshot(shots(server) + "/polkadot-connect.png")
+        driver.find_element(By.ID, "allow").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("["))
+        accounts = json.loads(out(driver))
+        assert [a["address"] for a in accounts] == [address] and accounts[0]["type"] == "sr25519"
+
+        driver.find_element(By.ID, "raw").click()
+        popup(driver, main, passkeys, uses=0)
+        wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
+        assert driver.find_element(By.ID, "client-note").text == "verified by your browser"
+        assert "hello polkadot" in driver.find_element(By.ID, "fields").text
+        driver.save_screenshot(shots(server) + "/polkadot-approve-bytes.png")
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("{"))
+        signature = bytes.fromhex(json.loads(out(driver))["signature"][2:])
+        assert len(signature) == 64
+        assert sr25519.verify(signature, b"<Bytes>hello polkadot</Bytes>", public_key)
+
+        driver.find_element(By.ID, "tx").click()
+        popup(driver, main, passkeys, uses=1)
+        wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
+        assert "On Polkadot" in driver.find_element(By.ID, "what").text
+        assert "this site gave no metadata" in driver.find_element(By.ID, "call-note").text
+        driver.save_screenshot(shots(server) + "/polkadot-approve-extrinsic.png")
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("{"))
+        signature = bytes.fromhex(json.loads(out(driver))["signature"][2:])
+        assert signature[0] == 1 and len(signature) == 65  # MultiSignature::Sr25519
+        assert sr25519.verify(signature[1:], signing_payload(), public_key)
+        logs = server.logs()
+        assert "polkadot.sign_payload" in logs and "transport=polkadot-web" in logs
+    finally:
+        httpd.shutdown()
+
+
+def test_the_nova_bridge_messages_from_a_native_app(server):
+    """A native app (bearer token, software passkey) sends the seed's exact messages."""
+    from softkey import Client, SoftKey
+    c = Client(server.url, server.url)
+    key = SoftKey(server.url)
+    status, reply = c.register(key, "nova")
+    assert status == 200, reply
+    token = reply["token"]
+    status, created = c.call("POST", "/api/polkadot/accounts", {"name": "Main", "network": 0}, token=token)
+    assert status == 201, created
+    address = created["address"]
+    public_key = bytes.fromhex(ss58_decode(address))
+    seed = lambda msg_type, request: {  # noqa: E731
+        "id": "1639543839750.1", "msgType": msg_type, "origin": "dapp-request", "request": request, "url": "https://singular.rmrk.app/"}
+    call = lambda body: c.call("POST", "/api/polkadot/message", body, token=token)  # noqa: E731
+
+    assert call(seed("pub(accounts.list)", None))[1]["error"] == "permission_denied"
+    assert call(seed("pub(authorize.tab)", None)) == (200, {"type": "pub(authorize.tab)", "result": True})
+    assert call(seed("pub(accounts.list)", None))[1]["result"] == [{"address": address, "name": "Main", "type": "sr25519"}]
+    assert call(seed("pub(metadata.list)", None))[1]["result"] == []
+    provided = {"chain": "Polkadot", "genesisHash": "0x" + POLKADOT_GENESIS, "specVersion": 1003000, "ss58Format": 0,
+                "tokenDecimals": 10, "tokenSymbol": "DOT", "icon": "", "types": {}}
+    assert call(seed("pub(metadata.provide)", provided))[1]["result"] is True
+    assert call(seed("pub(metadata.list)", None))[1]["result"] == [{"genesisHash": "0x" + POLKADOT_GENESIS, "specVersion": 1003000}]
+
+    # accounts.subscribe: true, then the list streams (server-sent events), again when an account is added.
+    assert call(seed("pub(accounts.subscribe)", None))[1]["result"] is True
+    stream = c.connect()
+    stream.request("GET", "/api/polkadot/subscribe?id=1639543839750.1&url=https%3A%2F%2Fsingular.rmrk.app%2F",
+                   headers={"Authorization": f"Bearer {token}"})
+    events = stream.getresponse()
+    assert events.status == 200 and events.getheader("Content-Type") == "text/event-stream"
+    def next_update():
+        while True:
+            line = events.fp.readline().decode()
+            if line.startswith("data: "):
+                return json.loads(line[6:])
+    assert [a["address"] for a in next_update()["result"]] == [address]
+    assert c.call("POST", "/api/polkadot/accounts", {"type": "ed25519"}, token=token)[0] == 201
+    update = next_update()
+    assert update["id"] == "1639543839750.1" and len(update["result"]) == 2
+    stream.close()
+
+    # Refused, nothing signed: an unknown signed extension, malformed hex, an address that is not hers.
+    status, unknown = call(seed("pub(extrinsic.sign)", {**payload(address), "signedExtensions": ["CheckNonce", "CheckNewThing"]}))
+    assert status == 400 and unknown["error"] == "unsupported_type" and "CheckNewThing" in unknown["message"]
+    assert unknown["type"] == "pub(extrinsic.sign)"
+    assert call(seed("pub(extrinsic.sign)", {**payload(address), "method": "0xzz"}))[1]["error"] == "invalid_content"
+    assert call(seed("pub(extrinsic.sign)", payload("5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY")))[1]["error"] == "invalid_pubkey"
+
+    status, asked = call(seed("pub(extrinsic.sign)", payload(address)))
+    assert status == 202, asked
+    pending = asked["pending"]
+    assert pending["approvalUrl"].endswith(f"/polkadot-approve.html?id={pending['id']}")
+    status, details = c.call("GET", f"/api/polkadot/requests/{pending['id']}/details", token=token)
+    assert details["extrinsic"]["tip"] == "0 DOT" and details["verifiedOrigin"] is False
+    status, options = c.call("POST", f"/api/polkadot/requests/{pending['id']}/challenge", {}, token=token)
+    assert status == 200, options
+    assertion = key.assertion(dict(options, challengeKey=""))["cred"]
+    status, outcome = c.call("POST", f"/api/polkadot/requests/{pending['id']}/approve", {"assertion": assertion}, token=token)
+    assert status == 200, outcome
+    status, state = c.call("GET", pending["resultUrl"].split(server.url, 1)[1], token=token)
+    assert state["state"] == "approved" and state["outcome"] == outcome
+    signature = bytes.fromhex(outcome["result"]["signature"][2:])
+    assert signature[0] == 1 and sr25519.verify(signature[1:], signing_payload(), public_key)
