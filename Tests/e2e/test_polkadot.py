@@ -112,31 +112,29 @@ function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).the
         accounts = json.loads(out(driver))
         assert [a["address"] for a in accounts] == [address] and accounts[0]["type"] == "sr25519"
 
-        driver.find_element(By.ID, "raw").click()
-        popup(driver, main, passkeys, uses=0)
-        wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
-        assert driver.find_element(By.ID, "client-note").text == "verified by your browser"
-        assert "hello polkadot" in driver.find_element(By.ID, "fields").text
-        driver.save_screenshot(shots(server) + "/polkadot-approve-bytes.png")
-        driver.find_element(By.ID, "approve").click()
-        wait_for(driver, lambda d: len(d.window_handles) == 1)
-        driver.switch_to.window(main)
-        wait_for(driver, lambda d: out(d).startswith("{"))
-        signature = bytes.fromhex(json.loads(out(driver))["signature"][2:])
+        def sign_in_keyfob(button, uses, check, screenshot):
+            """Clicks `button`, approves in Keyfob's window after `check`, and returns the signature the page got."""
+            driver.find_element(By.ID, button).click()
+            popup(driver, main, passkeys, uses=uses)
+            wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
+            assert driver.find_element(By.ID, "client-note").text == "verified by your browser"
+            check()
+            driver.save_screenshot(shots(server) + screenshot)
+            driver.find_element(By.ID, "approve").click()
+            wait_for(driver, lambda d: len(d.window_handles) == 1)
+            driver.switch_to.window(main)
+            wait_for(driver, lambda d: out(d).startswith("{"))
+            return bytes.fromhex(json.loads(out(driver))["signature"][2:])
+
+        signature = sign_in_keyfob(
+            "raw", 0, lambda: driver.find_element(By.ID, "fields").text.index("hello polkadot"), "/polkadot-approve-bytes.png")
         assert len(signature) == 64
         assert sr25519.verify(signature, b"<Bytes>hello polkadot</Bytes>", public_key)
 
-        driver.find_element(By.ID, "tx").click()
-        popup(driver, main, passkeys, uses=1)
-        wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
-        assert "On Polkadot" in driver.find_element(By.ID, "what").text
-        assert "this site gave no metadata" in driver.find_element(By.ID, "call-note").text
-        driver.save_screenshot(shots(server) + "/polkadot-approve-extrinsic.png")
-        driver.find_element(By.ID, "approve").click()
-        wait_for(driver, lambda d: len(d.window_handles) == 1)
-        driver.switch_to.window(main)
-        wait_for(driver, lambda d: out(d).startswith("{"))
-        signature = bytes.fromhex(json.loads(out(driver))["signature"][2:])
+        def extrinsic_shown():
+            assert "On Polkadot" in driver.find_element(By.ID, "what").text
+            assert "this site gave no metadata" in driver.find_element(By.ID, "call-note").text
+        signature = sign_in_keyfob("tx", 1, extrinsic_shown, "/polkadot-approve-extrinsic.png")
         assert signature[0] == 1 and len(signature) == 65  # MultiSignature::Sr25519
         assert sr25519.verify(signature[1:], signing_payload(), public_key)
         logs = server.logs()
