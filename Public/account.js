@@ -274,6 +274,12 @@ function historySentence(e) {
     nip44_encrypt: ["encrypted a message", "encrypt a message"],
     nip44_decrypt: ["decrypted a message", "decrypt a message"],
     decrypt_zap_event: ["opened a private zap", "open a private zap"],
+    "polkadot.sign_payload": ["signed a Polkadot transaction", "sign a Polkadot transaction"],
+    "polkadot.sign_raw": ["signed a Polkadot message", "sign a Polkadot message"],
+    "polkadot.authorize": ["connected to your Polkadot accounts", "connect to your Polkadot accounts"],
+    "polkadot.account_added": ["added a Polkadot account", "add a Polkadot account"],
+    "polkadot.account_removed": ["removed a Polkadot account", "remove a Polkadot account"],
+    "polkadot.export": ["exported a Polkadot account (JSON backup)", "export a Polkadot account"],
   }[e.method] || [e.method.replace(/_/g, " "), e.method.replace(/_/g, " ")];
   const who = historyActor(e);
   if (e.outcome === "approved") return `${who} ${done}`;
@@ -351,7 +357,8 @@ function renderRevocable(list, entries, emptyText) {
 async function loadGrants() {
   const { grants } = await api("/api/signer/grants");
   renderRevocable("grants", grants.map((g) => {
-    const what = g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
+    const what = g.method === "polkadot.authorize" ? "sees your Polkadot addresses (signing still asks)"
+      : g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
     const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
     return {
       text: `${g.allow ? "Allowed" : "Refused"}: ${clientLabel(g.client)} · ${what} · ${until}`,
