@@ -116,7 +116,7 @@ let package = Package(
             name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
         .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
-        .testTarget(name: "PolkadotTests", dependencies: ["Polkadot", "KeyfobCrypto", "Nostr", "COpenSSL"], swiftSettings: strict),
+        .testTarget(name: "PolkadotTests", dependencies: ["Polkadot", "KeyfobCrypto", "Nostr", "COpenSSL", "TestSupport"], swiftSettings: strict),
         .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],

@@ -109,6 +109,14 @@ import WebAuthnTestSupport
         }
     }
 
+    @Test func theProviderScriptLoadsFromAnySite() async throws {
+        try await Harness().run { client in
+            let script = try await client.call(.get, "/polkadot.js")
+            #expect(script.status == .ok && script.headers[.accessControlAllowOrigin] == "*")
+            #expect(try await client.call(.get, "/polkadot-approve.html").headers[.accessControlAllowOrigin] == nil)
+        }
+    }
+
     @Test func rawBytesAreSignedWrappedAndWithoutATypeByte() async throws {
         try await Harness().run { client in
             var (token, authenticator) = try await client.newAccount("bob")

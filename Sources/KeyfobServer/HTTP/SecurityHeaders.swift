@@ -17,7 +17,7 @@ enum SecurityHeaders {
         for field in fields where !response.headers.contains(where: { $0.name == field.name }) {
             response.headers.append(field)
         }
-        // The NIP-07 shim is loaded by other sites' pages (DESIGN.md §4.5).
-        if path == "/nip07.js" { response.headers[.accessControlAllowOrigin] = "*" }
+        // The NIP-07 and polkadot-js shims are loaded by other sites' pages (DESIGN.md §4.5).
+        if path == "/nip07.js" || path == "/polkadot.js" { response.headers[.accessControlAllowOrigin] = "*" }
     }
 }
