@@ -48,7 +48,10 @@ function render(d) {
     const x = d.extrinsic;
     $("title").textContent = `Sign a transaction for ${host}`;
     $("what").textContent = x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
-    item(fields, "Call", `${x.call.slice(0, 18)}${x.call.length > 18 ? "…" : ""}`);
+    const call = document.createElement("span");
+    call.className = "wrap";
+    call.textContent = x.decodedCall || `${x.call.slice(0, 18)}${x.call.length > 18 ? "…" : ""}`;
+    item(fields, "Call", call);
     item(fields, "Tip", x.tip);
     item(fields, "Nonce", x.nonce);
     item(fields, "Valid", x.era);

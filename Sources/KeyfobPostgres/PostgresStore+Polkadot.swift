@@ -83,12 +83,19 @@ extension PostgresStore {
 
     public func putPolkadotMetadata(_ m: PolkadotMetadataRecord) async throws {
         _ = try await call { [self] in
-            try await touched(
+            _ = try await touched(
                 """
                 INSERT INTO polkadot_metadata (\(unescaped: Columns.polkadotMetadata))
                 VALUES (\(m.userID), \(m.origin), \(m.genesisHash), \(m.specVersion), \(m.definition), \(m.updatedAt.timeIntervalSince1970))
                 ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET
                   spec_version = excluded.spec_version, definition = excluded.definition, updated_at = excluded.updated_at
+                RETURNING 1
+                """)
+            return try await touched(
+                """
+                DELETE FROM polkadot_metadata WHERE user_id = \(m.userID) AND (origin, genesis_hash) NOT IN
+                  (SELECT origin, genesis_hash FROM polkadot_metadata WHERE user_id = \(m.userID)
+                   ORDER BY updated_at DESC LIMIT \(PolkadotMetadataRecord.maxPerUser))
                 RETURNING 1
                 """)
         }

@@ -73,6 +73,8 @@ public struct PolkadotRequestRecord: Sendable, Equatable {
 /// Chain metadata a dapp offered (`pub(metadata.provide)`), kept per user and dapp origin: it
 /// describes that origin's requests only, never another site's.
 public struct PolkadotMetadataRecord: Sendable, Equatable {
+    /// A user keeps the most recent this many (each can be a few hundred KiB).
+    public static let maxPerUser = 16
     public var userID: String
     public var origin: String
     public var genesisHash: String

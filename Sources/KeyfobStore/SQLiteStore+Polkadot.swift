@@ -98,6 +98,11 @@ extension SQLiteStore {
                   spec_version = excluded.spec_version, definition = excluded.definition, updated_at = excluded.updated_at
                 """,
                 [.text(m.userID), .text(m.origin), .text(m.genesisHash), .int(Int64(m.specVersion)), .text(m.definition), .date(m.updatedAt)])
+            try connection.query(
+                """
+                DELETE FROM polkadot_metadata WHERE user_id = ? AND (origin, genesis_hash) NOT IN
+                  (SELECT origin, genesis_hash FROM polkadot_metadata WHERE user_id = ? ORDER BY updated_at DESC LIMIT ?)
+                """, [.text(m.userID), .text(m.userID), .int(Int64(PolkadotMetadataRecord.maxPerUser))])
         }
     }
 

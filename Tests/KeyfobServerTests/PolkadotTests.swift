@@ -109,6 +109,50 @@ import WebAuthnTestSupport
         }
     }
 
+    @Test func theApprovalPageDecodesTheCallWithTheMetadataThisDappProvided() async throws {
+        let metadata = try Data(
+            contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .appendingPathComponent("Vectors/polkadot/polkadot_v14_metadata.scale"))
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("erin")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: ["network": 0], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            let def: [String: Any] = [
+                "chain": "Polkadot", "genesisHash": "0x91b171bb158e2d3848fa23a9f1c25182fb8e20313b2c1eb49219da7a70ce90c3",
+                "specVersion": 9370, "ss58Format": 0, "tokenDecimals": 10, "tokenSymbol": "DOT", "icon": "", "types": [:],
+                "metaCalls": metadata.base64EncodedString(),
+            ]
+            let provided = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(metadata.provide)", def), headers: auth)
+            #expect(provided["result"] as? Bool == true, "\(provided.json)")
+            var broken = def
+            broken["metaCalls"] = Data("not metadata".utf8).base64EncodedString()
+            #expect(
+                try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(metadata.provide)", broken), headers: auth).error
+                    == "invalid_content")
+            let asked = try await client.call(
+                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+            let extrinsic = try #require(details["extrinsic"] as? [String: Any])
+            let bob = SS58.encode(
+                accountId: Array(try #require(PolkadotHex.decode("0x8eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a48"))), prefix: 0)
+            #expect(extrinsic["decodedCall"] as? String == "Balances.transfer_keep_alive(dest: Id(\(bob)), value: 1 DOT)")
+            // Another site's metadata describes nothing for this one.
+            let other = try await client.call(
+                .post, "/api/polkadot/message",
+                json: Self.message("pub(authorize.tab)", nil, url: "https://other.example"), headers: auth)
+            #expect(other["result"] as? Bool == true)
+            let asked2 = try await client.call(
+                .post, "/api/polkadot/message",
+                json: Self.message("pub(extrinsic.sign)", Self.payload(address: address), url: "https://other.example"), headers: auth)
+            let id2 = try #require((asked2["pending"] as? [String: Any])?["id"] as? String)
+            let details2 = try await client.call(.get, "/api/polkadot/requests/\(id2)/details", headers: auth)
+            #expect((details2["extrinsic"] as? [String: Any])?["decodedCall"] == nil)
+        }
+    }
+
     @Test func theProviderScriptLoadsFromAnySite() async throws {
         try await Harness().run { client in
             let script = try await client.call(.get, "/polkadot.js")

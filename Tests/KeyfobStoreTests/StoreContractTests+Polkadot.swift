@@ -74,5 +74,15 @@ extension StoreContractTests {
         try await store.putPolkadotMetadata(m)
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example") == [m])
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://b.example").isEmpty)
+        // The most recent 16 per user stay.
+        for i in 0..<20 {
+            try await store.putPolkadotMetadata(
+                PolkadotMetadataRecord(
+                    userID: alice.id, origin: "https://site\(i).example", genesisHash: "0x91", specVersion: 1, definition: "{}",
+                    updatedAt: t0.addingTimeInterval(Double(i + 1))))
+        }
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example").isEmpty)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site3.example").isEmpty)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site4.example").count == 1)
     }
 }

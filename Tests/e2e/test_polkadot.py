@@ -2,6 +2,7 @@
 another origin connects through /polkadot.js and signs raw bytes and an extrinsic in Keyfob's
 window; the Nova bridge's own messages from a signed-in app; every signature checked with
 py-sr25519-bindings (schnorrkel) over a payload SCALE-encoded here with scalecodec, not by Keyfob."""
+import base64
 import json
 import os
 import sys
@@ -47,6 +48,15 @@ def signing_payload():
             + enc("u32", 0x000f4dfc) + enc("u32", 0x1a) + bytes.fromhex(POLKADOT_GENESIS) + bytes.fromhex(BLOCK_HASH) + bytes([0]))
 
 
+def metadata_def():
+    """A MetadataDef as polkadot-js apps offers it, with Polkadot's v14 metadata as metaCalls."""
+    path = os.path.join(os.path.dirname(__file__), "..", "Vectors", "polkadot", "polkadot_v14_metadata.scale")
+    with open(path, "rb") as f:
+        calls = base64.b64encode(f.read()).decode()
+    return {"chain": "Polkadot", "genesisHash": "0x" + POLKADOT_GENESIS, "specVersion": 9370, "ss58Format": 0,
+            "tokenDecimals": 10, "tokenSymbol": "DOT", "icon": "", "types": {}, "metaCalls": calls}
+
+
 def create_account(driver):
     driver.find_element(By.ID, "polkadot-network").send_keys("Generic")
     driver.find_element(By.ID, "polkadot-create").click()
@@ -89,10 +99,12 @@ const hex = (text) => '0x' + Array.from(new TextEncoder().encode(text), (b) => b
 function connect() {{ window.injectedWeb3.keyfob.enable('Test dapp').then(async (i) => {{ injected = i; show(await i.accounts.get()); }}, fail); }}
 function raw() {{ injected.signer.signRaw({{ address, data: hex('hello polkadot'), type: 'bytes' }}).then(show, fail); }}
 function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).then(show, fail); }}
+function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).then(show, fail); }}
 </script>
 <button id=connect onclick="connect()">connect</button>
 <button id=raw onclick="raw()">raw</button>
 <button id=tx onclick="tx()">tx</button>
+<button id=provide onclick="provide()">provide</button>
 <pre id=out></pre>""")
     httpd = serve(site)
     try:
@@ -131,9 +143,15 @@ function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).the
         assert len(signature) == 64
         assert sr25519.verify(signature, b"<Bytes>hello polkadot</Bytes>", public_key)
 
+        # The dapp offers Polkadot's metadata: the approval page decodes the call with it.
+        driver.find_element(By.ID, "provide").click()
+        wait_for(driver, lambda d: out(d) == "true")
+
         def extrinsic_shown():
             assert "On Polkadot" in driver.find_element(By.ID, "what").text
-            assert "this site gave no metadata" in driver.find_element(By.ID, "call-note").text
+            assert "Balances.transfer_keep_alive(dest: Id(" in driver.find_element(By.ID, "fields").text
+            assert "value: 1 DOT)" in driver.find_element(By.ID, "fields").text
+            assert "Decoded with the metadata" in driver.find_element(By.ID, "call-note").text
         signature = sign_in_keyfob("tx", 1, extrinsic_shown, "/polkadot-approve-extrinsic.png")
         assert signature[0] == 1 and len(signature) == 65  # MultiSignature::Sr25519
         assert sr25519.verify(signature[1:], signing_payload(), public_key)

@@ -21,36 +21,4 @@ enum KnownChains {
         "0xd6eec26135305a8ad257a20d003357284c8aa03d0bdb2b357ab0a22371e11ef2": Chain(
             name: "Paseo Asset Hub", token: "PAS", decimals: 10),
     ]
-
-    /// A little-endian integer in decimal, with `decimals` places and the token ("0.0125 DOT").
-    static func amount(_ littleEndian: [UInt8], decimals: Int?, token: String?) -> String {
-        var digits = decimalDigits(littleEndian)
-        guard let decimals, decimals > 0, let token else { return digits }
-        if digits.count <= decimals { digits = String(repeating: "0", count: decimals - digits.count + 1) + digits }
-        var whole = String(digits.dropLast(decimals))
-        var fraction = String(digits.suffix(decimals))
-        while fraction.hasSuffix("0") { fraction.removeLast() }
-        if whole.isEmpty { whole = "0" }
-        return (fraction.isEmpty ? whole : "\(whole).\(fraction)") + " \(token)"
-    }
-
-    /// Base-10 digits of a little-endian magnitude (at most 16 bytes here: a u128 tip).
-    static func decimalDigits(_ littleEndian: [UInt8]) -> String {
-        var number = Array(littleEndian.reversed().drop { $0 == 0 })  // big-endian, no leading zeros
-        guard !number.isEmpty else { return "0" }
-        var out: [Character] = []
-        while !number.isEmpty {
-            var remainder = 0
-            var next: [UInt8] = []
-            for byte in number {
-                let value = remainder * 256 + Int(byte)
-                let quotient = value / 10
-                remainder = value % 10
-                if !next.isEmpty || quotient != 0 { next.append(UInt8(quotient)) }
-            }
-            out.append(Character(String(remainder)))
-            number = next
-        }
-        return String(out.reversed())
-    }
 }

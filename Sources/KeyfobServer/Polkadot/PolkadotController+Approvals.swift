@@ -67,6 +67,8 @@ extension PolkadotController {
         let chainFromDapp: String?
         let genesisHash: String
         let call: String
+        /// `Pallet.call(arguments)`, decoded with the metadata this dapp provided.
+        let decodedCall: String?
         let callIndex: [Int]
         let callNote: String
         let tip: String
@@ -102,19 +104,30 @@ extension PolkadotController {
             let provided = try await store.polkadotMetadata(ofUser: auth.user.id, origin: record.origin).first { $0.genesisHash == genesis }
             let def = provided.flatMap { (try? JSONSerialization.jsonObject(with: Data($0.definition.utf8))) as? [String: Any] }
             let callHex = PolkadotHex.encode(Array(payload.method.prefix(2)))
-            let note =
-                def == nil
-                ? "call \(callHex)… — this site gave no metadata; check the call in your dapp"
-                : "call \(callHex)… — Keyfob does not decode calls yet; check the call in your dapp"
             let decimals = known?.decimals ?? def?["tokenDecimals"] as? Int
             let token = known?.token ?? def?["tokenSymbol"] as? String
+            let prefix = UInt16(clamping: def?["ss58Format"] as? Int ?? account.network)
+            var decoded: String?
+            let note: String
+            if let calls = (def?["metaCalls"] as? String).flatMap({ Data(base64Encoded: $0) }) {
+                do {
+                    let metadata = try RuntimeMetadata([UInt8](calls))
+                    decoded = try CallDecoder(metadata: metadata, ss58Prefix: prefix, decimals: decimals, token: token)
+                        .decode(payload.method).text
+                    note = "Decoded with the metadata \(record.origin) provided (spec \(provided?.specVersion ?? 0))."
+                } catch {
+                    note = "call \(callHex)… — the metadata this site gave does not describe it (\(error.message)); check the call in your dapp"
+                }
+            } else {
+                note = "call \(callHex)… — this site gave no metadata; check the call in your dapp"
+            }
             let era =
                 payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
             reply.extrinsic = ExtrinsicDetails(
                 chain: known?.name, chainFromDapp: def?["chain"] as? String, genesisHash: genesis,
-                call: PolkadotHex.encode(payload.method), callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
-                tip: KnownChains.amount(payload.tip, decimals: decimals, token: token),
-                nonce: KnownChains.decimalDigits(payload.nonce), era: era, specVersion: payload.specVersion,
+                call: PolkadotHex.encode(payload.method), decodedCall: decoded, callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
+                tip: Amount.format(payload.tip, decimals: decimals, token: token),
+                nonce: Amount.decimal(payload.nonce), era: era, specVersion: payload.specVersion,
                 transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
                 assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: payload.mode == 1)
         } else if let data = parsed.data {

@@ -43,7 +43,8 @@ extension PolkadotController {
 
     @Sendable func message(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
+        // metadata.provide carries a runtime's call metadata (a few hundred KiB for Polkadot).
+        let body = try await request.jsonObject(limit: max(configuration.maxBodySize, Self.metadataBodyLimit))
         let type = (body["msgType"] as? String) ?? ""
         do {
             return try await handle(type: type, body: body, auth: auth, request: request, context: context)
@@ -127,6 +128,8 @@ extension PolkadotController {
         }
     }
 
+    static let metadataBodyLimit = 4 * 1024 * 1024
+
     static func auditMethod(_ type: String) -> String { type == "pub(bytes.sign)" ? "polkadot.sign_raw" : "polkadot.sign_payload" }
 
     struct KnownMetadata: Encodable {
@@ -175,6 +178,13 @@ extension PolkadotController {
             if let text = def[name] as? String { kept[name] = String(text.prefix(64)) }
         }
         for name in ["tokenDecimals", "ss58Format"] { if let n = def[name] as? Int { kept[name] = n } }
+        // The calls' metadata, checked now so a bad one is refused here rather than on the approval page.
+        if let calls = def["metaCalls"] as? String, !calls.isEmpty {
+            guard let bytes = Data(base64Encoded: calls), (try? RuntimeMetadata([UInt8](bytes))) != nil else {
+                throw KeyfobError(.invalidContent, "metaCalls is not base64 of runtime metadata v14 or v15")
+            }
+            kept["metaCalls"] = calls
+        }
         let json = String(decoding: try JSONSerialization.data(withJSONObject: kept, options: [.sortedKeys]), as: UTF8.self)
         try await store.putPolkadotMetadata(
             PolkadotMetadataRecord(
