@@ -99,8 +99,7 @@ $("approve").addEventListener("click", async () => {
   const button = $("approve");
   button.disabled = true;
   try {
-    showStatus("", "Unlocking your signer…");
-    await unlockSigner();
+    // One prompt: the confirmation also unlocks a locked signer (and opens a sealed key).
     showStatus("", "Confirm with your passkey…");
     const options = await api(`/api/polkadot/requests/${encodeURIComponent(requestID)}/challenge`, { method: "POST", body: {} });
     const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options) });

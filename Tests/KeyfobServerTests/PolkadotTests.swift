@@ -37,12 +37,17 @@ import WebAuthnTestSupport
     }
 
     /// Approves request `id` with `authenticator`'s passkey over the committed bytes.
-    static func approve(_ id: String, _ client: Client, token: String, _ authenticator: inout SoftwareAuthenticator) async throws -> Reply {
+    static func approve(
+        _ id: String, _ client: Client, token: String, _ authenticator: inout SoftwareAuthenticator, withPRF: Bool = true
+    ) async throws -> Reply {
         let options = try await client.call(.post, "/api/polkadot/requests/\(id)/challenge", json: [:], headers: Client.bearer(token))
         let committed = try #require(options["committed"] as? String)
         let challenge = Base64URL.decode(options["challenge"] as! String)!
         #expect(challenge == sha256(Array(committed.utf8)))
         var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        if withPRF, authenticator.prfSecret != nil, let salts = prfSalts(options.json, for: authenticator.credentialID) {
+            (fields.prfSalt, fields.prfSecondSalt) = salts
+        }
         fields.signCount += 1
         authenticator.signCount = fields.signCount
         return try await client.call(
@@ -153,6 +158,30 @@ import WebAuthnTestSupport
         }
     }
 
+    /// A key sealed by passkeys: after the kill switch, only the confirming sealing passkey's PRF
+    /// output opens it — with the same one prompt.
+    @Test func aSealedAccountSignsOnlyWithTheSealingPasskeysPRF() async throws {
+        try await Harness().run { client in
+            var authenticator = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&authenticator, username: "sealy")["token"] as? String)
+            let auth = Client.bearer(token)
+            #expect(try await client.seal(&authenticator, token: token).status == .ok)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: [:], headers: auth)
+            let address = try #require(created["address"] as? String, "\(created.json)")
+            _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            let asked = try await client.call(
+                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            _ = try await client.harness.store.lockAllSessions()
+            let withoutPRF = try await Self.approve(id, client, token: token, &authenticator, withPRF: false)
+            #expect(withoutPRF.status == .forbidden && withoutPRF.error == "signer_locked", "\(withoutPRF.json)")
+            let approved = try await Self.approve(id, client, token: token, &authenticator)
+            let signature = try #require(PolkadotHex.decode((approved["result"] as? [String: Any])?["signature"] as? String ?? ""))
+            let signed = try SignerPayload(json: Self.payload(address: address)).signingBytes
+            #expect(Sr25519.verify(signature: Array(signature.dropFirst()), message: signed, publicKey: try #require(SS58.decode(address)).accountId))
+        }
+    }
+
     @Test func theProviderScriptLoadsFromAnySite() async throws {
         try await Harness().run { client in
             let script = try await client.call(.get, "/polkadot.js")
@@ -185,7 +214,7 @@ import WebAuthnTestSupport
 
     @Test func refusalsHaveCodesAndSignNothing() async throws {
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("carol")
+            var (token, authenticator) = try await client.newAccount("carol")
             let auth = Client.bearer(token)
             let created = try await client.call(.post, "/api/polkadot/accounts", json: [:], headers: auth)
             let address = try #require(created["address"] as? String)
@@ -218,6 +247,10 @@ import WebAuthnTestSupport
             let locked = try await client.call(.post, "/api/polkadot/requests/\(id)/approve", json: [:], headers: auth)
             #expect(locked.error == "signer_locked")
             #expect(try await client.call(.get, "/api/polkadot/requests/\(id)", headers: auth)["state"] as? String == "pending")
+            // The request's own passkey confirmation is presence: it unlocks and signs (one prompt).
+            let approved = try await Self.approve(id, client, token: token, &authenticator)
+            #expect(approved["result"] != nil, "\(approved.json)")
+            #expect(try await client.call(.get, "/session", headers: auth)["signerLocked"] as? Bool == false)
         }
     }
 

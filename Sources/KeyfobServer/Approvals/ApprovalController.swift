@@ -290,21 +290,9 @@ struct ApprovalController: Sendable {
             receipt = confirmation.receipt
             // Presence proven for this request: the session unlocks; a sealed key opens with the
             // confirming sealing passkey's PRF output.
-            let until = now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL))
-            if sealedShut {
-                guard
-                    let dataKey = try await custody.openWrap(
-                        userID: auth.user.id, credentialID: confirmation.credentialID,
-                        prf: confirmation.prf, challenge: confirmation.challenge)
-                else {
-                    throw KeyfobError.signerSealed
-                }
-                caller.unlock = try await custody.unlock(auth, until: until, dataKey: dataKey)
-            } else if let held = auth.unlock.dataKey(at: now()) {
-                caller.unlock = try await custody.unlock(auth, until: until, dataKey: held)
-            } else {
-                caller.unlock = try await custody.unlock(auth, until: until)
-            }
+            caller.unlock = try await custody.unlock(
+                auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)), sealedShut: sealedShut,
+                credentialID: confirmation.credentialID, prf: confirmation.prf, challenge: confirmation.challenge)
         }
         // Decided once: a second approve finds nothing pending.
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "approved", now: now()) else {

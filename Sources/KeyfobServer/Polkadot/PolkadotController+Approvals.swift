@@ -162,10 +162,18 @@ extension PolkadotController {
             throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
         }
         let committed = committedBytes(record, parsed, nonce: nonce)
+        let challenge = sha256(Array(committed.utf8))
         let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        // A sealed key this session cannot open: each sealing passkey's PRF salt, so the one
+        // confirmation also opens the key (one prompt, as for nostr approvals).
+        var prf: PRFInputs?
+        if try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock) {
+            prf = confirmations.ceremonies.seal.inputs(
+                for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id), challenge: challenge, newWraps: false)
+        }
         let options = configuration.relyingParty.requestOptions(
-            challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: configuration.challengeTimeout, prf: nil)
+            challenge: challenge, allowCredentials: allow, userVerification: .required,
+            timeoutSeconds: configuration.challengeTimeout, prf: prf)
         return jsonResponse(ApprovalController.WithCommitted(options: options, committed: committed))
     }
 
@@ -176,19 +184,38 @@ extension PolkadotController {
         let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
         let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
         let method = Self.auditMethod(record.messageType)
-        guard auth.session.isUnlocked(at: now()) else {
+        let body = try await request.jsonObject(limit: 64 * 1024)
+        // A locked signer (the kill switch, the unlock window over) signs only with this request's
+        // passkey confirmation, which unlocks it — as a nostr approval does.
+        guard auth.session.isUnlocked(at: now()) || body["assertion"] != nil else {
             await dispatcher.audit(who, method: method, outcome: "failed", code: .signerLocked)
             throw KeyfobError.signerLocked
         }
         if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
-        let body = try await request.jsonObject(limit: 64 * 1024)
-        let receipt = try await confirm(body["assertion"], record: record, parsed: parsed, user: auth.user)
+        let sealedShut = try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)
+        let confirmation = try await confirm(body["assertion"], record: record, parsed: parsed, user: auth.user)
+        var unlock = auth.unlock
+        if sealedShut || !auth.session.isUnlocked(at: now()) {
+            do {
+                unlock = try await substrate.custody.unlock(
+                    auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)), sealedShut: sealedShut,
+                    credentialID: confirmation.credential.id,
+                    prf: PRFOutputs(
+                        first: SharedSecret(confirmation.assertion.clientExtensionResults?.prfFirst),
+                        second: SharedSecret(confirmation.assertion.clientExtensionResults?.prfSecond)),
+                    challenge: confirmation.challenge)
+            } catch let error as KeyfobError {
+                await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+                throw error
+            }
+        }
+        let receipt = confirmation.receipt
         guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
             throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
         }
         let key: SubstrateKey
         do {
-            key = try await substrate.open(accountRecord, unlock: auth.unlock)
+            key = try await substrate.open(accountRecord, unlock: unlock)
         } catch let error as KeyfobError {
             await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
             throw error
@@ -232,15 +259,18 @@ extension PolkadotController {
         let signature: String
     }
 
-    /// Verifies the assertion over the committed bytes; returns the receipt (no PRF output in it).
-    func confirm(_ raw: Any?, record: PolkadotRequestRecord, parsed: SigningRequest, user: UserRecord) async throws -> String {
+    /// Verifies the assertion over the committed bytes: the receipt (no PRF output in it), the
+    /// passkey, the assertion as sent (its PRF outputs open a sealed key) and the challenge.
+    func confirm(_ raw: Any?, record: PolkadotRequestRecord, parsed: SigningRequest, user: UserRecord) async throws
+        -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential, challenge: [UInt8])
+    {
         guard let raw, !(raw is NSNull), let nonce = record.confirmationNonce else {
             throw KeyfobError(
                 .userVerificationRequired, "signing this needs your passkey: ask for a challenge first", status: .forbidden)
         }
         let committed = committedBytes(record, parsed, nonce: nonce)
-        return try await Receipt.confirm(
-            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now()
-        ).receipt
+        let (receipt, credential, assertion) = try await Receipt.confirm(
+            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
+        return (receipt, credential, assertion, sha256(Array(committed.utf8)))
     }
 }

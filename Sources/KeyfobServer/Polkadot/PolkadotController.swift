@@ -23,7 +23,7 @@ import WebAuthn
 ///     POST /api/polkadot/requests/:id/approve          {assertion} → signs
 ///     POST /api/polkadot/requests/:id/reject
 struct PolkadotController: Sendable {
-    typealias Store = any PolkadotStore & ApprovalStore & CredentialStore & CeremonyStore & AuditStore
+    typealias Store = any PolkadotStore & ApprovalStore & CredentialStore & CeremonyStore & AuditStore & KeyWrapStore
     let store: Store
     let sessions: Sessions
     let substrate: SubstrateCustody

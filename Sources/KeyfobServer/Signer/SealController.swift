@@ -267,6 +267,21 @@ extension KeyCustody {
         return SessionUnlock(token: auth.token, session: session)
     }
 
+    /// Presence proven by a passkey confirmation (an approval's): the session unlocks until `until`; a
+    /// key the session could not open (`sealedShut`) opens with the confirming sealing passkey's PRF
+    /// output, else `signer_sealed`. One prompt, not an unlock and then a confirmation.
+    func unlock(
+        _ auth: Sessions.Authenticated, until: Date, sealedShut: Bool, credentialID: [UInt8], prf: PRFOutputs, challenge: [UInt8]
+    ) async throws -> SessionUnlock {
+        if sealedShut {
+            guard let dataKey = try await openWrap(userID: auth.user.id, credentialID: credentialID, prf: prf, challenge: challenge)
+            else { throw KeyfobError.signerSealed }
+            return try await unlock(auth, until: until, dataKey: dataKey)
+        }
+        if let held = auth.unlock.dataKey(at: now()) { return try await unlock(auth, until: until, dataKey: held) }
+        return try await unlock(auth, until: until)
+    }
+
     /// Whether `unlock` can open the user's key now: always, unless it is passkey-sealed and the
     /// session holds no data key.
     func canOpen(_ userID: String, unlock: SessionUnlock?) async throws -> Bool {
