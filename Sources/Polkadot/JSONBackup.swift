@@ -9,6 +9,12 @@ public enum JSONBackup {
     static let pkcs8Header: [UInt8] = [48, 83, 2, 1, 1, 48, 5, 6, 3, 43, 101, 112, 4, 34, 4, 32]
     static let pkcs8Divider: [UInt8] = [161, 35, 3, 33, 0]
     static let scryptLogN: UInt8 = 15
+    static let acceptedLogN: [UInt8] = [15, 16, 17]
+
+    /// N, p, r as the file stores them (little-endian u32 each).
+    static func scryptParameters(logN: UInt8) -> [UInt8] {
+        SCALE.littleEndian(1 << UInt64(logN), width: 4) + SCALE.littleEndian(1, width: 4) + SCALE.littleEndian(8, width: 4)
+    }
 
     /// The file's JSON object. `name` and `genesisHash` go in `meta` as polkadot-js writes them.
     public static func export(
@@ -52,9 +58,13 @@ public enum JSONBackup {
         let bytes = [UInt8](data)
         let header = 32 + 12 + 24
         guard bytes.count > header + Int(crypto_secretbox_MACBYTES) else { throw PolkadotError(.invalidBackup, "encoded is too short") }
-        guard Array(bytes[32..<44]) == SCALE.littleEndian(1 << 15, width: 4) + SCALE.littleEndian(1, width: 4) + SCALE.littleEndian(8, width: 4)
-        else { throw PolkadotError(.invalidBackup, "the file's scrypt parameters are not polkadot-js's (N 32768, p 1, r 8)") }
-        var symmetric = scrypt(password: Array(password.utf8), salt: Array(bytes[0..<32]), logN: scryptLogN, length: 32) ?? []
+        // N, p, r as written: polkadot-js writes N 2^15, Nova 2^17; p 1, r 8. Nothing else is read, so
+        // a file cannot choose the server's work (2^17 is 128 MiB).
+        let parameters = Array(bytes[32..<44])
+        guard let logN = Self.acceptedLogN.first(where: { parameters == Self.scryptParameters(logN: $0) }) else {
+            throw PolkadotError(.invalidBackup, "the file's scrypt parameters are not polkadot-js's or Nova's (N 2^15–2^17, p 1, r 8)")
+        }
+        var symmetric = scrypt(password: Array(password.utf8), salt: Array(bytes[0..<32]), logN: logN, length: 32) ?? []
         defer { wipe(&symmetric) }
         let sealed = Array(bytes[header...])
         var framed = [UInt8](repeating: 0, count: sealed.count - Int(crypto_secretbox_MACBYTES))

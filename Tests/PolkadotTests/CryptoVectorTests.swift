@@ -162,6 +162,17 @@ import Testing
         }
     }
 
+    @Test func aRealPolkadotJsExportImports() throws {
+        let v = try PolkadotVectors.json("polkadot_js_backup_sr25519.json")
+        let file = v["file"] as! [String: Any]
+        let key = try JSONBackup.importKey(file, password: v["password"] as! String)
+        #expect(hexString(key.publicKey) == v["publicKey"] as! String)
+        #expect(key.address(prefix: SS58.generic) == file["address"] as! String)
+        #expect(throws: PolkadotError(.wrongPassword, "the password does not open this file")) {
+            try JSONBackup.importKey(file, password: "password123")
+        }
+    }
+
     @Test func jsonBackupsRoundTripAndRefuseWrongPasswordsAndForeignParameters() throws {
         for type in KeyType.allCases {
             let key = try SubstrateKey(type: type, seed: [UInt8](repeating: 3, count: 32))

@@ -129,6 +129,8 @@ extension PolkadotController {
     }
 
     static let metadataBodyLimit = 4 * 1024 * 1024
+    /// How often a subscription reads the account list again (changes made on another instance).
+    static let subscriptionRefresh: Double = 15
 
     static func auditMethod(_ type: String) -> String { type == "pub(bytes.sign)" ? "polkadot.sign_raw" : "polkadot.sign_payload" }
 
@@ -210,13 +212,41 @@ extension PolkadotController {
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .init("X-Accel-Buffering")!: "no"],
             body: ResponseBody { writer in
-                func send() async throws {
-                    let list = (try? await injectedAccounts(userID)) ?? []
-                    let update = SubscriptionUpdate(id: id, result: list)
-                    try await writer.write(ByteBuffer(string: "data: \(String(decoding: jsonBytes(update), as: UTF8.self))\n\n"))
+                var last: [UInt8] = []
+                func send(always: Bool) async throws {
+                    let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID)) ?? []))
+                    guard always || update != last else { return }
+                    last = update
+                    try await writer.write(ByteBuffer(string: "data: \(String(decoding: update, as: UTF8.self))\n\n"))
                 }
-                try await send()
-                for await _ in changes { try await send() }
+                try await send(always: true)
+                // This instance's changes at once; another instance's (several on one PostgreSQL)
+                // within the refresh interval, when the list is read again.
+                let ticks = AsyncStream<Void> { continuation in
+                    let task = Task {
+                        while !Task.isCancelled {
+                            try? await Task.sleep(for: .seconds(Self.subscriptionRefresh))
+                            continuation.yield()
+                        }
+                    }
+                    continuation.onTermination = { _ in task.cancel() }
+                }
+                await withTaskGroup(of: Void.self) { group in
+                    // true: a tick (also a keep-alive comment, so a gone client is noticed).
+                    let (merged, sink) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(2))
+                    group.addTask {
+                        for await _ in changes { sink.yield(false) }
+                        sink.finish()
+                    }
+                    group.addTask { for await _ in ticks { sink.yield(true) } }
+                    for await tick in merged {
+                        do {
+                            try await send(always: false)
+                            if tick { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
+                        } catch { break }
+                    }
+                    group.cancelAll()
+                }
                 try await writer.finish(nil)
             })
     }
