@@ -39,32 +39,81 @@ function polkadotRow(a) {
   qrBox.append(summary, canvas);
   qrBox.addEventListener("toggle", () => { if (qrBox.open) drawQR(canvas, a.address); });
 
+  // Export and removal ask in the row itself (no browser prompt): a form that opens under it.
+  const panel = document.createElement("div");
+  panel.className = "polkadot-panel";
+  panel.hidden = true;
+  const openPanel = (...children) => { panel.replaceChildren(...children); panel.hidden = false; };
+  const cancel = () => { const b = document.createElement("button"); b.type = "button"; b.className = "secondary small"; b.textContent = "Cancel"; b.addEventListener("click", () => { panel.hidden = true; }); return b; };
+
   const exportButton = document.createElement("button");
   exportButton.type = "button";
   exportButton.className = "secondary small";
   exportButton.textContent = "Export JSON";
-  exportButton.addEventListener("click", () => guarded(() => exportPolkadot(a)));
+  exportButton.addEventListener("click", () => {
+    const hint = document.createElement("p");
+    hint.className = "hint";
+    hint.textContent = "A password for the file, at least 8 characters. Polkadot.js, Nova, Talisman and SubWallet ask for it when importing.";
+    const first = passwordField(`polkadot-export-${a.id}`, "Password");
+    const second = passwordField(`polkadot-export-again-${a.id}`, "The same password again");
+    const save = document.createElement("button");
+    save.type = "button";
+    save.className = "small";
+    save.textContent = "Save the file";
+    save.addEventListener("click", () => guarded(async () => {
+      const password = first.input.value;
+      if (password.length < 8) { showStatus("error", "The password needs at least 8 characters. Nothing was exported."); return; }
+      if (second.input.value !== password) { showStatus("error", "The two passwords differ. Nothing was exported."); return; }
+      await exportPolkadot(a, password);
+      // The result stays in view: the status line moves out of the form before the form closes.
+      panel.after(document.getElementById("status"));
+      panel.hidden = true;
+    }));
+    const actions = document.createElement("div");
+    actions.className = "actions row";
+    actions.append(save, cancel());
+    openPanel(hint, first.label, first.input, second.label, second.input, actions);
+    first.input.focus();
+  });
 
   const remove = document.createElement("button");
   remove.type = "button";
   remove.className = "secondary small danger";
   remove.textContent = "Remove";
-  remove.addEventListener("click", () => guarded(async () => {
-    if (!window.confirm(`Remove “${a.name}”? Its key is destroyed here: keep a JSON export if you still need it.`)) return;
-    const confirmation = await confirmAction("polkadot.remove", a.id);
-    await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/remove`, { method: "POST", body: { confirmation } });
-    showStatus("ok", `“${a.name}” was removed.`);
-    await loadPolkadot();
-  }));
-  row.append(name, meta, address, copy, exportButton, remove, qrBox);
+  remove.addEventListener("click", () => {
+    const warning = document.createElement("p");
+    warning.textContent = `Remove “${a.name}”? Its key is destroyed in Keyfob: keep a JSON export if you still need this account.`;
+    const confirm = document.createElement("button");
+    confirm.type = "button";
+    confirm.className = "small danger";
+    confirm.textContent = "Remove it";
+    confirm.addEventListener("click", () => guarded(async () => {
+      const confirmation = await confirmAction("polkadot.remove", a.id);
+      await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/remove`, { method: "POST", body: { confirmation } });
+      showStatus("ok", `“${a.name}” was removed.`);
+      await loadPolkadot();
+    }));
+    const actions = document.createElement("div");
+    actions.className = "actions row";
+    actions.append(confirm, cancel());
+    openPanel(warning, actions);
+  });
+  row.append(name, meta, address, copy, exportButton, remove, qrBox, panel);
   return row;
 }
 
-async function exportPolkadot(a) {
-  const password = window.prompt("A password for the file (at least 8 characters). Polkadot.js, Nova, Talisman and SubWallet ask for it when importing.");
-  if (password === null) return;
-  if (password.length < 8) { showStatus("error", "The password needs at least 8 characters. Nothing was exported."); return; }
-  if (window.prompt("Type the password again") !== password) { showStatus("error", "The two passwords differ. Nothing was exported."); return; }
+function passwordField(id, text) {
+  const label = document.createElement("label");
+  label.htmlFor = id;
+  label.textContent = text;
+  const input = document.createElement("input");
+  input.type = "password";
+  input.id = id;
+  input.autocomplete = "new-password";
+  return { label, input };
+}
+
+async function exportPolkadot(a, password) {
   const confirmation = await confirmAction("polkadot.export", a.id);
   const file = await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/export`, { method: "POST", body: { password, confirmation } });
   const link = document.createElement("a");
@@ -78,6 +127,9 @@ async function exportPolkadot(a) {
 async function loadPolkadot() {
   const { accounts } = await api("/api/polkadot/accounts");
   const list = document.getElementById("polkadot-list");
+  // The status line may sit in a row about to be replaced: it moves below the list, text kept.
+  const status = document.getElementById("status");
+  if (list.contains(status)) list.after(status);
   if (!accounts.length) {
     const empty = document.createElement("p");
     empty.className = "meta";

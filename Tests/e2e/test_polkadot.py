@@ -13,6 +13,7 @@ from scalecodec.base import RuntimeConfiguration
 from scalecodec.type_registry import load_type_registry_preset
 from scalecodec.utils.ss58 import ss58_decode
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.common.virtual_authenticator import Credential
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -82,6 +83,28 @@ def test_a_web_dapp_connects_and_signs_through_polkadot_js(server, driver):
     address = create_account(driver)
     public_key = bytes.fromhex(ss58_decode(address))
     driver.save_screenshot(shots(server) + "/account-polkadot.png")
+    # Export asks for the password twice in the row, then the passkey; removing (a second account)
+    # asks in the row, then the passkey.
+    row = lambda d: d.find_element(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")  # noqa: E731
+    button = lambda d, text: [b for b in row(d).find_elements(By.TAG_NAME, "button") if b.text == text][0]  # noqa: E731
+    button(driver, "Export JSON").click()
+    inputs = row(driver).find_elements(By.CSS_SELECTOR, "input[type=password]")
+    inputs[0].send_keys("a long password")
+    inputs[1].send_keys("a long password!")
+    button(driver, "Save the file").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") == "error")
+    assert "differ" in driver.find_element(By.ID, "status").text
+    inputs[1].send_keys(Keys.BACKSPACE)
+    driver.save_screenshot(shots(server) + "/account-polkadot-export.png")
+    button(driver, "Save the file").click()
+    wait_for(driver, lambda d: "Saved" in d.find_element(By.ID, "status").text)
+    driver.find_element(By.ID, "polkadot-create").click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")) == 2)
+    second = lambda d: d.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")[1]  # noqa: E731
+    [b for b in second(driver).find_elements(By.TAG_NAME, "button") if b.text == "Remove"][0].click()
+    [b for b in second(driver).find_elements(By.TAG_NAME, "button") if b.text == "Remove it"][0].click()
+    wait_for(driver, lambda d: "was removed" in d.find_element(By.ID, "status").text)
+    assert [r.get_attribute("data-address") for r in driver.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")] == [address]
     passkeys = driver.get_credentials()
 
     site = tempfile.mkdtemp(prefix="keyfob-dapp-")
@@ -161,6 +184,7 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         httpd.shutdown()
 
 
+
 def test_the_nova_bridge_messages_from_a_native_app(server):
     """A native app (bearer token, software passkey) sends the seed's exact messages."""
     from softkey import Client, SoftKey
@@ -226,3 +250,12 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     assert state["state"] == "approved" and state["outcome"] == outcome
     signature = bytes.fromhex(outcome["result"]["signature"][2:])
     assert signature[0] == 1 and sr25519.verify(signature[1:], signing_payload(), public_key)
+
+    # The JSON export opens in substrate-interface (polkadot-js's file format, independent code).
+    from substrateinterface import Keypair
+    confirmation = c.confirmation(key, "polkadot.export", token, target=created["id"])
+    status, backup = c.call("POST", f"/api/polkadot/accounts/{created['id']}/export",
+                            {"password": "correct horse battery", "confirmation": confirmation}, token=token)
+    assert status == 200, backup
+    restored = Keypair.create_from_encrypted_json(json.dumps(backup), "correct horse battery")
+    assert restored.public_key == public_key and restored.verify(b"hi", restored.sign(b"hi"))
