@@ -39,7 +39,7 @@ function polkadotRow(a) {
   qrBox.append(summary, canvas);
   qrBox.addEventListener("toggle", () => { if (qrBox.open) drawQR(canvas, a.address); });
 
-  // Export and removal ask in the row itself (no browser prompt): a form that opens under it.
+  // Export asks in the row itself (no browser prompt): a form that opens under it.
   const panel = document.createElement("div");
   panel.className = "polkadot-panel";
   panel.hidden = true;
@@ -80,24 +80,15 @@ function polkadotRow(a) {
   remove.type = "button";
   remove.className = "secondary small danger";
   remove.textContent = "Remove";
-  remove.addEventListener("click", () => {
-    const warning = document.createElement("p");
-    warning.textContent = `Remove “${a.name}”? Its key is destroyed in Keyfob: keep a JSON export if you still need this account.`;
-    const confirm = document.createElement("button");
-    confirm.type = "button";
-    confirm.className = "small danger";
-    confirm.textContent = "Remove it";
-    confirm.addEventListener("click", () => guarded(async () => {
-      const confirmation = await confirmAction("polkadot.remove", a.id);
-      await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/remove`, { method: "POST", body: { confirmation } });
-      showStatus("ok", `“${a.name}” was removed.`);
-      await loadPolkadot();
-    }));
-    const actions = document.createElement("div");
-    actions.className = "actions row";
-    actions.append(confirm, cancel());
-    openPanel(warning, actions);
-  });
+  remove.addEventListener("click", () => guarded(async () => {
+    panel.hidden = true;
+    const text = `Remove “${a.name}”? Its key is destroyed in Keyfob: keep a JSON export if you still need this account.`;
+    if (!(await askInPage(row, { text, confirm: "Remove it", danger: true }))) return;
+    const confirmation = await confirmAction("polkadot.remove", a.id);
+    await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/remove`, { method: "POST", body: { confirmation } });
+    showStatus("ok", `“${a.name}” was removed.`);
+    await loadPolkadot();
+  }));
   row.append(name, meta, address, copy, exportButton, remove, qrBox, panel);
   return row;
 }

@@ -179,7 +179,7 @@ async function loadPasskeys() {
     rename.textContent = "Rename";
     rename.setAttribute("aria-label", `Rename passkey ${label}`);
     rename.addEventListener("click", () => guarded(async () => {
-      const name = prompt("Name this passkey (for example: work laptop)", c.name || "");
+      const name = await askInPage(item, { text: "Name this passkey, as you would recognise it (for example: work laptop).", field: { label: "Name", value: c.name || "" }, confirm: "Save" });
       if (name === null) return;
       await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "PATCH", body: { name } });
       showStatus("ok", "Passkey renamed.");
@@ -195,7 +195,7 @@ async function loadPasskeys() {
       const warning = c.current
         ? `Remove the passkey "${label}"? You are signed in with it: removing it signs you out here, and you can no longer sign in with it.`
         : `Remove the passkey "${label}"? You can no longer sign in with it, and its sessions end.`;
-      if (!confirm(warning)) return;
+      if (!(await askInPage(item, { text: warning, confirm: "Remove it", danger: true }))) return;
       const confirmation = await confirmAction("passkey.remove", c.id);
       await api(`/account/credentials/${encodeURIComponent(c.id)}`, { method: "DELETE", body: { confirmation } });
       showStatus("ok", "Passkey removed.");
@@ -222,7 +222,8 @@ async function addPasskey(hints) {
   showStatus("", "Creating a passkey…");
   try {
     showStatus("", "First confirm with a passkey you already have…");
-    const added = await registerPasskey(account.username, hints, true);
+    const added = await registerPasskey(account.username, hints, true, false, $("add-name").value.trim());
+    $("add-name").value = "";
     $("add-elsewhere").hidden = true;
     $("nudge").hidden = true;
     showStatus("ok", added.sealsKey === false
@@ -354,18 +355,35 @@ function renderRevocable(list, entries, emptyText) {
   $(list).replaceChildren(...items);
 }
 
+/** What one grant lets an app do, in words ("sign a note", "decrypt messages"). */
+function grantWords(g) {
+  if (g.method === "polkadot.authorize") return "see your Polkadot addresses (signing still asks)";
+  if (g.method === "sign_event") return g.kind !== undefined ? `sign ${kindWords[g.kind] || `kind ${g.kind} events`}` : "sign events";
+  return {
+    get_public_key: "read your public key", nip04_encrypt: "encrypt messages (NIP-04)", nip04_decrypt: "decrypt messages (NIP-04)",
+    nip44_encrypt: "encrypt messages", nip44_decrypt: "decrypt messages", decrypt_zap_event: "open private zaps",
+  }[g.method] || g.method.replace(/_/g, " ");
+}
+
+/** One row per app: what it may do without asking, what it is refused, and one Revoke for all of it. */
 async function loadGrants() {
   const { grants } = await api("/api/signer/grants");
-  renderRevocable("grants", grants.map((g) => {
-    const what = g.method === "polkadot.authorize" ? "sees your Polkadot addresses (signing still asks)"
-      : g.method.replace(/_/g, " ") + (g.kind !== undefined ? ` (kind ${g.kind})` : "");
-    const until = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
+  const byClient = new Map();
+  for (const g of grants) byClient.set(g.client, [...(byClient.get(g.client) || []), g]);
+  renderRevocable("grants", [...byClient].map(([client, list]) => {
+    const allowed = list.filter((g) => g.allow).map(grantWords);
+    const refused = list.filter((g) => !g.allow).map(grantWords);
+    const ends = list.map((g) => g.expiresAt).filter(Boolean).sort();
+    const until = ends.length === list.length && ends.length ? `until ${new Date(ends[ends.length - 1]).toLocaleString()}` : "until you revoke it";
+    const parts = [];
+    if (allowed.length) parts.push(`may ${allowed.join(", ")}`);
+    if (refused.length) parts.push(`is refused: ${refused.join(", ")}`);
     return {
-      text: `${g.allow ? "Allowed" : "Refused"}: ${clientLabel(g.client)} · ${what} · ${until}`,
-      button: "Revoke", label: `Revoke ${g.client} ${what}`,
+      text: `${clientLabel(client)} ${parts.join("; ")} · ${until}`,
+      button: "Revoke", label: `Revoke everything ${client} may do`,
       action: async () => {
-        await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
-        showStatus("ok", `${g.client} will ask again.`);
+        for (const g of list) await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
+        showStatus("ok", `${clientLabel(client)} will ask again.`);
         loadGrants();
       },
     };
@@ -438,6 +456,11 @@ async function loadBunkerClients() {
 
 $("bunker-show").addEventListener("click", () => guarded(() => showBunker(false)));
 $("nostrconnect").addEventListener("click", () => guarded(async () => {
+  if ($("nostrconnect-url").value.trim().toLowerCase().startsWith("bunker://")) {
+    showStatus("error", "That is a bunker URL, the kind Keyfob gives a client (“Show my bunker URL” above). "
+      + "Paste it into the client's remote-signer login; this field takes the nostrconnect:// URL a client shows.");
+    return;
+  }
   const reply = await api("/api/signer/nostrconnect", { method: "POST", body: { url: $("nostrconnect-url").value.trim() } });
   $("nostrconnect-url").value = "";
   showStatus("ok", `${reply.name || "The client"} is connected: go back to it.`);
@@ -505,7 +528,7 @@ $("seal").addEventListener("click", () => guarded(async () => {
 }));
 
 $("unseal").addEventListener("click", () => guarded(async () => {
-  if (!confirm("Unseal your key? Keyfob's master key alone will protect it again.")) return;
+  if (!(await askInPage($("unseal").closest(".card"), { text: "Unseal your key? Keyfob's master key alone will protect it again.", confirm: "Unseal" }))) return;
   showStatus("", "Waiting for your passkey…");
   const cred = await confirmAction("key.unseal");
   await api("/api/signer/unseal", { method: "POST", body: { cred } });
@@ -559,7 +582,7 @@ $("import").addEventListener("click", () => guarded(async () => {
   if (value.startsWith("ncryptsec1")) body = { ncryptsec: value, password: $("import-password").value };
   else if (value.startsWith("nsec1")) body = { nsec: value };
   else body = { secret: value };
-  if (!confirm("Replace the nostr key Keyfob holds for you with this one?")) return;
+  if (!(await askInPage($("import").closest(".card"), { text: "Replace the nostr key Keyfob holds for you with this one? The current key is gone for good unless you exported it.", confirm: "Replace my key", danger: true }))) return;
   body.confirmation = await confirmAction("key.import");
   const reply = await api("/api/signer/key", { method: "POST", body });
   $("import-key").value = "";
@@ -578,7 +601,7 @@ $("signout").addEventListener("click", async () => {
 });
 
 $("signout-all").addEventListener("click", async () => {
-  if (!confirm("Sign out on every device and app?")) return;
+  if (!(await askInPage($("signout-all").parentElement, { text: "Sign out on every device and app? Each will need a passkey to come back.", confirm: "Sign out everywhere", danger: true }))) return;
   let confirmation;
   try { confirmation = await confirmAction("sessions.revoke"); } catch (error) { showError(error); return; }
   try { await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } finally { location.assign("/?signedout"); }

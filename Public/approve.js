@@ -147,19 +147,20 @@ async function load() {
       $("title").textContent = "This request is gone";
       showStatus("error", error.code === "request_not_found"
         ? "It was decided already, it expired (requests last 5 minutes), or it belongs to another account. Ask the app again."
-        : describeError(error));
+        : `${describeError(error)} Nothing was signed.`, error.code);
     }
   }
 }
 
-function go(reply) {
+function go(reply, rejected = false) {
   if (reply.redirect) {
-    showStatus("ok", "Done. Returning to the app…");
+    showStatus("ok", rejected ? "Rejected. Nothing was signed; returning to the app…" : "Done. Returning to the app…");
     location.assign(reply.redirect);
   } else {
+    const done = rejected ? "Rejected. Nothing was signed." : "Done.";
     showStatus("ok", current && current.transport === "nip46"
-      ? "Done. Keyfob has answered the app through its relay; you can go back to it."
-      : "Done. The app asked for no answer; you can close this window.");
+      ? `${done} Keyfob has answered the app through its relay; you can go back to it.`
+      : `${done} The app asked for no answer; you can close this window.`);
   }
   $("approve").disabled = $("reject").disabled = true;
 }
@@ -191,13 +192,13 @@ async function approve() {
 $("approve").addEventListener("click", async () => {
   try { await approve(); } catch (error) {
     if (error.code === "signer_locked") { current.signerLocked = true; }
-    showError(error);
+    showStatus("error", `${describeError(error)} Nothing was signed.`, error.code);
   }
 });
 
 $("reject").addEventListener("click", async () => {
   try {
-    go(await api(`/api/requests/${encodeURIComponent(requestID)}/reject`, { method: "POST", body: { remember: $("remember").value } }));
+    go(await api(`/api/requests/${encodeURIComponent(requestID)}/reject`, { method: "POST", body: { remember: $("remember").value } }), true);
   } catch (error) { showError(error); }
 });
 

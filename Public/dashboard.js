@@ -76,7 +76,7 @@ async function loadUsers(more = false) {
     remove.textContent = "Remove";
     remove.setAttribute("aria-label", `Remove the account ${u.username}`);
     remove.addEventListener("click", async () => {
-      if (!confirm(`Remove ${u.username}, its passkeys and its nostr key for good?`)) return;
+      if (!(await askInPage(li, { text: `Remove ${u.username}, its passkeys and its nostr key for good?`, confirm: "Remove the account", danger: true }))) return;
       try { await api(`/api/admin/users/${encodeURIComponent(u.username)}`, { method: "DELETE", body: { confirmation: await confirmAction("admin.remove_user", u.username) } }); showStatus("ok", `${u.username} removed.`); loadUsers(); } catch (e) { showError(e); }
     });
     const actions = document.createElement("span");
@@ -102,7 +102,7 @@ function connect() {
 $("query").addEventListener("input", () => { clearTimeout(loadUsers.t); loadUsers.t = setTimeout(() => loadUsers(), 250); });
 $("more-users").addEventListener("click", () => loadUsers(true));
 $("lock-all").addEventListener("click", async () => {
-  if (!confirm("Lock every signer now?")) return;
+  if (!(await askInPage($("lock-all").parentElement, { text: "Lock every signer now? Every user must unlock with a passkey before anything is signed again.", confirm: "Lock every signer", danger: true }))) return;
   try {
     const r = await api("/api/admin/lock-all", { method: "POST", body: {} });
     showStatus("ok", `Locked ${r.locked} unlocked signer${r.locked === 1 ? "" : "s"}.`);

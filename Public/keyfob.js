@@ -120,9 +120,9 @@ function assertionToJSON(credential) {
 
 /** Creates a passkey: for a new account (username optional; with `seal`, its key sealed by this
  *  passkey from the start) or, with `adding`, for the signed-in account (a passkey it already has
- *  confirms that first).
+ *  confirms that first), named `passkeyName` when the person gave one.
  *  `hints` (WebAuthn L3: "client-device", "hybrid", "security-key") tell the browser which route to offer. */
-async function registerPasskey(username, hints, adding = false, seal = false) {
+async function registerPasskey(username, hints, adding = false, seal = false, passkeyName = "") {
   const body = username ? { username } : {};
   if (adding) body.confirmation = await confirmAction("passkey.add");
   const options = await api("/generate-registration-options", { method: "POST", body });
@@ -137,7 +137,10 @@ async function registerPasskey(username, hints, adding = false, seal = false) {
   rememberDeviceCredential(credential.id);
   return api("/verify-registration", {
     method: "POST",
-    body: { username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential), seal: seal || undefined },
+    body: {
+      username: username || "", challengeKey: options.challengeKey, cred: registrationToJSON(credential), seal: seal || undefined,
+      passkeyName: passkeyName || undefined,
+    },
   });
 }
 
@@ -251,4 +254,60 @@ function describeError(error) {
   if (error && error.code === "rate_limited" && error.retryAfter) return `Too many attempts from here. Try again ${inAWhile(error.retryAfter)}.`;
   if (error && error.code) return friendlyErrors[error.code] || error.message;
   return (error && error.message) || String(error);
+}
+
+/** Asks in the page, not in a browser dialog: a sentence, an optional text field, a confirm and a
+ *  cancel button, appended to `into` (next to what the person pressed). Resolves with the field's
+ *  value (or true) when confirmed, null when cancelled. One question at a time. */
+function askInPage(into, { text, field, confirm = "OK", danger = false }) {
+  return new Promise((resolve) => {
+    document.querySelectorAll(".ask-inline").forEach((open) => open.cancel());
+    const box = document.createElement("div");
+    box.className = "ask-inline";
+    box.setAttribute("role", "group");
+    const question = document.createElement("p");
+    question.textContent = text;
+    box.append(question);
+    let input = null;
+    if (field) {
+      const id = `ask-${Date.now().toString(36)}`;
+      const label = document.createElement("label");
+      label.htmlFor = id;
+      label.textContent = field.label;
+      input = document.createElement("input");
+      input.id = id;
+      input.value = field.value || "";
+      input.autocomplete = "off";
+      box.append(label, input);
+    }
+    const ok = document.createElement("button");
+    ok.type = "button";
+    ok.className = danger ? "small danger" : "small";
+    ok.textContent = confirm;
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "secondary small";
+    cancel.textContent = "Cancel";
+    const actions = document.createElement("div");
+    actions.className = "actions row";
+    actions.append(ok, cancel);
+    box.append(actions);
+    const finish = (value) => {
+      // The status line may have moved next to these buttons: it stays in the page, outside any
+      // list the answer re-renders.
+      const status = document.getElementById("status");
+      if (status && box.contains(status)) (box.parentElement.closest("ul") || box).after(status);
+      box.remove();
+      resolve(value);
+    };
+    box.cancel = () => finish(null);
+    ok.addEventListener("click", () => finish(input ? input.value : true));
+    cancel.addEventListener("click", () => finish(null));
+    box.addEventListener("keydown", (event) => {
+      if (event.key === "Escape") finish(null);
+      if (event.key === "Enter" && input) finish(input.value);
+    });
+    into.append(box);
+    (input || ok).focus();
+  });
 }

@@ -110,7 +110,7 @@ $("approve").addEventListener("click", async () => {
     answer(outcome);
   } catch (error) {
     button.disabled = false;
-    showError(error);
+    showStatus("error", `${describeError(error)} Nothing was signed.`, error.code);
   }
 });
 

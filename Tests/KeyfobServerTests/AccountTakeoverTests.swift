@@ -146,6 +146,12 @@ import WebAuthnTestSupport
             let token = try #require(created["token"] as? String)
             let name = try #require(created["username"] as? String)
             #expect(name.hasPrefix("anon-"))
+            // The passkey picker shows a name a person reads, not the anon- handle (#27).
+            let options = try await client.registrationOptions(
+                username: name, headers: Client.bearer(token),
+                confirmation: try await client.confirmation("passkey.add", by: &owner, token: token))
+            let shown = (options["user"] as? [String: Any])?["name"] as? String
+            #expect(shown == "Keyfob account " + name.dropFirst(5).prefix(4), "\(options.json)")
             var second = SoftwareAuthenticator()
             let confirmation = try await client.confirmation("passkey.add", by: &owner, token: token)
             let added = try await client.signUp(&second, username: name, headers: Client.bearer(token), confirmation: confirmation)

@@ -93,3 +93,31 @@ import WebAuthnTestSupport
         #expect(AccountController.fallbackName(named, transports: ["usb"]) == named)
     }
 }
+
+@Suite struct PasskeyNameAtCreationTests {
+    /// A passkey can be named as it is made (#27); a bad name is refused before the ceremony's
+    /// challenge is used, and nothing is written.
+    @Test func aPasskeyIsNamedAsItIsMade() async throws {
+        try await Harness().run { client in
+            var authenticator = SoftwareAuthenticator()
+            let options = try await client.registrationOptions(username: "nina")
+            let challenge = Base64URL.decode(options["challenge"] as! String)!
+            authenticator.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
+            let credential = authenticator.register(
+                authenticator.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin))
+            var body: [String: Any] = [
+                "cred": try jsonObject(credential), "username": "nina", "challengeKey": options["challengeKey"] as! String,
+                "passkeyName": "bad\u{7}name",
+            ]
+            let refused = try await client.call(.post, "/verify-registration", json: body, headers: Client.wantsToken)
+            #expect(refused.error == "invalid_request")
+            #expect(try await client.harness.counts() == [0, 0])
+            body["passkeyName"] = "  work laptop  "
+            let made = try await client.call(.post, "/verify-registration", json: body, headers: Client.wantsToken)
+            #expect(made.status == .ok, "\(made.json)")
+            let token = try #require(made["token"] as? String)
+            let listed = try await client.call(.get, "/account/credentials", headers: Client.bearer(token))
+            #expect(((listed["credentials"] as? [[String: Any]])?.first?["name"] as? String) == "work laptop", "\(listed.json)")
+        }
+    }
+}

@@ -40,11 +40,19 @@ def test_passkeys_have_names_and_the_nudge_shows_once(server, driver):
     shoot(driver, server, "account")
 
     item.find_element(By.XPATH, ".//button[text()='Rename']").click()
-    alert = driver.switch_to.alert
-    alert.send_keys("work laptop")
-    alert.accept()
+    # Asked in the page, not in a browser prompt (#27).
+    field = driver.find_element(By.CSS_SELECTOR, "#passkeys .ask-inline input")
+    field.clear()
+    field.send_keys("work laptop")
+    driver.find_element(By.XPATH, "//div[contains(@class,'ask-inline')]//button[text()='Save']").click()
     wait_for(driver, lambda d: d.find_element(By.CSS_SELECTOR, "#passkeys .passkey-name").text == "work laptop")
     assert "Passkey" in driver.find_element(By.CSS_SELECTOR, "#passkeys .meta").text
+
+    # A bunker URL pasted where a nostrconnect:// URL goes is explained, not refused as malformed (#27).
+    driver.find_element(By.XPATH, "//summary[contains(., 'nostrconnect')]").click()
+    driver.find_element(By.ID, "nostrconnect-url").send_keys("bunker://abc?relay=wss://relay.example&secret=x")
+    driver.find_element(By.ID, "nostrconnect").click()
+    wait_for(driver, lambda d: "That is a bunker URL" in d.find_element(By.ID, "status").text)
 
     driver.find_element(By.ID, "nudge-later").click()
     assert not driver.find_element(By.ID, "nudge").is_displayed()

@@ -118,6 +118,10 @@ def test_nip07_from_a_page_on_another_origin(server, driver):
         history = driver.execute_async_script(
             f"window.open('{server.url}/account.html', '_self'); arguments[0](1)")
         assert history == 1
+        # What the app may do is one row for the app, in words, with one Revoke (#27).
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#grants li.grant"))
+        rows = driver.find_elements(By.CSS_SELECTOR, "#grants li.grant")
+        assert len(rows) == 1 and f"127.0.0.1:{httpd.server_port} may sign a note" in rows[0].text, rows[0].text
         logs = server.logs()
         assert f"client=http://127.0.0.1:{httpd.server_port}" in logs and "transport=nip07" in logs
     finally:

@@ -99,10 +99,13 @@ def test_adding_a_second_passkey_from_the_account_page(server, driver):
     # A security key adds a passkey to the same account; the passkey on this device confirms
     # adding it first (a session alone cannot add a passkey).
     add_authenticator(driver, transport="usb")
+    driver.find_element(By.ID, "add-name").send_keys("yubikey on my keys")   # named as it is made (#27)
     driver.find_element(By.ID, "add").click()
     wait_for(driver, lambda d: passkey_count(d) == 2)
     status = driver.find_element(By.ID, "status")
     assert status.get_attribute("data-status") == "ok"
+    names = [e.text for e in driver.find_elements(By.CSS_SELECTOR, "#passkeys .passkey-name")]
+    assert "yubikey on my keys" in names, names
 
 
 def test_sign_up_see_the_npub_and_sign_a_test_note(server, driver):

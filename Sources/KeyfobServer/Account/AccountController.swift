@@ -137,13 +137,8 @@ struct AccountController: Sendable {
         }
         struct Body: Decodable { var name: String? }
         let body = try await request.decodeJSON(Body.self, limit: 4096)
-        let name = body.name?.trimmingCharacters(in: .whitespacesAndNewlines)
-        if let name, !name.isEmpty {
-            guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
-                throw KeyfobError.invalid("a passkey name is at most 64 characters, without control characters")
-            }
-        }
-        guard try await store.renameCredential(id: id, ofUser: auth.user.id, name: name?.isEmpty == false ? name : nil) else {
+        let name = try PasskeyNames.validated(body.name)
+        guard try await store.renameCredential(id: id, ofUser: auth.user.id, name: name) else {
             throw KeyfobError(.credentialNotFound, "you have no passkey with this id", status: .notFound)
         }
         return jsonResponse(["renamed": true])

@@ -32,6 +32,15 @@ struct PasskeyNames: Sendable {
     }
 
     /// "Chrome on Android", "Safari on iPhone", … from a User-Agent header; nil when it says nothing useful.
+    /// A name a person gave a passkey, trimmed; nil for none. At most 64 characters, no control characters.
+    static func validated(_ raw: String?) throws -> String? {
+        guard let name = raw?.trimmingCharacters(in: .whitespacesAndNewlines), !name.isEmpty else { return nil }
+        guard name.count <= 64, !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
+            throw KeyfobError.invalid("a passkey name is at most 64 characters, without control characters")
+        }
+        return name
+    }
+
     static func createdOn(userAgent: String?) -> String? {
         guard let ua = userAgent, !ua.isEmpty else { return nil }
         let browser: String? =

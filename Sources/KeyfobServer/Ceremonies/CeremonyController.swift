@@ -171,8 +171,13 @@ struct CeremonyController: Sendable {
         record.mayUseReserve = try await mayUseReserve(request)
         try await limits.insert(record, into: store, now: now())
 
+        // What the OS passkey picker shows. An anonymous account's `anon-92ced490b7c6` means nothing
+        // to a person: it is shown as "Keyfob account 92ce" (its id's start tells two apart).
+        let shownName =
+            record.isAnonymous
+            ? "Keyfob account " + record.username!.dropFirst(Usernames.anonymousPrefix.count).prefix(4) : record.username!
         let options = relyingParty.creationOptions(
-            challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: record.username!,
+            challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: shownName,
             algorithms: configuration.algorithms, excludeCredentials: exclude,
             userVerification: configuration.requireUserVerification ? .required : .preferred,
             timeoutSeconds: configuration.challengeTimeout, prf: PasskeySeal.registrationInputs(challenge: challenge))
@@ -188,6 +193,8 @@ struct CeremonyController: Sendable {
         /// A new account: seal its key with this passkey at once (when it gives a PRF output), so
         /// no server-protected copy of the key ever exists.
         var seal: Bool?
+        /// What the person calls this passkey ("work laptop"), given as it is made.
+        var passkeyName: String?
     }
 
     struct VerifyRegistrationResponse: Encodable {
@@ -210,6 +217,7 @@ struct CeremonyController: Sendable {
         let ip = limits.clientIP(request, context)
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
+        let passkeyName = try PasskeyNames.validated(body.passkeyName)
         let pending = try await consumeChallenge(
             clientDataJSON: body.cred.response.clientDataJSON,
             ceremony: .registration, key: body.challengeKey)
@@ -253,7 +261,7 @@ struct CeremonyController: Sendable {
             backupEligible: verified.backupEligible, backupState: verified.backupState, createdAt: created,
             // Making the passkey was its first use (the account page says so, not "never").
             lastUsedAt: created,
-            attestationTrusted: verified.attestation.trust == .trusted,
+            attestationTrusted: verified.attestation.trust == .trusted, name: passkeyName,
             createdOn: PasskeyNames.createdOn(userAgent: request.headers[.userAgent]))
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
