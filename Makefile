@@ -63,6 +63,7 @@ chaos:
 test-fuzz:
 	$(MAKE) fuzz TARGET=WebAuthnFuzz
 	$(MAKE) fuzz TARGET=NostrFuzz
+	$(MAKE) fuzz TARGET=PolkadotFuzz
 
 ## Benchmarks beside raw OpenSSL figures.
 bench:

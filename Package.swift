@@ -105,6 +105,7 @@ let package = Package(
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
         .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn"], swiftSettings: strict),
         .executableTarget(name: "NostrFuzz", dependencies: ["Nostr"], swiftSettings: strict),
+        .executableTarget(name: "PolkadotFuzz", dependencies: ["Polkadot"], swiftSettings: strict),
 
         // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
         .target(

@@ -236,6 +236,11 @@ import WebAuthnTestSupport
                 json: Self.message("pub(bytes.sign)", ["address": address, "data": "0x00"], url: "https://evil.example"), headers: auth)
             #expect(otherSite.error == "permission_denied")
             #expect(try await refused([:], type: "pub(nonsense)").error == "unsupported_type")
+            // Only metadata may be large: a signing message keeps the usual body limit.
+            var huge = Self.payload(address: address)
+            huge["method"] = "0x" + String(repeating: "00", count: 100_000)
+            let tooLarge = try await refused(huge)
+            #expect(tooLarge.status == .contentTooLarge && tooLarge.error == "payload_too_large")
             #expect(
                 try await client.call(.post, "/api/polkadot/message", json: ["msgType": "pub(accounts.list)"], headers: auth).error
                     == "invalid_request")

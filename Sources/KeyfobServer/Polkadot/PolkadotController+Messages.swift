@@ -43,9 +43,18 @@ extension PolkadotController {
 
     @Sendable func message(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        // metadata.provide carries a runtime's call metadata (a few hundred KiB for Polkadot).
-        let body = try await request.jsonObject(limit: max(configuration.maxBodySize, Self.metadataBodyLimit))
+        // metadata.provide carries a runtime's call metadata (a few hundred KiB for Polkadot); every
+        // other message keeps the server's usual body limit, so a signing request stores no more.
+        let bytes = try await request.bodyBytes(limit: max(configuration.maxBodySize, Self.metadataBodyLimit))
+        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        guard let body = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+            throw KeyfobError.invalid("request body must be a JSON object")
+        }
         let type = (body["msgType"] as? String) ?? ""
+        if type != "pub(metadata.provide)", bytes.count > configuration.maxBodySize {
+            throw KeyfobError(
+                .payloadTooLarge, "a \(type.prefix(64)) message is at most \(configuration.maxBodySize) bytes", status: .contentTooLarge)
+        }
         do {
             return try await handle(type: type, body: body, auth: auth, request: request, context: context)
         } catch let error as KeyfobError {
