@@ -95,8 +95,7 @@ public enum JSONBackup {
     private static func secretKeyBytes(_ key: SubstrateKey, secret: [UInt8]) -> [UInt8] {
         switch key.type {
         case .sr25519:
-            let pair = Sr25519.Keypair(secret: .init(key: Array(secret[0..<32]), nonce: Array(secret[32...])))
-            return pair.ed25519Bytes
+            return key.sr25519Keypair.ed25519Bytes
         case .ed25519: return secret + key.publicKey
         case .ecdsa: return secret
         }

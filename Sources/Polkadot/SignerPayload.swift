@@ -117,7 +117,6 @@ public struct SignerPayload: Sendable, Equatable {
         self.mode = UInt8(mode)
         if let text = json["metadataHash"] as? String, text != "0x" {
             metadataHash = try hex("metadataHash", count: 32)
-            _ = text
         } else {
             metadataHash = nil
         }

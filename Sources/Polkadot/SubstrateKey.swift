@@ -5,6 +5,10 @@ import Nostr
 public enum KeyType: String, Sendable, CaseIterable, Codable {
     case sr25519, ed25519, ecdsa
 
+    /// The 32-byte account id an address encodes for a public key of this type: the key itself,
+    /// or its BLAKE2b-256 for ecdsa (33 bytes).
+    public func accountId(publicKey: [UInt8]) -> [UInt8] { self == .ecdsa ? blake2b256(publicKey) : publicKey }
+
     /// The `MultiSignature` variant byte polkadot-js puts before an extrinsic signature.
     public var multiSignatureTag: UInt8 {
         switch self {
@@ -26,7 +30,7 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
     public var description: String { "SubstrateKey(\(type), \(Hex.encode(publicKey)))" }
 
     /// The 32-byte account id addresses encode: the public key, or its BLAKE2b-256 for ecdsa (33 bytes).
-    public var accountId: [UInt8] { type == .ecdsa ? blake2b256(publicKey) : publicKey }
+    public var accountId: [UInt8] { type.accountId(publicKey: publicKey) }
 
     public func address(prefix: UInt16) -> String { SS58.encode(accountId: accountId, prefix: prefix) }
 
@@ -91,7 +95,7 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
     public func derived(_ junction: DeriveJunction) throws(PolkadotError) -> SubstrateKey {
         switch (type, junction.isHard) {
         case (.sr25519, let hard):
-            let pair = Sr25519.Keypair(secret: .init(key: Array(secret[0..<32]), nonce: Array(secret[32...])))
+            let pair = sr25519Keypair
             let next = hard ? pair.hardDerived(chainCode: junction.chainCode) : pair.softDerived(chainCode: junction.chainCode)
             return SubstrateKey(type: type, secret: next.secret.key + next.secret.nonce, publicKey: next.publicKey)
         case (.ed25519, true), (.ecdsa, true):
@@ -105,12 +109,16 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
         }
     }
 
+    /// The sr25519 keypair of the stored secret (scalar ‖ nonce); for sr25519 keys only.
+    var sr25519Keypair: Sr25519.Keypair {
+        Sr25519.Keypair(secret: .init(key: Array(secret[0..<32]), nonce: Array(secret[32...])))
+    }
+
     /// Signs as Substrate does: sr25519 and ed25519 over the message, ecdsa over its BLAKE2b-256.
     public func sign(_ message: [UInt8]) -> [UInt8] {
         switch type {
         case .sr25519:
-            let pair = Sr25519.Keypair(secret: .init(key: Array(secret[0..<32]), nonce: Array(secret[32...])))
-            return pair.sign(message)
+            return sr25519Keypair.sign(message)
         case .ed25519:
             return Ed25519.sign(message, seed: secret) ?? []
         case .ecdsa:

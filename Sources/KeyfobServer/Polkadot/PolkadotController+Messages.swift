@@ -76,7 +76,6 @@ extension PolkadotController {
         // a bearer session is a native app reporting the page its web view shows.
         let transport = auth.viaCookie ? "polkadot-web" : "polkadot-bridge"
         let who = caller(auth, origin: origin, transport: transport, request: request, context: context)
-        let messageID = (body["id"] as? String).map { String($0.prefix(128)) } ?? ""
         switch type {
         case "pub(authorize.tab)":
             // The app (Nova's own prompt) or Keyfob's popup asked the user before sending this.
@@ -130,7 +129,6 @@ extension PolkadotController {
             let pending = Pending(
                 id: record.id, approvalUrl: "\(base)/polkadot-approve.html?id=\(record.id)",
                 resultUrl: "\(base)/api/polkadot/requests/\(record.id)", expiresIn: Int(Self.requestLifetime))
-            _ = messageID
             return jsonResponse(MessageReply(type: type, pending: pending), status: .accepted)
         default:
             throw KeyfobError(.unsupportedType, "\(type.prefix(64)) is not a message Keyfob answers", status: .badRequest)
@@ -175,7 +173,7 @@ extension PolkadotController {
 
     func accountRecord(for accountId: [UInt8], userID: String) async throws -> SubstrateAccountRecord? {
         try await store.substrateAccounts(ofUser: userID).first { record in
-            (record.keyType == KeyType.ecdsa.rawValue ? blake2b256(record.publicKey) : record.publicKey) == accountId
+            KeyType(rawValue: record.keyType)?.accountId(publicKey: record.publicKey) == accountId
         }
     }
 

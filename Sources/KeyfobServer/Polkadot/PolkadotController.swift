@@ -73,7 +73,7 @@ struct PolkadotController: Sendable {
     }
 
     static func reply(_ record: SubstrateAccountRecord) -> AccountReply {
-        let accountId = record.keyType == KeyType.ecdsa.rawValue ? blake2b256(record.publicKey) : record.publicKey
+        let accountId = KeyType(rawValue: record.keyType)?.accountId(publicKey: record.publicKey) ?? record.publicKey
         return AccountReply(
             id: record.id, name: record.name, type: record.keyType,
             address: SS58.encode(accountId: accountId, prefix: UInt16(clamping: record.network)),
