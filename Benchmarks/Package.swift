@@ -11,21 +11,17 @@ let package = Package(
         .package(url: "https://github.com/ordo-one/benchmark.git", exact: "1.38.1", traits: ["MallocInterposer"]),
     ],
     targets: [
-        .executableTarget(
-            name: "WebAuthnBenchmarks",
-            dependencies: [
-                .product(name: "WebAuthn", package: "keyfob"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "WebAuthnBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
-        .executableTarget(
-            name: "NostrBenchmarks",
-            dependencies: [
-                .product(name: "Nostr", package: "keyfob"),
-                .product(name: "Benchmark", package: "benchmark"),
-            ],
-            path: "NostrBenchmarks",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]),
+        benchmark("WebAuthnBenchmarks", of: "WebAuthn"),
+        benchmark("NostrBenchmarks", of: "Nostr"),
+        benchmark("PolkadotBenchmarks", of: "Polkadot"),
     ]
 )
+
+/// One benchmark executable over one of Keyfob's libraries, in the folder of its name.
+func benchmark(_ name: String, of library: String) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: [.product(name: library, package: "keyfob"), .product(name: "Benchmark", package: "benchmark")],
+        path: name,
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")])
+}

@@ -8,6 +8,8 @@ public struct DecodedCall: Sendable, Equatable {
     public struct Argument: Sendable, Equatable {
         public let name: String
         public let value: String
+        /// How many items the argument holds, when it is a list (a batch's calls, a nomination's targets).
+        public var count: Int? = nil
     }
 
     public var text: String {
@@ -43,8 +45,9 @@ public struct CallDecoder: Sendable {
         }
         var arguments: [DecodedCall.Argument] = []
         for (position, field) in variant.fields.enumerated() {
+            walker.topLevelCount = nil
             let value = try walker.value(field.type, typeName: field.typeName, depth: 0)
-            arguments.append(.init(name: field.name ?? "\(position)", value: value))
+            arguments.append(.init(name: field.name ?? "\(position)", value: value, count: walker.topLevelCount))
         }
         guard walker.reader.isAtEnd else {
             throw PolkadotError(.invalidPayload, "the call has \(walker.reader.remaining) bytes more than this metadata describes")
@@ -56,6 +59,8 @@ public struct CallDecoder: Sendable {
         let decoder: CallDecoder
         var reader: ScaleReader
         var steps = 0
+        /// The length of the argument being read, when the argument itself is a list.
+        var topLevelCount: Int?
 
         mutating func value(_ id: Int, typeName: String?, depth: Int) throws(PolkadotError) -> String {
             steps += 1
@@ -78,7 +83,9 @@ public struct CallDecoder: Sendable {
                 }
                 return variant.fields.isEmpty ? variant.name : variant.name + (try fieldList(variant.fields, depth: depth, empty: ""))
             case .sequence(let inner):
-                return try list(count: try reader.length(minimumSize: isZeroSized(inner) ? 0 : 1), inner, depth: depth)
+                let count = try reader.length(minimumSize: isZeroSized(inner) ? 0 : 1)
+                if depth == 0 { topLevelCount = count }
+                return try list(count: count, inner, depth: depth)
             case .array(let length, let inner):
                 return try list(count: length, inner, depth: depth)
             case .tuple(let members):

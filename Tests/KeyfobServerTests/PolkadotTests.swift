@@ -144,6 +144,7 @@ import WebAuthnTestSupport
             let bob = SS58.encode(
                 accountId: Array(try #require(PolkadotHex.decode("0x8eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a48"))), prefix: 0)
             #expect(extrinsic["decodedCall"] as? String == "Balances.transfer_keep_alive(dest: Id(\(bob)), value: 1 DOT)")
+            #expect(extrinsic["summary"] as? String == "Send 1 DOT to \(bob), keeping your account open")
             // Another site's metadata describes nothing for this one.
             let other = try await client.call(
                 .post, "/api/polkadot/message",

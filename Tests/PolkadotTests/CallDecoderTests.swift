@@ -43,6 +43,23 @@ import Testing
         #expect(try Self.decoder.decode(hex(calls[3]["call"] as! String)).text == "Staking.bond_extra(max_additional: 2.5 DOT)")
     }
 
+    @Test func commonCallsAreSaidInASentence() throws {
+        let calls = try Self.reference()
+        let summaries = try calls.map { try Self.decoder.decode(hex($0["call"] as! String)).summary }
+        let bob = SS58.encode(accountId: hex("8eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a48"), prefix: 0)
+        #expect(
+            summaries == [
+                "Send 1 DOT to \(bob), keeping your account open", "Write a remark on chain: “hello”",
+                "Make 2 calls in one transaction, all of them or none", "Add up to 2.5 DOT to your stake",
+            ])
+        // A call with no sentence of its own has no summary: the decoded call stands alone.
+        let other = DecodedCall(pallet: "Democracy", call: "second", arguments: [.init(name: "proposal", value: "3")])
+        #expect(other.summary == nil)
+        // A remark that is not text stays hex.
+        let binary = DecodedCall(pallet: "System", call: "remark", arguments: [.init(name: "remark", value: "0x00ff")])
+        #expect(binary.summary == "Write a remark on chain: 0x00ff")
+    }
+
     @Test func callsThatDoNotMatchTheMetadataAreRefused() throws {
         let transfer = hex(try Self.reference()[0]["call"] as! String)
         #expect(throws: PolkadotError.self) { try Self.decoder.decode(transfer + [0]) }  // a byte more than described

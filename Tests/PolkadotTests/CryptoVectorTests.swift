@@ -144,6 +144,12 @@ import Testing
                 #expect(key.address(prefix: SS58.generic) == row["ss"]!)
             }
         }
+        // ed25519 hard derivation: Substrate's development GRANDPA key for Alice (`subkey inspect
+        // --scheme ed25519 //Alice`), also recomputed from the rule with Python's hashlib and
+        // cryptography while writing this test.
+        let alice = try SubstrateKey(type: .ed25519, secretURI: "\(v["phrase"]!)//Alice")
+        #expect(hexString(alice.publicKey) == "88dc3417d5058ec4b4503e0c12ea1a0a89be200fe98922423d4334014fa6b0ee")
+        #expect(alice.address(prefix: SS58.generic) == "5FA9nQDVg267DEd8m1ZypXLBnvN7SFxYwV7ndqSYGiN9TTpu")
         #expect(throws: PolkadotError.self) { try SubstrateKey(type: .ed25519, secretURI: "\(v["phrase"]!)/soft") }
         #expect(throws: PolkadotError.self) { try SubstrateKey(type: .sr25519, secretURI: "\(v["phrase"]!)//") }
     }

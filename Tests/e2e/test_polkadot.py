@@ -9,7 +9,7 @@ import sys
 import tempfile
 
 import sr25519
-from scalecodec.base import RuntimeConfiguration
+from scalecodec.base import RuntimeConfiguration, RuntimeConfigurationObject, ScaleBytes
 from scalecodec.type_registry import load_type_registry_preset
 from scalecodec.utils.ss58 import ss58_decode
 from selenium.webdriver.common.by import By
@@ -47,6 +47,30 @@ def signing_payload():
         return bytes.fromhex(rc.create_scale_object(type_string).encode(value).to_hex()[2:])
     return (bytes.fromhex(METHOD) + bytes.fromhex("0703") + enc("Compact<u64>", 5) + enc("Compact<u128>", 0) + bytes([0])
             + enc("u32", 0x000f4dfc) + enc("u32", 0x1a) + bytes.fromhex(POLKADOT_GENESIS) + bytes.fromhex(BLOCK_HASH) + bytes([0]))
+
+
+def assembled_extrinsic(public_key, signature):
+    """The signed extrinsic substrate-interface's codec (scalecodec) builds from Keyfob's signature
+    with Polkadot's metadata, and what the same codec decodes from those bytes."""
+    rc = RuntimeConfigurationObject()
+    rc.update_type_registry(load_type_registry_preset("core"))
+    with open(os.path.join(os.path.dirname(__file__), "..", "Vectors", "polkadot", "polkadot_v14_metadata.scale"), "rb") as f:
+        metadata = rc.create_scale_object("MetadataVersioned", data=ScaleBytes(f.read()))
+    metadata.decode()
+    rc.add_portable_registry(metadata)
+    era = rc.create_scale_object("Era", data=ScaleBytes("0x0703"))
+    era.decode()
+    assert signature[0] == 1  # MultiSignature::Sr25519
+    extrinsic = rc.create_scale_object("Extrinsic", metadata=metadata)
+    extrinsic.encode({
+        "account_id": {"Id": "0x" + public_key.hex()}, "signature": {"Sr25519": "0x" + signature[1:].hex()},
+        "call_module": "Balances", "call_function": "transfer_keep_alive",
+        "call_args": {"dest": {"Id": "0x" + METHOD[6:70]}, "value": 10**10},
+        "era": {"period": era.value[0], "phase": era.value[1]}, "nonce": 5, "tip": 0, "mode": "Disabled"})
+    encoded = bytes(extrinsic.data.data)
+    decoded = rc.create_scale_object("Extrinsic", data=ScaleBytes(encoded), metadata=metadata)
+    decoded.decode()
+    return encoded, decoded.value
 
 
 def metadata_def():
@@ -171,6 +195,7 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         wait_for(driver, lambda d: out(d) == "true")
 
         def extrinsic_shown():
+            assert driver.find_element(By.ID, "what").text.startswith("Send 1 DOT to 14E5nqKAp3oAJcmzgZhUD2RcptBeUBScxKHgJKU4HPNcKVf3, keeping")
             assert "On Polkadot" in driver.find_element(By.ID, "what").text
             assert "Balances.transfer_keep_alive(dest: Id(" in driver.find_element(By.ID, "fields").text
             assert "value: 1 DOT)" in driver.find_element(By.ID, "fields").text
@@ -180,6 +205,24 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         assert sr25519.verify(signature[1:], signing_payload(), public_key)
         logs = server.logs()
         assert "polkadot.sign_payload" in logs and "transport=polkadot-web" in logs
+
+        # A page on another origin cannot use the first one's authorization: Keyfob asks anew, naming
+        # the new origin; declined, that page gets no accounts and cannot sign.
+        other = serve(site)
+        try:
+            driver.get(f"http://127.0.0.1:{other.server_port}/index.html")
+            main = driver.current_window_handle
+            driver.find_element(By.ID, "connect").click()
+            popup(driver, main)
+            wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
+            assert f"127.0.0.1:{other.server_port}" in driver.find_element(By.ID, "title").text
+            driver.find_element(By.ID, "deny").click()
+            wait_for(driver, lambda d: len(d.window_handles) == 1)
+            driver.switch_to.window(main)
+            wait_for(driver, lambda d: out(d).startswith("error"))
+            assert address not in out(driver)
+        finally:
+            other.shutdown()
     finally:
         httpd.shutdown()
 
@@ -250,6 +293,14 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     assert state["state"] == "approved" and state["outcome"] == outcome
     signature = bytes.fromhex(outcome["result"]["signature"][2:])
     assert signature[0] == 1 and sr25519.verify(signature[1:], signing_payload(), public_key)
+    # substrate-interface's codec assembles the signed extrinsic from it; decoded, it is Alice's
+    # transfer with Keyfob's signature (type byte included, where polkadot-js puts it), which verifies.
+    encoded, extrinsic = assembled_extrinsic(public_key, signature)
+    assert signature + bytes.fromhex("0703") in encoded and bytes.fromhex(METHOD) in encoded
+    assert extrinsic["address"] == "0x" + public_key.hex() and extrinsic["nonce"] == 5
+    assert extrinsic["call"]["call_module"] == "Balances" and extrinsic["call"]["call_function"] == "transfer_keep_alive"
+    decoded_signature = bytes.fromhex(extrinsic["signature"]["Sr25519"][2:])
+    assert sr25519.verify(decoded_signature, signing_payload(), public_key)
 
     # The JSON export opens in substrate-interface (polkadot-js's file format, independent code).
     from substrateinterface import Keypair
@@ -259,3 +310,18 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     assert status == 200, backup
     restored = Keypair.create_from_encrypted_json(json.dumps(backup), "correct horse battery")
     assert restored.public_key == public_key and restored.verify(b"hi", restored.sign(b"hi"))
+
+    # The same phrase and path give the same address in substrate-interface (hard and soft junctions,
+    # for sr25519; ed25519 from the phrase itself, as substrate-interface derives no ed25519 path; three
+    # prefixes). Its ecdsa phrases follow Ethereum's BIP-44, not Substrate's: ecdsa and ed25519 hard
+    # derivation are pinned by Substrate's own //Alice keys in PolkadotTests instead.
+    from substrateinterface import KeypairType
+    phrase = "bottom drive obey lake curtain smoke basket hold race lonely fit walk"
+    for key_type, path, network in (("sr25519", "//polkadot//0", 0), ("sr25519", "//hard/soft", 2),
+                                    ("ed25519", "", 0), ("sr25519", "//Alice", 42)):
+        status, imported = c.call("POST", "/api/polkadot/accounts",
+                                  {"mnemonic": phrase, "path": path, "type": key_type, "network": network}, token=token)
+        assert status == 201, imported
+        crypto = {"sr25519": KeypairType.SR25519, "ed25519": KeypairType.ED25519}[key_type]
+        expected = Keypair.create_from_uri(phrase + path, ss58_format=network, crypto_type=crypto).ss58_address
+        assert imported["address"] == expected, (key_type, path)

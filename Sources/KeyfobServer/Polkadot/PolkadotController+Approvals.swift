@@ -69,6 +69,8 @@ extension PolkadotController {
         let call: String
         /// `Pallet.call(arguments)`, decoded with the metadata this dapp provided.
         let decodedCall: String?
+        /// The decoded call in one sentence, for the common ones ("Send 1 DOT to 15oF4…").
+        let summary: String?
         let callIndex: [Int]
         let callNote: String
         let tip: String
@@ -107,13 +109,13 @@ extension PolkadotController {
             let decimals = known?.decimals ?? def?["tokenDecimals"] as? Int
             let token = known?.token ?? def?["tokenSymbol"] as? String
             let prefix = UInt16(clamping: def?["ss58Format"] as? Int ?? account.network)
-            var decoded: String?
+            var decoded: DecodedCall?
             let note: String
             if let calls = (def?["metaCalls"] as? String).flatMap({ Data(base64Encoded: $0) }) {
                 do {
                     let metadata = try RuntimeMetadata([UInt8](calls))
                     decoded = try CallDecoder(metadata: metadata, ss58Prefix: prefix, decimals: decimals, token: token)
-                        .decode(payload.method).text
+                        .decode(payload.method)
                     note = "Decoded with the metadata \(record.origin) provided (spec \(provided?.specVersion ?? 0))."
                 } catch {
                     note = "call \(callHex)… — the metadata this site gave does not describe it (\(error.message)); check the call in your dapp"
@@ -125,7 +127,8 @@ extension PolkadotController {
                 payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
             reply.extrinsic = ExtrinsicDetails(
                 chain: known?.name, chainFromDapp: def?["chain"] as? String, genesisHash: genesis,
-                call: PolkadotHex.encode(payload.method), decodedCall: decoded, callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
+                call: PolkadotHex.encode(payload.method), decodedCall: decoded?.text, summary: decoded?.summary,
+                callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
                 tip: Amount.format(payload.tip, decimals: decimals, token: token),
                 nonce: Amount.decimal(payload.nonce), era: era, specVersion: payload.specVersion,
                 transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
