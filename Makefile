@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs
+.PHONY: serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -29,6 +29,13 @@ test-browser:
 	@scripts/install-deps.sh --test
 	swift build --product keyfob
 	scripts/postgres.sh run scripts/python -m pytest Tests/e2e -q
+
+## Photograph every page (light and dark theme, 390 and 1280 px wide) into docs/screenshots/, the
+## pictures README shows; the same test checks each page with axe-core in make test.
+screenshots:
+	@scripts/install-deps.sh --test
+	swift build --product keyfob
+	KEYFOB_SCREENSHOTS=$(CURDIR)/docs/screenshots scripts/python -m pytest Tests/e2e/test_pages.py -q
 
 ## Rewrite the generated parts of the docs (the settings table of docs/configuration.md) from the
 ## code; a Swift test fails while they are out of date.

@@ -120,11 +120,19 @@ function renderProtection() {
     : "Keyfob keeps your key encrypted under its master key. Seal it with your passkeys to take even the operator out of reach.";
   $("seal-start").hidden = sealed;
   $("sealed-actions").hidden = !sealed;
+  noteSecurity();
+}
+
+function noteSecurity() {
+  const sealed = account.protection && account.protection.level === "passkeys";
+  const count = passkeys.length ? `${passkeys.length} passkey${passkeys.length === 1 ? "" : "s"} · ` : "";
+  setSectionNote("security-note", count + (sealed ? "key sealed by passkeys" : "key server-protected"));
 }
 
 async function loadPasskeys() {
   const { credentials } = await api("/account/credentials");
   passkeys = credentials;
+  noteSecurity();
   const sealed = account.protection && account.protection.level === "passkeys";
   const list = $("passkeys");
   list.replaceChildren(...credentials.map((c) => {
@@ -159,12 +167,14 @@ async function loadPasskeys() {
     if (sealed) {
       const badge = document.createElement("div");
       badge.className = c.sealsKey ? "seal-badge" : "seal-badge none";
-      badge.textContent = c.sealsKey ? "Opens your sealed key" : "Cannot open your sealed key";
+      badge.textContent = c.sealsKey ? "Opens your sealed key"
+        : c.canSeal === false ? "Cannot open your sealed key: its device cannot seal keys" : "Cannot open your sealed key";
       text.append(badge);
     }
     const actions = document.createElement("div");
     actions.className = "passkey-actions";
-    if (sealed && !c.sealsKey) {
+    // A passkey whose browser said it has no PRF can never seal: no button that can only fail.
+    if (sealed && !c.sealsKey && c.canSeal !== false) {
       const join = document.createElement("button");
       join.className = "link neutral";
       join.type = "button";
@@ -226,9 +236,9 @@ async function addPasskey(hints) {
     $("add-name").value = "";
     $("add-elsewhere").hidden = true;
     $("nudge").hidden = true;
-    showStatus("ok", added.sealsKey === false
-      ? "Passkey added. It cannot open your sealed key yet: press “Add to seal” beside it (its authenticator must support PRF)."
-      : "Passkey added.");
+    showStatus("ok", added.sealsKey !== false ? "Passkey added."
+      : added.canSeal === false ? "Passkey added. It signs you in, but its device cannot seal keys, so it cannot open your sealed key."
+      : "Passkey added. It cannot open your sealed key yet: press “Add to seal” beside it.");
     await refreshSession();
     await loadPasskeys();
   } catch (error) {
@@ -370,6 +380,7 @@ async function loadGrants() {
   const { grants } = await api("/api/signer/grants");
   const byClient = new Map();
   for (const g of grants) byClient.set(g.client, [...(byClient.get(g.client) || []), g]);
+  setSectionNote("activity-note", byClient.size ? `${byClient.size} app${byClient.size === 1 ? "" : "s"} allowed · history` : "no app allowed yet · history");
   renderRevocable("grants", [...byClient].map(([client, list]) => {
     const allowed = list.filter((g) => g.allow).map(grantWords);
     const refused = list.filter((g) => !g.allow).map(grantWords);
@@ -470,16 +481,28 @@ $("bunker-rotate").addEventListener("click", () => guarded(async () => {
   await showBunker(true);
   showStatus("ok", "A new bunker URL; the old one no longer works.");
 }));
-$("bunker-copy").addEventListener("click", async () => {
-  try {
-    await navigator.clipboard.writeText($("bunker-url").value);
-    showStatus("ok", "Bunker URL copied.");
-    copiedOn($("bunker-copy"));
-  } catch {
-    $("bunker-url").select();
-    showStatus("", "Press Ctrl+C (or long-press) to copy the selected URL.");
-  }
-});
+
+/** A copy button: `text()` to the clipboard, "Copied" on the button; where the browser refuses the
+ *  clipboard, `select()` selects the text and the line beside says how to copy it. */
+function copyOnClick(button, text, { copied, selected, select }) {
+  button.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(text());
+      showStatus("ok", copied);
+      copiedOn(button);
+    } catch {
+      select();
+      showStatus("", `Press Ctrl+C (or long-press) to copy the selected ${selected}.`);
+    }
+  });
+}
+
+copyOnClick($("bunker-copy"), () => $("bunker-url").value,
+  { copied: "Bunker URL copied.", selected: "URL", select: () => $("bunker-url").select() });
+copyOnClick($("copy-npub"), () => account.npub,
+  { copied: "npub copied.", selected: "npub", select: () => getSelection().selectAllChildren($("npub")) });
+copyOnClick($("ncryptsec-copy"), () => $("ncryptsec").textContent,
+  { copied: "Backup copied.", selected: "backup", select: () => getSelection().selectAllChildren($("ncryptsec")) });
 
 /** The copy button itself says "Copied" for two seconds: the result where the finger is. */
 function copiedOn(button) {
@@ -490,16 +513,6 @@ function copiedOn(button) {
   button.copiedTimer = setTimeout(() => { button.textContent = label; }, 2000);
 }
 
-$("copy-npub").addEventListener("click", async () => {
-  try {
-    await navigator.clipboard.writeText(account.npub);
-    showStatus("ok", "npub copied.");
-    copiedOn($("copy-npub"));
-  } catch {
-    getSelection().selectAllChildren($("npub"));
-    showStatus("", "Press Ctrl+C (or long-press) to copy the selected npub.");
-  }
-});
 
 $("unlock").addEventListener("click", () => guarded(async () => {
   showStatus("", account.protection && account.protection.level === "passkeys"
@@ -566,23 +579,66 @@ $("export").addEventListener("click", () => guarded(async () => {
     showStatus("error", "Choose a password of at least 8 characters to encrypt the backup with.");
     return;
   }
+  if (password !== $("export-password-again").value) {
+    showStatus("error", "The two passwords differ: type the same password in both fields.");
+    return;
+  }
   showStatus("", "Confirm with your passkey…");
   const confirmation = await confirmAction("key.export");
   const reply = await api("/api/signer/key/export", { method: "POST", body: { password, confirmation } });
   $("ncryptsec").textContent = reply.ncryptsec;
-  $("ncryptsec").hidden = false;
+  drawQR($("ncryptsec-qr"), reply.ncryptsec);
+  $("ncryptsec-box").hidden = false;
   $("export-password").value = "";
-  showStatus("ok", "Backup ready: store the ncryptsec and its password somewhere safe.");
+  $("export-password-again").value = "";
+  showStatus("ok", "Backup ready: copy it, download it or scan it, and keep its password apart from it.");
   loadHistory();
 }));
 
-$("import").addEventListener("click", () => guarded(async () => {
+
+$("ncryptsec-download").addEventListener("click", () => {
+  const file = new Blob([$("ncryptsec").textContent + "\n"], { type: "text/plain" });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(file);
+  link.download = `keyfob-${account.username}-ncryptsec.txt`;
+  link.click();
+  URL.revokeObjectURL(link.href);
+  showStatus("ok", `Saved as ${link.download}.`);
+});
+
+/** The import body for what was typed: an ncryptsec with its password, an nsec, or 64 hex. */
+function importBody() {
   const value = $("import-key").value.trim();
-  let body;
-  if (value.startsWith("ncryptsec1")) body = { ncryptsec: value, password: $("import-password").value };
-  else if (value.startsWith("nsec1")) body = { nsec: value };
-  else body = { secret: value };
-  if (!(await askInPage($("import").closest(".card"), { text: "Replace the nostr key Keyfob holds for you with this one? The current key is gone for good unless you exported it.", confirm: "Replace my key", danger: true }))) return;
+  if (value.startsWith("ncryptsec1")) return { ncryptsec: value, password: $("import-password").value };
+  if (value.startsWith("nsec1")) return { nsec: value };
+  return { secret: value };
+}
+
+// Import: check the key first (nothing changes), name both npubs, offer the export, then the passkey.
+$("import").addEventListener("click", () => guarded(async () => {
+  if (!$("import-key").value.trim()) {
+    showStatus("error", "Paste the key to import first: an nsec1…, 64 hex characters or an ncryptsec1… with its password.");
+    return;
+  }
+  showStatus("", "Checking the key…");
+  const checked = await api("/api/signer/key/check", { method: "POST", body: importBody() });
+  if (checked.sameAsCurrent) {
+    showStatus("ok", "That is the key Keyfob already holds for you: nothing to change.");
+    return;
+  }
+  showStatus("", "");
+  const answer = await askInPage($("import").closest("details"), {
+    text: `Replace your key ${account.npub} with ${checked.npub}? The current key is gone for good unless you exported it.`,
+    confirm: "Replace my key", danger: true, extra: { label: "Export the current key first", value: "export" },
+  });
+  if (answer === "export") {
+    $("export-box").open = true;
+    $("export-password").focus();
+    showStatus("", "Export the current key first: a password twice, then Export. Then replace it.");
+    return;
+  }
+  if (!answer) return;
+  const body = importBody();
   body.confirmation = await confirmAction("key.import");
   const reply = await api("/api/signer/key", { method: "POST", body });
   $("import-key").value = "";
@@ -590,7 +646,7 @@ $("import").addEventListener("click", () => guarded(async () => {
   account.npub = reply.npub;
   $("npub").textContent = reply.npub;
   drawQR($("npub-qr"), reply.npub);
-  showStatus("ok", "Key imported.");
+  showStatus("ok", `Key replaced: your npub is now ${reply.npub}.`);
   loadHistory();
 }));
 
@@ -607,6 +663,33 @@ $("signout-all").addEventListener("click", async () => {
   try { await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } finally { location.assign("/?signedout"); }
 });
 
+/** The sections below the key open and close like any disclosure; this browser remembers which
+ *  are open, and a link to #security (or #backup, #polkadot, #activity) opens that one. */
+function setUpSections() {
+  let open;
+  try { open = new Set(JSON.parse(localStorage.getItem("keyfob-open-sections") || "[]")); } catch { open = new Set(); }
+  for (const section of document.querySelectorAll("details.section")) {
+    if (open.has(section.id) || location.hash === `#${section.id}`) section.open = true;
+    section.addEventListener("toggle", () => {
+      if (section.open) open.add(section.id); else open.delete(section.id);
+      localStorage.setItem("keyfob-open-sections", JSON.stringify([...open]));
+    });
+  }
+  addEventListener("hashchange", () => {
+    const section = document.getElementById(location.hash.slice(1));
+    if (section && section.matches("details.section")) { section.open = true; section.scrollIntoView(); }
+  });
+}
+
+/** What each closed section holds, on its summary line: the state at a glance. */
+function setSectionNote(id, text) {
+  const note = $(id);
+  if (note) note.textContent = text;
+}
+
+setUpSections();
+$("welcome-done").addEventListener("click", () => { $("welcome-card").hidden = true; });
+
 (async () => {
   if (!(await refreshSession())) return;
   await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants(), loadBunkerClients(), loadWaiting()]));
@@ -614,12 +697,14 @@ $("signout-all").addEventListener("click", async () => {
   setInterval(() => loadWaiting().catch(() => {}), 5000);
   renderLock();
   const params = new URLSearchParams(location.search);
-  if (params.has("notsealed")) {
-    showStatus("error", "This passkey cannot seal keys (its device has no PRF support), so your key is server-protected. "
-      + "You can seal it later under “Key protection” with a passkey that can.");
-  } else if (params.has("welcome")) {
-    showStatus("ok", account.protection && account.protection.level === "passkeys"
-      ? "Welcome. Your key is sealed by this passkey: add a second passkey soon, so losing this device does not lose the key."
-      : "Welcome. Your account and nostr key are ready.");
+  if (params.has("welcome")) {
+    // Once: the card names the next step, and the address loses ?welcome so a reload does not repeat it.
+    const sealed = account.protection && account.protection.level === "passkeys";
+    $("welcome-text").textContent = (params.has("notsealed")
+      ? "This passkey cannot seal keys (its device has no PRF support), so your key is server-protected; you can seal it later under “Passkeys and key protection” with a passkey that can. "
+      : sealed ? "Your key is sealed by this passkey: add a second passkey soon, so losing this device does not lose the key. " : "")
+      + "Next: connect a nostr app with your bunker URL (“Connect an app” below), or sign a test note to see it work.";
+    $("welcome-card").hidden = false;
+    history.replaceState(null, "", location.pathname + location.hash);
   }
 })();

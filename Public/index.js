@@ -66,7 +66,7 @@ document.getElementById("signup-form").addEventListener("submit", async (event) 
   showStatus("", "Creating your passkey…");
   try {
     const seal = document.getElementById("seal-at-signup").checked;
-    const result = await registerPasskey(username, undefined, false, seal);
+    const result = await registerPasskey(username, undefined, false, seal, document.getElementById("passkey-name").value.trim());
     showStatus("ok", `Account ${result.username} created.`);
     // Asked to seal, but this passkey could not (no PRF): the account page says so.
     location.assign(seal && result.sealsKey === false ? "/account.html?welcome&notsealed" : "/account.html?welcome");
@@ -75,6 +75,8 @@ document.getElementById("signup-form").addEventListener("submit", async (event) 
     fieldError("username-error", describeError(error), error && error.code);
   }
 });
+
+document.getElementById("passkey-name").value = deviceName();
 
 (async () => {
   const params = new URLSearchParams(location.search);

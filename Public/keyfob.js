@@ -256,10 +256,21 @@ function describeError(error) {
   return (error && error.message) || String(error);
 }
 
+/** A first guess at a name for a passkey made on this device ("Chrome on Linux"), for the person to
+ *  keep or change. Only the browser's own user agent is read; nothing is sent anywhere. */
+function deviceName() {
+  const ua = navigator.userAgent;
+  const browser = /Edg\//.test(ua) ? "Edge" : /Firefox\//.test(ua) ? "Firefox" : /Chrome\/|CriOS/.test(ua) ? "Chrome"
+    : /Safari\//.test(ua) ? "Safari" : "Browser";
+  const system = /iPhone/.test(ua) ? "iPhone" : /iPad/.test(ua) ? "iPad" : /Android/.test(ua) ? "Android"
+    : /Mac OS X/.test(ua) ? "Mac" : /Windows/.test(ua) ? "Windows" : /CrOS/.test(ua) ? "ChromeOS" : /Linux/.test(ua) ? "Linux" : "";
+  return system ? `${browser} on ${system}` : browser;
+}
+
 /** Asks in the page, not in a browser dialog: a sentence, an optional text field, a confirm and a
  *  cancel button, appended to `into` (next to what the person pressed). Resolves with the field's
  *  value (or true) when confirmed, null when cancelled. One question at a time. */
-function askInPage(into, { text, field, confirm = "OK", danger = false }) {
+function askInPage(into, { text, field, confirm = "OK", danger = false, extra = null }) {
   return new Promise((resolve) => {
     document.querySelectorAll(".ask-inline").forEach((open) => open.cancel());
     const box = document.createElement("div");
@@ -290,7 +301,17 @@ function askInPage(into, { text, field, confirm = "OK", danger = false }) {
     cancel.textContent = "Cancel";
     const actions = document.createElement("div");
     actions.className = "actions row";
-    actions.append(ok, cancel);
+    actions.append(ok);
+    if (extra) {
+      // A third way out, such as "Export the current key first": resolves with extra.value.
+      const other = document.createElement("button");
+      other.type = "button";
+      other.className = "secondary small";
+      other.textContent = extra.label;
+      other.addEventListener("click", () => finish(extra.value));
+      actions.append(other);
+    }
+    actions.append(cancel);
     box.append(actions);
     const finish = (value) => {
       // The status line may have moved next to these buttons: it stays in the page, outside any

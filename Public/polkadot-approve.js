@@ -47,7 +47,9 @@ function render(d) {
   if (d.extrinsic) {
     const x = d.extrinsic;
     $("title").textContent = `Sign a transaction for ${host}`;
-    $("what").textContent = x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
+    const chain = x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
+    // The common calls in a sentence first; the decoded call stays below as what is signed.
+    $("what").textContent = x.summary ? `${x.summary} · ${chain}` : chain;
     const call = document.createElement("span");
     call.className = "wrap";
     call.textContent = x.decodedCall || `${x.call.slice(0, 18)}${x.call.length > 18 ? "…" : ""}`;
@@ -68,7 +70,9 @@ function render(d) {
     const quote = document.createElement("blockquote");
     quote.className = "wrap";
     quote.textContent = d.bytes.text ?? d.bytes.hex;
-    fields.append(quote);
+    const li = document.createElement("li");
+    li.append(quote);
+    fields.append(li);
     $("call-note").textContent = "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";
     detail("As hex", d.bytes.hex);
   }

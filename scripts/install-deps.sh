@@ -21,15 +21,17 @@ if [ "${1:-}" = "--test" ]; then
   # Python refuses pip (PEP 668, stock Debian 12), a virtual environment in .venv/ that the
   # Makefile then uses (scripts/python).
   # nostr-sdk (rust-nostr) is the third-party NIP-46 client, nostr-relay the third-party relay;
-  # cryptography the software passkey's; webauthn (py_webauthn) and uvicorn the Python peer's.
+  # cryptography the software passkey's; webauthn (py_webauthn) and uvicorn the Python peer's;
+  # py-sr25519-bindings (schnorrkel), scalecodec and substrate-interface check Polkadot signatures;
+  # axe-core-python carries axe-core, the accessibility check the page tests run.
   py=python3; [ -x .venv/bin/python3 ] && py=.venv/bin/python3
-  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn, sr25519, scalecodec" 2>/dev/null; then
-    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec 2>/dev/null; then :; else
+  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn, sr25519, scalecodec, substrateinterface, axe_core_python" 2>/dev/null; then
+    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python 2>/dev/null; then :; else
       if [ ! -x .venv/bin/python3 ]; then
         dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
         python3 -m venv .venv
       fi
-      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec
+      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python
     fi
   fi
 fi

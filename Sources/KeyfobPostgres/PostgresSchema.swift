@@ -237,5 +237,7 @@ enum PostgresSchema {
             )
             """,
         ],
+        // 7: whether a passkey's authenticator can seal a key (PRF), as its browser said at creation.
+        ["ALTER TABLE credentials ADD COLUMN prf_capable BOOLEAN"],
     ]
 }

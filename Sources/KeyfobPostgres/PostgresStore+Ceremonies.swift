@@ -32,7 +32,7 @@ extension PostgresStore {
                         \(ByteBuffer(bytes: c.id)), \(c.userID), \(ByteBuffer(bytes: c.publicKey)), \(c.algorithm), \(Int(c.signCount)),
                         \(c.transports.joined(separator: ",")), \(ByteBuffer(bytes: c.aaguid)), \(c.attestationFormat),
                         \(c.backupEligible), \(c.backupState), \(c.createdAt.timeIntervalSince1970), \(c.lastUsedAt?.timeIntervalSince1970),
-                        \(c.attestationTrusted), \(c.name), \(c.createdOn))
+                        \(c.attestationTrusted), \(c.name), \(c.createdOn), \(c.prfCapable))
                     """, logger: logger
                 ).collect()
             } catch {

@@ -16,8 +16,9 @@ extension PostgresStore {
         try await call { [self] in
             try await run(Statements.CredentialWithOwner.self) { $0.append(ByteBuffer(bytes: id)) }.first.map { row in
                 CredentialOwner(
-                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
-                    nostrKey: try row.optionalText(19) == nil ? nil : try NostrKeyRecord(row: row, from: 19))
+                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: Columns.credentialCount),
+                    nostrKey: try row.optionalText(Columns.credentialCount + 4) == nil
+                        ? nil : try NostrKeyRecord(row: row, from: Columns.credentialCount + 4))
             }
         }
     }

@@ -349,4 +349,5 @@ extension PostgresRandomAccessRow: StoreRow {
     public func optionalBytes(_ i: Int) throws -> [UInt8]? { try self[i].decode(ByteBuffer?.self).map { Array($0.readableBytesView) } }
     public func date(_ i: Int) throws -> Date { Date(timeIntervalSince1970: try self[i].decode(Double.self)) }
     public func optionalDate(_ i: Int) throws -> Date? { try self[i].decode(Double?.self).map(Date.init(timeIntervalSince1970:)) }
+    public func optionalBool(_ i: Int) throws -> Bool? { try self[i].decode(Bool?.self) }
 }

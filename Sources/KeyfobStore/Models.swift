@@ -49,12 +49,15 @@ public struct CredentialRecord: Sendable, Equatable {
     public var name: String?
     /// The browser and system it was made on ("Chrome on Android"), from the User-Agent.
     public var createdOn: String?
+    /// Whether its authenticator can derive PRF secrets (seal a key), as the browser reported at
+    /// creation; nil when it did not say (apps, older records).
+    public var prfCapable: Bool?
 
     public init(
         id: [UInt8], userID: String, publicKey: [UInt8], algorithm: Int, signCount: UInt32,
         transports: [String], aaguid: [UInt8], attestationFormat: String, backupEligible: Bool,
         backupState: Bool, createdAt: Date, lastUsedAt: Date? = nil, attestationTrusted: Bool = false,
-        name: String? = nil, createdOn: String? = nil
+        name: String? = nil, createdOn: String? = nil, prfCapable: Bool? = nil
     ) {
         self.id = id
         self.userID = userID
@@ -71,6 +74,7 @@ public struct CredentialRecord: Sendable, Equatable {
         self.attestationTrusted = attestationTrusted
         self.name = name
         self.createdOn = createdOn
+        self.prfCapable = prfCapable
     }
 }
 

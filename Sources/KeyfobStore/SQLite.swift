@@ -259,4 +259,8 @@ extension Array: StoreRow where Element == SQLValue {
         if case .null = value(i) { return nil }
         return try date(i)
     }
+    public func optionalBool(_ i: Int) throws -> Bool? {
+        if case .null = value(i) { return nil }
+        return try bool(i)
+    }
 }

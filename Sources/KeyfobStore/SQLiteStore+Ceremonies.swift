@@ -19,12 +19,13 @@ extension SQLiteStore {
                 if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
                 do {
                     try connection.query(
-                        "INSERT INTO credentials (\(Columns.credential)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO credentials (\(Columns.credential)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [
                             .blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
                             .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),
                             .bool(c.backupEligible), .bool(c.backupState), .date(c.createdAt), .date(c.lastUsedAt),
                             .bool(c.attestationTrusted), c.name.map(SQLValue.text) ?? .null, c.createdOn.map(SQLValue.text) ?? .null,
+                            c.prfCapable.map(SQLValue.bool) ?? .null,
                         ])
                 } catch StoreError.conflict { throw StoreError.credentialExists }
                 if let wrap { try insertKeyWrap(wrap) }

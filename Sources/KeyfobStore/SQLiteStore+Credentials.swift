@@ -15,8 +15,9 @@ extension SQLiteStore {
         try read { connection in
             try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { row in
                 CredentialOwner(
-                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: 15),
-                    nostrKey: row[19] == .null ? nil : try NostrKeyRecord(row: row, from: 19))
+                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: Columns.credentialCount),
+                    nostrKey: row[Columns.credentialCount + 4] == .null
+                        ? nil : try NostrKeyRecord(row: row, from: Columns.credentialCount + 4))
             }
         }
     }

@@ -309,6 +309,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
             PRIMARY KEY (user_id, origin, genesis_hash)
         );
         """,
+        // 13: whether a passkey's authenticator can seal a key (PRF), as its browser said at creation.
+        "ALTER TABLE credentials ADD COLUMN prf_capable INTEGER;",
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -12,6 +12,7 @@ public protocol StoreRow {
     func optionalBytes(_ i: Int) throws -> [UInt8]?
     func date(_ i: Int) throws -> Date
     func optionalDate(_ i: Int) throws -> Date?
+    func optionalBool(_ i: Int) throws -> Bool?
 }
 
 /// The columns each record is read from, in the order its `init(row:from:)` reads them: one list
@@ -20,8 +21,10 @@ public enum Columns {
     public static let user = "id, username, is_anonymous, created_at"
     public static let credential = """
         id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
-        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on
+        backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on, prf_capable
         """
+    /// How many columns `credential` names: where the next record's columns start in a join.
+    public static let credentialCount = 16
     public static let session = "token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key"
     public static let nostrKey = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
     public static let keyWrap = "user_id, credential_id, wrapped, created_at, salt"
@@ -58,7 +61,7 @@ extension CredentialRecord {
             transports: try r.text(b + 5).split(separator: ",").map(String.init), aaguid: try r.bytes(b + 6),
             attestationFormat: try r.text(b + 7), backupEligible: try r.bool(b + 8), backupState: try r.bool(b + 9),
             createdAt: try r.date(b + 10), lastUsedAt: try r.optionalDate(b + 11), attestationTrusted: try r.bool(b + 12),
-            name: try r.optionalText(b + 13), createdOn: try r.optionalText(b + 14))
+            name: try r.optionalText(b + 13), createdOn: try r.optionalText(b + 14), prfCapable: try r.optionalBool(b + 15))
     }
 }
 

@@ -52,6 +52,41 @@ import WebAuthnTestSupport
         }
     }
 
+    /// The account page checks a key before asking to replace: the check names the key's npub, says
+    /// when it is the key already held, refuses what the import would refuse, and changes nothing.
+    @Test func aKeyIsCheckedBeforeItReplacesAnything() async throws {
+        try await Harness().run { client in
+            let (token, firstPasskey) = try await client.newAccount("alice")
+            var owner = firstPasskey
+            let auth = Client.bearer(token)
+            let before = try await client.call(.get, "/session", headers: auth)["npub"] as? String
+            let key = SecretKey.generate()
+            for body in [
+                ["nsec": NIP19.nsec(key)], ["secret": key.withUnsafeSecretBytes { Hex.encode($0) }],
+                ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 16), "password": "pässword"],
+            ] {
+                let checked = try await client.call(.post, "/api/signer/key/check", json: body, headers: auth)
+                #expect(checked.status == .ok && checked["npub"] as? String == NIP19.npub(key.publicKey), "\(checked.json)")
+                #expect(checked["sameAsCurrent"] as? Bool == false)
+                #expect(!checked.json.description.contains("nsec1"))
+            }
+            #expect(try await client.call(.get, "/session", headers: auth)["npub"] as? String == before)
+            for bad: [String: Any] in [[:], ["nsec": "nsec1xyz"], ["secret": "00"], ["nsec": NIP19.npub(key.publicKey)]] {
+                let reply = try await client.call(.post, "/api/signer/key/check", json: bad, headers: auth)
+                #expect(reply.status == .badRequest && reply.error != nil, "\(bad): \(reply.json)")
+            }
+            let wrong = try await client.call(
+                .post, "/api/signer/key/check",
+                json: ["ncryptsec": try NIP49.encrypt(key, password: "right", logN: 16), "password": "wrong"], headers: auth)
+            #expect(wrong.status.code / 100 == 4 && wrong.error != nil)
+            #expect(try await client.call(.post, "/api/signer/key/check", json: ["nsec": NIP19.nsec(key)]).status == .unauthorized)
+            // Once imported, the same key is recognised as the one held.
+            #expect(try await client.importKey(["nsec": NIP19.nsec(key)], token: token, by: &owner).status == .ok)
+            let same = try await client.call(.post, "/api/signer/key/check", json: ["nsec": NIP19.nsec(key)], headers: auth)
+            #expect(same["sameAsCurrent"] as? Bool == true)
+        }
+    }
+
     /// scrypt at log_n 20 takes 1 GiB: the import path refuses it before deriving anything.
     @Test func anExpensiveNcryptsecIsRefusedBeforeScrypt() async throws {
         try await Harness().run { client in

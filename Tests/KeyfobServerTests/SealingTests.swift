@@ -208,6 +208,28 @@ extension Client {
         }
     }
 
+    /// Whether a passkey can seal is kept from its creation: yes with a PRF output, no when the browser
+    /// said PRF is not enabled, unknown when nothing was said; the account page reads `canSeal`.
+    @Test func passkeysRememberWhetherTheyCanSeal() async throws {
+        try await Harness().run { client in
+            var withPRF = SoftwareAuthenticator.withPRF()
+            let made = try await client.signUp(&withPRF, username: "prf")
+            #expect(made["canSeal"] as? Bool == true, "\(made.json)")
+            var without = SoftwareAuthenticator()
+            // Asked for PRF, the browser answers `prf: {enabled: false}`.
+            let refused = try await client.signUp(&without, username: "noprf") { $0.prfSalt = [UInt8](repeating: 1, count: 32) }
+            #expect(refused.status == .ok && refused["canSeal"] as? Bool == false, "\(refused.json)")
+            var silent = SoftwareAuthenticator()
+            let unknown = try await client.signUp(&silent, username: "silent")
+            #expect(unknown.status == .ok && unknown["canSeal"] == nil)
+            for (reply, expected) in [(made, true as Bool?), (refused, false), (unknown, nil)] {
+                let listed = try await client.call(.get, "/account/credentials", headers: Client.bearer(reply["token"] as! String))
+                let first = try #require((listed["credentials"] as? [[String: Any]])?.first)
+                #expect(first["canSeal"] as? Bool == expected)
+            }
+        }
+    }
+
     /// A server-protected key row put back while the user's wraps exist (a restore from before
     /// sealing) is refused with a clear error and an operator log line; nothing is signed with it.
     @Test func aKeyRowRestoredFromBeforeTheSealIsRefused() async throws {

@@ -91,16 +91,21 @@ import Testing
         let (alice, bob) = (user("alice"), user("bob"))
         var aliceKey = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 3, nonce: [1, 2], sealed: [3, 4], updatedAt: t0 + 0.25)
         aliceKey.passkeySealed = true
+        // Every column round-trips through both lookups, the optional ones included.
+        var aliceCredential = credential(1, of: alice)
+        (aliceCredential.name, aliceCredential.createdOn, aliceCredential.prfCapable) = ("work laptop", "Chrome on Linux", true)
         try await store.completeRegistration(
-            user: alice, createUser: true, nostrKey: aliceKey, credential: credential(1, of: alice),
-            session: session(1, of: alice))
+            user: alice, createUser: true, nostrKey: aliceKey, credential: aliceCredential, session: session(1, of: alice))
+        var bobCredential = credential(2, of: bob)
+        bobCredential.prfCapable = false
         try await store.completeRegistration(
-            user: bob, createUser: true, nostrKey: nil, credential: credential(2, of: bob),
+            user: bob, createUser: true, nostrKey: nil, credential: bobCredential,
             session: session(2, of: bob))
         let bobs = try #require(try await store.credentialWithOwner(id: [2, 2]))
         #expect(bobs.user == bob && bobs.nostrKey == nil && bobs.credential.userID == bob.id)
         let owner = try #require(try await store.credentialWithOwner(id: [1, 1]))
-        #expect(owner.credential == (try await store.credential(id: [1, 1])))
+        #expect(owner.credential == (try await store.credential(id: [1, 1])) && owner.credential == aliceCredential)
+        #expect(bobs.credential == bobCredential && bobs.credential.prfCapable == false)
         #expect(owner.user == alice)
         #expect(owner.nostrKey == aliceKey)
         #expect(try await store.credentialWithOwner(id: [9, 9]) == nil)

@@ -30,6 +30,18 @@ def add_authenticator(driver, transport="internal"):
     driver.add_virtual_authenticator(VirtualAuthenticatorOptions(
         protocol="ctap2", transport=transport, has_resident_key=True, has_user_verification=True,
         is_user_consenting=True, is_user_verified=True))
+    open_account_sections(driver)
+
+
+ACCOUNT_SECTIONS = ["security", "backup", "polkadot", "activity"]
+
+
+def open_account_sections(driver):
+    """The browser tests press buttons in every section of the account page: this browser starts
+    as one whose person opened them all (the page remembers open sections in localStorage, per
+    origin). test_accounts.test_account_page_leads_with_the_key checks the closed default."""
+    driver.execute_script("try { localStorage.setItem('keyfob-open-sections', arguments[0]) } catch (e) {}",
+                          json.dumps(ACCOUNT_SECTIONS))
 
 
 def wait_for(driver, condition, timeout=15):

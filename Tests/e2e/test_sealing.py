@@ -9,7 +9,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 from selenium.webdriver.common.by import By
 
-from test_browser import driver, wait_for, passkey_count  # noqa: F401  (the fixture)
+from test_browser import driver, open_account_sections, wait_for, passkey_count  # noqa: F401  (the fixture)
 from nostr_check import bech32_decode, verify_event
 
 SCREENSHOTS = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
@@ -17,6 +17,7 @@ SCREENSHOTS = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "scr
 
 def add_authenticator(driver, prf, transport="internal"):
     driver.execute_cdp_cmd("WebAuthn.enable", {"enableUI": False})
+    open_account_sections(driver)
     return driver.execute_cdp_cmd("WebAuthn.addVirtualAuthenticator", {"options": {
         "protocol": "ctap2", "ctap2Version": "ctap2_1", "transport": transport, "hasResidentKey": True,
         "hasUserVerification": True, "isUserVerified": True, "automaticPresenceSimulation": True, "hasPrf": prf,
@@ -84,7 +85,7 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
 
     # Sealing waits for the backup checkbox, then asks the passkey (PRF) once.
     assert not driver.find_element(By.ID, "seal").is_enabled()
-    driver.execute_script("document.getElementById('protection-card').scrollIntoView()")
+    driver.execute_script("document.getElementById('protection-title').scrollIntoView()")
     save(driver, "seal-offer.png")
     driver.find_element(By.ID, "seal-backup-done").click()
     driver.find_element(By.ID, "seal").click()
@@ -119,9 +120,12 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     add_authenticator(driver, prf=False, transport="usb")
     driver.find_element(By.ID, "add").click()
     wait_for(driver, lambda d: passkey_count(d) == 2)
-    wait_for(driver, lambda d: "cannot open your sealed key yet" in status(d)[1])
+    wait_for(driver, lambda d: "its device cannot seal keys" in status(d)[1])
     remove_authenticator(driver, with_prf)
     assert "Cannot open your sealed key" in driver.find_element(By.ID, "passkeys").text
+    # Its browser said it has no PRF: no "Add to seal" that could only fail (#27).
+    no_prf = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")[1]
+    assert "Add to seal" not in no_prf.text and "its device cannot seal keys" in no_prf.text, no_prf.text
     # Passkeys you can tell apart (#27): a USB key is a "Security key"; the one this session signed
     # in with and those used in this browser say so; at 320 wide nothing in a row overlaps.
     rows = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")
@@ -174,7 +178,7 @@ def test_a_key_sealed_at_sign_up_opens_only_with_the_passkey_that_made_the_accou
     driver.find_element(By.ID, "signup").click()
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
-    wait_for(driver, lambda d: "add a second passkey soon" in status(d)[1])
+    wait_for(driver, lambda d: "add a second passkey soon" in d.find_element(By.ID, "welcome-text").text)  # the one-time welcome
     assert driver.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false"
     hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
     event = sign_note(driver, "sealed from the first second")

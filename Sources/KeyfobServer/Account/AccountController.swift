@@ -99,6 +99,9 @@ struct AccountController: Sendable {
         let lastUsedAt: Date?
         /// Whether this passkey can open the account's passkey-sealed key.
         let sealsKey: Bool
+        /// Whether its authenticator can seal a key at all (PRF): false only when its browser said
+        /// so at creation; nil when unknown. The page offers "Add to seal" unless it is false.
+        let canSeal: Bool?
         /// The passkey the asking session signed in with (removing it signs that session out).
         let current: Bool
     }
@@ -124,7 +127,7 @@ struct AccountController: Sendable {
                 aaguid: Hex.encode($0.aaguid), transports: $0.transports,
                 backedUp: $0.backupState, attestationTrusted: $0.attestationTrusted,
                 createdAt: $0.createdAt, lastUsedAt: $0.lastUsedAt, sealsKey: sealing.contains($0.id),
-                current: $0.id == auth.session.credentialID)
+                canSeal: sealing.contains($0.id) ? true : $0.prfCapable, current: $0.id == auth.session.credentialID)
         }
         return jsonResponse(["credentials": list])
     }

@@ -127,6 +127,13 @@ extension CeremonyController {
 
     // MARK: - Keys sealed by passkeys
 
+    /// Whether a new passkey can seal a key: yes when it gave a PRF output or its browser said PRF is
+    /// enabled, no when the browser said it is not, unknown when nothing was said (most apps).
+    static func prfCapable(output: SharedSecret?, reported: ClientExtensionResults.PRF?) -> Bool? {
+        if output != nil || reported?.enabled == true { return true }
+        return reported?.enabled == false ? false : nil
+    }
+
     /// The PRF output of a ceremony: `prfOutput` (apps) or the browser's `clientExtensionResults`.
     static func prfOutput(_ field: String?, _ results: ClientExtensionResults?) throws -> SharedSecret? {
         if let field {

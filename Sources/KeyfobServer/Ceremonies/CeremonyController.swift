@@ -211,6 +211,8 @@ struct CeremonyController: Sendable {
         /// Added to a passkey-sealed account: whether this passkey can open the sealed key too.
         /// A new account that asked for `seal`: whether its key was sealed by this passkey.
         let sealsKey: Bool?
+        /// Whether this passkey's authenticator can seal a key at all (PRF), when its browser said.
+        let canSeal: Bool?
     }
 
     @Sendable func verifyRegistration(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -262,7 +264,8 @@ struct CeremonyController: Sendable {
             // Making the passkey was its first use (the account page says so, not "never").
             lastUsedAt: created,
             attestationTrusted: verified.attestation.trust == .trusted, name: passkeyName,
-            createdOn: PasskeyNames.createdOn(userAgent: request.headers[.userAgent]))
+            createdOn: PasskeyNames.createdOn(userAgent: request.headers[.userAgent]),
+            prfCapable: Self.prfCapable(output: prfOutput, reported: body.cred.clientExtensionResults?.prf))
         let user = UserRecord(id: userID, username: username, isAnonymous: pending.isAnonymous, createdAt: created)
         // A new account's session is unlocked (its passkey was just proven with UV). A session born
         // from adding a passkey to an existing account starts locked: the new passkey has proven
@@ -317,7 +320,7 @@ struct CeremonyController: Sendable {
             verified: true, username: username, isAnonymous: pending.isAnonymous,
             credentialId: Base64URL.encode(verified.credentialID), token: Self.returnsToken(request) ? token : nil,
             expiresAt: session.expiresAt,
-            attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey)
+            attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey, canSeal: credential.prfCapable)
         return jsonResponse(
             response,
             headers: ceremonyCookies(

@@ -23,6 +23,7 @@ struct SignerController: Sendable {
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.post("/api/signer/key", use: importKey)
         router.post("/api/signer/key/export", use: exportKey)
+        router.post("/api/signer/key/check", use: checkImport)
         router.get("/api/signer/history", use: history)
         router.post("/api/signer/:method", use: method)
     }
@@ -98,43 +99,13 @@ struct SignerController: Sendable {
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
-        // Polkadot accounts are sealed under a key derived from this one: replacing it would lose them.
-        guard try await store.substrateAccounts(ofUser: auth.user.id).isEmpty else {
-            throw KeyfobError(
-                .permissionDenied,
-                "your Polkadot accounts are sealed with your current nostr key: export them (JSON backup) and remove them before replacing it",
-                status: .conflict)
-        }
+        try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         // Replacing the key is an account change: an assertion made for it, by an older passkey.
         _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "", for: auth)
-        let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
-        guard given.count == 1, let value = body[given[0]] as? String else {
-            throw KeyfobError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
-        }
         let key: SecretKey
         do {
-            switch given[0] {
-            case "nsec":
-                guard case .nsec(var bytes) = try NIP19.decode(value) else {
-                    throw KeyfobError(.invalidContent, "nsec must be an nsec1… string")
-                }
-                defer { wipe(&bytes) }
-                key = try SecretKey(bytes: bytes)
-            case "secret":
-                key = try SecretKey(hex: value)
-            default:
-                guard let password = body["password"] as? String, !password.isEmpty else {
-                    throw KeyfobError.invalid("an ncryptsec needs its password")
-                }
-                key = try await scryptSlots.run {
-                    try NIP49.decrypt(value, password: password, maxLogN: configuration.maxImportLogN)
-                }
-            }
-        } catch let error as NostrError {
-            let apiError = error.code == .invalidRequest ? KeyfobError(.invalidContent, "not a valid secret key") : KeyfobError(error)
-            await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: apiError.code)
-            throw apiError
+            key = try await importedKey(in: body)
         } catch let error as KeyfobError {
             await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
             throw error
@@ -143,6 +114,67 @@ struct SignerController: Sendable {
         await dispatcher.audit(caller, method: "import_key", outcome: "approved")
         let pubkey = try PublicKey(hex: record.pubkey)
         return jsonResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
+    }
+
+    /// The npub of a key the user is about to import, so the page can name both keys before the
+    /// passkey confirms the replacement. Nothing is stored; the key is not kept.
+    @Sendable func checkImport(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        // An ncryptsec costs an scrypt run: checks share the signer's per-session limit.
+        if let retry = dispatcher.limiter.take(Hex.encode(auth.session.tokenHash), now: now()) {
+            throw KeyfobError.rateLimited(retryAfter: retry)
+        }
+        try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
+        let key = try await importedKey(in: try await request.jsonObject(limit: configuration.maxBodySize))
+        let current = try await custody.record(for: auth.user.id)
+        let pubkey = key.publicKey
+        return jsonResponse(ImportCheck(pubkey: pubkey.hex, npub: NIP19.npub(pubkey), sameAsCurrent: pubkey.hex == current.pubkey))
+    }
+
+    struct ImportCheck: Encodable {
+        let pubkey: String
+        let npub: String
+        /// The key given is the one Keyfob already holds: importing it would change nothing.
+        let sameAsCurrent: Bool
+    }
+
+    /// Polkadot accounts are sealed under a key derived from the nostr key: replacing it would lose them.
+    func refuseReplacingWhilePolkadotAccounts(userID: String) async throws {
+        guard try await store.substrateAccounts(ofUser: userID).isEmpty else {
+            throw KeyfobError(
+                .permissionDenied,
+                "your Polkadot accounts are sealed with your current nostr key: export them (JSON backup) and remove them before replacing it",
+                status: .conflict)
+        }
+    }
+
+    /// The secret key in an import body: exactly one of `nsec`, `secret` (64 hex) or `ncryptsec` with `password`.
+    func importedKey(in body: [String: Any]) async throws -> SecretKey {
+        let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
+        guard given.count == 1, let value = body[given[0]] as? String else {
+            throw KeyfobError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
+        }
+        do {
+            switch given[0] {
+            case "nsec":
+                guard case .nsec(var bytes) = try NIP19.decode(value) else {
+                    throw KeyfobError(.invalidContent, "nsec must be an nsec1… string")
+                }
+                defer { wipe(&bytes) }
+                return try SecretKey(bytes: bytes)
+            case "secret":
+                return try SecretKey(hex: value)
+            default:
+                guard let password = body["password"] as? String, !password.isEmpty else {
+                    throw KeyfobError.invalid("an ncryptsec needs its password")
+                }
+                return try await scryptSlots.run {
+                    try NIP49.decrypt(value, password: password, maxLogN: configuration.maxImportLogN)
+                }
+            }
+        } catch let error as NostrError {
+            throw error.code == .invalidRequest ? KeyfobError(.invalidContent, "not a valid secret key") : KeyfobError(error)
+        }
     }
 
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
