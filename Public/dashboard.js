@@ -31,7 +31,7 @@ async function loadStats() {
     return bar;
   }));
   const h = s.health;
-  $("health").textContent = `v${h.version} · up ${Math.round(h.uptimeSeconds / 60)} min · database ${h.database} (${h.store === "postgres" ? "PostgreSQL" : "SQLite"}) · ${h.openConnections} connections · ${h.users} users`;
+  $("health").textContent = `v${h.version} · up ${Math.round(h.uptimeSeconds / 60)} min · database ${h.database} (${h.store === "postgres" ? "PostgreSQL" : "SQLite"}) · ${h.openConnections} connection${h.openConnections === 1 ? "" : "s"} · ${h.users} user${h.users === 1 ? "" : "s"}`;
   // Several instances on one PostgreSQL database: activity is counted per instance.
   const scope = h.store === "postgres" ? " on this instance" : "";
   $("hour-title").textContent = `Last hour${scope}`;

@@ -71,6 +71,7 @@ function render(d) {
     quote.className = "wrap";
     quote.textContent = d.bytes.text ?? d.bytes.hex;
     const li = document.createElement("li");
+    li.className = "quote";
     li.append(quote);
     fields.append(li);
     $("call-note").textContent = "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";

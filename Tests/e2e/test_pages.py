@@ -104,6 +104,9 @@ def test_every_page_in_both_themes_is_accessible_and_photographed(server, driver
     driver.get(server.url + "/dashboard")
     look_at(driver, "dashboard", lambda d: "ada" in d.find_element(By.ID, "users").text, folder, findings)
 
+    client = "nostrconnect://" + "b" * 64 + "?relay=wss%3A%2F%2Frelay.example&secret=0s8j2&name=Coracle&url=https%3A%2F%2Fcoracle.social&perms=sign_event%3A1%2Cnip44_encrypt"
+    driver.get(server.url + "/connect/" + urllib.parse.quote(client, safe=""))
+    look_at(driver, "connect", shown("client-card"), folder, findings)
     driver.get(server.url + "/polkadot-connect.html")
     look_at(driver, "polkadot-connect", lambda d: d.find_element(By.ID, "who").text, folder, findings)
     driver.get(server.url + "/demo.html")
