@@ -163,7 +163,7 @@ def test_every_account_action_answers_beside_its_button_and_sign_it_steps_up(dri
                 "const b = document.getElementById(arguments[0]).getBoundingClientRect();"
                 "return [s.top >= 0 && s.bottom <= innerHeight, Math.abs(s.top - b.bottom)];", button_id)
 
-        for button_id in ("copy-npub", "sign-note", "export"):
+        for button_id in ("copy-npub", "sign-note", "import", "nostrconnect", "polkadot-create", "add", "export"):
             visible, distance = press(button_id)
             assert visible, f"the result of {button_id} is outside the viewport"
             assert distance < 200, f"the result of {button_id} is {distance}px from the button"

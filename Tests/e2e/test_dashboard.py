@@ -62,3 +62,29 @@ def test_an_admin_sees_signups_and_signatures_live(driver):
     finally:
         other.quit()
         server.stop()
+
+
+def test_an_admin_named_before_sign_up_confirms_once_with_the_admin_token(driver):
+    """#27: `--admin NAME` given before NAME exists (the natural order on a fresh install) makes an
+    operator once that account, signed in, types the admin token on the dashboard's own page."""
+    import subprocess
+    from conftest import BINARY
+    server = Server(args=("--admin", "early")).start()
+    try:
+        sign_up(driver, server, "early")
+        driver.get(server.url + "/dashboard")
+        wait_for(driver, lambda d: d.find_elements(By.ID, "token"))
+        assert not driver.find_elements(By.ID, "stream")
+        made = subprocess.run([BINARY, "admin-token", "--rotate", "--data-dir", server.data],
+                              capture_output=True, text=True, timeout=60)
+        token = made.stdout.strip().splitlines()[-1]
+        assert made.returncode == 0 and token.startswith("kfa_"), made.stderr
+        driver.find_element(By.ID, "token").send_keys("kfa_not-the-token")
+        driver.find_element(By.ID, "confirm").click()
+        wait_for(driver, lambda d: "That is not this server" in d.find_element(By.ID, "token-error").text)
+        driver.find_element(By.ID, "token").send_keys(token)
+        driver.find_element(By.ID, "confirm").click()
+        wait_for(driver, lambda d: d.find_elements(By.ID, "users") and "early" in d.find_element(By.ID, "users").text)
+        driver.save_screenshot(f"{server.data}/dashboard-after-confirm.png")
+    finally:
+        server.stop()

@@ -86,8 +86,11 @@ extension AdminController {
                 """
         }
         body += "</section></main></body></html>"
+        // Under the usual no-referrer policy a browser posts this page's form with `Origin: null`,
+        // which the CSRF check refuses; same-origin still sends no Referer to any other site.
         return Response(
-            status: status, headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store"],
+            status: status,
+            headers: [.contentType: "text/html; charset=utf-8", .cacheControl: "no-store", .init("Referrer-Policy")!: "same-origin"],
             body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 }
