@@ -120,6 +120,20 @@ def test_adding_a_second_passkey_from_the_account_page(server, driver):
     assert "yubikey on my keys" in names, names
 
 
+def test_an_anonymous_account_adds_a_second_passkey(server, driver):
+    """#27: the users who most need a backup passkey: the page sends no reserved anon- name back."""
+    driver.get(server.url + "/?signedout")
+    add_authenticator(driver)
+    driver.find_element(By.ID, "signup").click()      # no username: anonymous
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
+    assert driver.find_element(By.ID, "username").text.startswith("anon-")
+    add_authenticator(driver, transport="usb")
+    driver.find_element(By.ID, "add").click()
+    wait_for(driver, lambda d: passkey_count(d) == 2)
+    assert driver.find_element(By.ID, "status").get_attribute("data-status") == "ok"
+    assert "Security key" in driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")[1].text
+
+
 def test_sign_up_see_the_npub_and_sign_a_test_note(server, driver):
     from nostr_check import bech32_decode, verify_event
     driver.get(server.url + "/?signedout")
