@@ -513,7 +513,6 @@ function copiedOn(button) {
   button.copiedTimer = setTimeout(() => { button.textContent = label; }, 2000);
 }
 
-
 $("unlock").addEventListener("click", () => guarded(async () => {
   showStatus("", account.protection && account.protection.level === "passkeys"
     ? "Waiting for one of the passkeys that seal your key…" : "Waiting for your passkey…");
@@ -595,14 +594,13 @@ $("export").addEventListener("click", () => guarded(async () => {
   loadHistory();
 }));
 
-
 $("ncryptsec-download").addEventListener("click", () => {
   const file = new Blob([$("ncryptsec").textContent + "\n"], { type: "text/plain" });
   const link = document.createElement("a");
   link.href = URL.createObjectURL(file);
   link.download = `keyfob-${account.username}-ncryptsec.txt`;
   link.click();
-  URL.revokeObjectURL(link.href);
+  setTimeout(() => URL.revokeObjectURL(link.href), 10_000);  // after the download has begun
   showStatus("ok", `Saved as ${link.download}.`);
 });
 
