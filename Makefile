@@ -30,7 +30,7 @@ test-browser:
 	swift build --product keyfob
 	scripts/postgres.sh run scripts/python -m pytest Tests/e2e -q
 
-## Photograph every page (light and dark theme, 390 and 1280 px wide) into docs/screenshots/, the
+## Photograph every page (light and dark theme, 320, 390 and 1280 px wide) into docs/screenshots/, the
 ## pictures README shows; the same test checks each page with axe-core in make test.
 screenshots:
 	@scripts/install-deps.sh --test

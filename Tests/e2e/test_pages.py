@@ -1,4 +1,4 @@
-"""Every page, in the light and the dark theme, at phone and laptop width: axe-core (Deque's
+"""Every page, in the light and the dark theme, at two phone widths and a laptop width: axe-core (Deque's
 accessibility engine, from PyPI's axe-core-python) finds nothing serious or critical — contrast
 included — and each is photographed. `make screenshots` writes the photographs to docs/screenshots/."""
 import base64
@@ -19,7 +19,7 @@ from test_browser import driver, wait_for  # noqa: E402,F401
 with open(os.path.join(os.path.dirname(axe_core_python.__file__), "axe.min.js")) as f:
     AXE = f.read()
 THEMES = ("light", "dark")
-WIDTHS = ((390, 844), (1280, 900))
+WIDTHS = ((320, 640), (390, 844), (1280, 900))
 
 
 def serious_findings(driver):
