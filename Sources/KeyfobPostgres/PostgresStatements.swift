@@ -42,19 +42,15 @@ enum Statements {
 
     enum CredentialByID: StatementText {
         static let sql = """
-            SELECT id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
-                   backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on, prf_capable
-            FROM credentials WHERE id = $1
+            SELECT \(Columns.credential) FROM credentials WHERE id = $1
             """
     }
 
-    /// A sign-in's three lookups in one: the passkey (0–15), its user (16–19), the user's key (20–26, NULL when none).
+    /// A sign-in's three lookups in one: the passkey's columns, its user's, the user's key's (NULL when none).
     enum CredentialWithOwner: StatementText {
         static let sql = """
-            SELECT c.id, c.user_id, c.public_key, c.algorithm, c.sign_count, c.transports, c.aaguid, c.attestation_format,
-                   c.backup_eligible, c.backup_state, c.created_at, c.last_used_at, c.attestation_trusted, c.name, c.created_on, c.prf_capable,
-                   u.id, u.username, u.is_anonymous, u.created_at,
-                   k.user_id, k.pubkey, k.version, k.nonce, k.sealed, k.updated_at, k.passkey_sealed
+            SELECT \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)),
+                   \(Columns.prefixed("k", Columns.nostrKey))
             FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
             WHERE c.id = $1
             """

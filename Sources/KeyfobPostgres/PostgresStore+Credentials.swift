@@ -17,8 +17,8 @@ extension PostgresStore {
             try await run(Statements.CredentialWithOwner.self) { $0.append(ByteBuffer(bytes: id)) }.first.map { row in
                 CredentialOwner(
                     credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: Columns.credentialCount),
-                    nostrKey: try row.optionalText(Columns.credentialCount + 4) == nil
-                        ? nil : try NostrKeyRecord(row: row, from: Columns.credentialCount + 4))
+                    nostrKey: try row.optionalText(Columns.credentialCount + Columns.userCount) == nil
+                        ? nil : try NostrKeyRecord(row: row, from: Columns.credentialCount + Columns.userCount))
             }
         }
     }

@@ -19,7 +19,7 @@ extension SQLiteStore {
                 if let nostrKey { try insertNostrKey(nostrKey, orIgnore: false) }
                 do {
                     try connection.query(
-                        "INSERT INTO credentials (\(Columns.credential)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO credentials (\(Columns.credential)) VALUES (\(Columns.placeholders(Columns.credential)))",
                         [
                             .blob(c.id), .text(c.userID), .blob(c.publicKey), .int(Int64(c.algorithm)), .int(Int64(c.signCount)),
                             .text(c.transports.joined(separator: ",")), .blob(c.aaguid), .text(c.attestationFormat),

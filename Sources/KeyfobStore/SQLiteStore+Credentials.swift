@@ -16,24 +16,20 @@ extension SQLiteStore {
             try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { row in
                 CredentialOwner(
                     credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: Columns.credentialCount),
-                    nostrKey: row[Columns.credentialCount + 4] == .null
-                        ? nil : try NostrKeyRecord(row: row, from: Columns.credentialCount + 4))
+                    nostrKey: row[Self.ownerKeyColumn] == .null ? nil : try NostrKeyRecord(row: row, from: Self.ownerKeyColumn))
             }
         }
     }
 
-    /// The passkey (columns 0–14), its user (15–18), the user's key (19–25, NULL when none).
+    /// The passkey's columns, then its user's, then the user's key's (NULL when none).
     static let credentialWithOwnerSQL = """
-        SELECT \(prefixed("c", Columns.credential)), \(prefixed("u", Columns.user)), \(prefixed("k", Columns.nostrKey))
+        SELECT \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)), \(Columns.prefixed("k", Columns.nostrKey))
         FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
         WHERE c.id = ?
         """
 
-    /// `t.x, t.y, …` for the columns `x, y, …`.
-    static func prefixed(_ table: String, _ columns: String) -> String {
-        columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
-            .joined(separator: ", ")
-    }
+    /// Where the user's key starts in `credentialWithOwnerSQL`'s rows.
+    static let ownerKeyColumn = Columns.credentialCount + Columns.userCount
 
     public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
         try read { connection in

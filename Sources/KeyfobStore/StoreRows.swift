@@ -23,8 +23,9 @@ public enum Columns {
         id, user_id, public_key, algorithm, sign_count, transports, aaguid, attestation_format,
         backup_eligible, backup_state, created_at, last_used_at, attestation_trusted, name, created_on, prf_capable
         """
-    /// How many columns `credential` names: where the next record's columns start in a join.
-    public static let credentialCount = 16
+    /// How many columns `credential` and `user` name: where the next record's columns start in a join.
+    public static let credentialCount = count(credential)
+    public static let userCount = count(user)
     public static let session = "token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key"
     public static let nostrKey = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
     public static let keyWrap = "user_id, credential_id, wrapped, created_at, salt"
@@ -35,6 +36,20 @@ public enum Columns {
     public static let grant = "id, user_id, client, method, kind, allow, created_at, expires_at"
     public static let signer = "user_id, pubkey, nonce, sealed, secret_hash, secret_expires_at, created_at, passkey_sealed"
     public static let client = "user_id, client_pubkey, name, url, perms, created_at, last_used_at, relays"
+
+    /// How many columns a list names.
+    public static func count(_ columns: String) -> Int { columns.split(separator: ",").count }
+
+    /// `t.x, t.y, …` for the columns `x, y, …`: one record's columns in a join.
+    public static func prefixed(_ table: String, _ columns: String) -> String {
+        columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespacesAndNewlines))" }
+            .joined(separator: ", ")
+    }
+
+    /// `?, ?, …`, one placeholder for each column of a list (SQLite's INSERT … VALUES).
+    public static func placeholders(_ columns: String) -> String {
+        Array(repeating: "?", count: count(columns)).joined(separator: ", ")
+    }
 
     /// A LIKE/ILIKE pattern (with `ESCAPE '!'`) for names containing `query`: `%` and `_` in a
     /// search are literal; no query matches everything.
