@@ -41,8 +41,13 @@ extension Request {
     /// e.g. nostr events); an empty body is `{}`.
     func jsonObject(limit: Int) async throws -> [String: Any] {
         let bytes = try await bodyBytes(limit: limit)
-        try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
         guard !bytes.isEmpty else { return [:] }
+        return try jsonObject(parsing: bytes)
+    }
+
+    /// A body already read (`bodyBytes`) as a JSON object; it must be declared as JSON.
+    func jsonObject(parsing bytes: [UInt8]) throws -> [String: Any] {
+        try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
         guard let object = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
             throw KeyfobError.invalid("request body must be a JSON object")
         }

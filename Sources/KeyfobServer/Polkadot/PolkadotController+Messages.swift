@@ -46,10 +46,7 @@ extension PolkadotController {
         // metadata.provide carries a runtime's call metadata (a few hundred KiB for Polkadot); every
         // other message keeps the server's usual body limit, so a signing request stores no more.
         let bytes = try await request.bodyBytes(limit: max(configuration.maxBodySize, Self.metadataBodyLimit))
-        try request.requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
-        guard let body = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
-            throw KeyfobError.invalid("request body must be a JSON object")
-        }
+        let body = try request.jsonObject(parsing: bytes)
         let type = (body["msgType"] as? String) ?? ""
         if type != "pub(metadata.provide)", bytes.count > configuration.maxBodySize {
             throw KeyfobError(

@@ -74,7 +74,7 @@ struct SignerController: Sendable {
         let auth = try await sessions.require(request)
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
-            limitKey: Hex.encode(auth.session.tokenHash),
+            limitKey: Self.limitKey(auth),
             ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
             await dispatcher.audit(
@@ -84,6 +84,9 @@ struct SignerController: Sendable {
         }
         return (auth, caller)
     }
+
+    /// The signer's rate-limit key for a REST session: the one limit its calls, imports and checks share.
+    static func limitKey(_ auth: Sessions.Authenticated) -> String { Hex.encode(auth.session.tokenHash) }
 
     /// `id`, when sent, is echoed back; it must be a string (NIP-46 and NIP-155 ids are).
     func echoedID(_ body: [String: Any]) throws -> String? {
@@ -121,7 +124,7 @@ struct SignerController: Sendable {
     @Sendable func checkImport(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         // An ncryptsec costs an scrypt run: checks share the signer's per-session limit.
-        if let retry = dispatcher.limiter.take(Hex.encode(auth.session.tokenHash), now: now()) {
+        if let retry = dispatcher.limiter.take(Self.limitKey(auth), now: now()) {
             throw KeyfobError.rateLimited(retryAfter: retry)
         }
         try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
