@@ -121,7 +121,7 @@ async function loadPolkadot() {
   // The status line may sit in a row about to be replaced: it moves below the list, text kept.
   const status = document.getElementById("status");
   if (list.contains(status)) list.after(status);
-  setSectionNote("polkadot-note", accounts.length ? `${accounts.length} account${accounts.length === 1 ? "" : "s"}` : "none yet");
+  setSectionNote("polkadot-note", accounts.length ? counted(accounts.length, "account") : "none yet");
   if (!accounts.length) {
     const empty = document.createElement("p");
     empty.className = "meta";

@@ -98,7 +98,7 @@ function renderLock() {
     const which = names.length ? `one of: ${names.join(", ")}` : "a passkey that seals it";
     const waiting = account.waitingForUnlock || 0;
     $("signer-text").textContent = `Signer locked. Your key is sealed by your passkeys: unlock it with ${which}.`
-      + (waiting ? ` ${waiting} request${waiting === 1 ? "" : "s"} from your NIP-46 apps ${waiting === 1 ? "waits" : "wait"} for it.` : "");
+      + (waiting ? ` ${counted(waiting, "request")} from your NIP-46 apps ${waiting === 1 ? "waits" : "wait"} for it.` : "");
   } else {
     $("signer-text").textContent = "Signer locked. Apps can't sign until you unlock it with a passkey.";
   }
@@ -113,7 +113,7 @@ function sealingNames() {
 function renderProtection() {
   const p = account.protection || { level: "server", summary: "server-protected", sealedBy: 0 };
   const sealed = p.level === "passkeys";
-  $("protection-summary").textContent = sealed ? `Sealed by ${p.sealedBy} passkey${p.sealedBy === 1 ? "" : "s"}` : "Server-protected";
+  $("protection-summary").textContent = sealed ? `Sealed by ${counted(p.sealedBy, "passkey")}` : "Server-protected";
   $("protection-summary").dataset.level = p.level;
   $("protection-explain").textContent = sealed
     ? "Only a sign-in with one of these passkeys opens your key, for the unlock window. Keyfob's database and master key alone cannot."
@@ -125,7 +125,7 @@ function renderProtection() {
 
 function noteSecurity() {
   const sealed = account.protection && account.protection.level === "passkeys";
-  const count = passkeys.length ? `${passkeys.length} passkey${passkeys.length === 1 ? "" : "s"} · ` : "";
+  const count = passkeys.length ? `${counted(passkeys.length, "passkey")} · ` : "";
   setSectionNote("security-note", count + (sealed ? "key sealed by passkeys" : "key server-protected"));
 }
 
@@ -380,7 +380,7 @@ async function loadGrants() {
   const { grants } = await api("/api/signer/grants");
   const byClient = new Map();
   for (const g of grants) byClient.set(g.client, [...(byClient.get(g.client) || []), g]);
-  setSectionNote("activity-note", byClient.size ? `${byClient.size} app${byClient.size === 1 ? "" : "s"} allowed · history` : "no app allowed yet · history");
+  setSectionNote("activity-note", byClient.size ? `${counted(byClient.size, "app")} allowed · history` : "no app allowed yet · history");
   renderRevocable("grants", [...byClient].map(([client, list]) => {
     const allowed = list.filter((g) => g.allow).map(grantWords);
     const refused = list.filter((g) => !g.allow).map(grantWords);

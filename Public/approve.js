@@ -51,7 +51,7 @@ function describe(r) {
     case 1: return { what: "Sign a note", line: [quote(e.content || ""), ...hashtags].join(" · ") };
     case 3: {
       const follows = tags.filter((t) => t[0] === "p").length;
-      return { what: "Replace your follow list", line: `With ${follows} account${follows === 1 ? "" : "s"}: whoever you follow now and is not among them is unfollowed.` };
+      return { what: "Replace your follow list", line: `With ${counted(follows, "account")}: whoever you follow now and is not among them is unfollowed.` };
     }
     case 5: return { what: "Delete events", line: `${tags.filter((t) => t[0] === "e" || t[0] === "a").length} of your events.` };
     case 6: case 16: return { what: "Repost" };

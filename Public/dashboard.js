@@ -31,7 +31,7 @@ async function loadStats() {
     return bar;
   }));
   const h = s.health;
-  $("health").textContent = `v${h.version} · up ${Math.round(h.uptimeSeconds / 60)} min · database ${h.database} (${h.store === "postgres" ? "PostgreSQL" : "SQLite"}) · ${h.openConnections} connection${h.openConnections === 1 ? "" : "s"} · ${h.users} user${h.users === 1 ? "" : "s"}`;
+  $("health").textContent = `v${h.version} · up ${Math.round(h.uptimeSeconds / 60)} min · database ${h.database} (${h.store === "postgres" ? "PostgreSQL" : "SQLite"}) · ${counted(h.openConnections, "connection")} · ${counted(h.users, "user")}`;
   // Several instances on one PostgreSQL database: activity is counted per instance.
   const scope = h.store === "postgres" ? " on this instance" : "";
   $("hour-title").textContent = `Last hour${scope}`;
@@ -60,7 +60,7 @@ async function loadUsers(more = false) {
     const keys = u.passkeys.map((p) => `${p.name || p.authenticator}${p.backedUp ? " (synced)" : ""}`).join(", ");
     const seen = u.lastSeenAt ? `last seen ${when(u.lastSeenAt)}` : "never signed in since sign-up";
     text.textContent = `${u.username}${u.isAnonymous ? " (anonymous)" : ""} · joined ${when(u.createdAt)} · ${seen}` +
-      ` · ${u.passkeys.length} passkey${u.passkeys.length === 1 ? "" : "s"}: ${keys}` +
+      ` · ${counted(u.passkeys.length, "passkey")}: ${keys}` +
       ` · ${u.hasNostrKey ? "nostr key" : "no key yet"}${u.clients.length ? ` · apps: ${u.clients.join(", ")}` : ""}`;
     const revoke = document.createElement("button");
     revoke.type = "button";
@@ -105,7 +105,7 @@ $("lock-all").addEventListener("click", async () => {
   if (!(await askInPage($("lock-all").parentElement, { text: "Lock every signer now? Every user must unlock with a passkey before anything is signed again.", confirm: "Lock every signer", danger: true }))) return;
   try {
     const r = await api("/api/admin/lock-all", { method: "POST", body: {} });
-    showStatus("ok", `Locked ${r.locked} unlocked signer${r.locked === 1 ? "" : "s"}.`);
+    showStatus("ok", `Locked ${counted(r.locked, "unlocked signer")}.`);
   } catch (e) { showError(e); }
 });
 

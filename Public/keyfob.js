@@ -241,9 +241,14 @@ function codeDetails(code) {
   return details;
 }
 
+/** "1 passkey", "3 passkeys": a count and its noun (one that takes an s). */
+function counted(n, noun) {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+}
+
 /** "in 5 seconds", "in a minute", "in 3 minutes": a Retry-After as people say it. */
 function inAWhile(seconds) {
-  if (seconds < 50) return `in ${Math.ceil(seconds)} second${Math.ceil(seconds) === 1 ? "" : "s"}`;
+  if (seconds < 50) return `in ${counted(Math.ceil(seconds), "second")}`;
   if (seconds < 90) return "in a minute";
   return `in ${Math.round(seconds / 60)} minutes`;
 }
