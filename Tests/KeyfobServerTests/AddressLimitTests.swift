@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import KeyfobStore
+import NIOCore
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
@@ -24,6 +26,28 @@ import WebAuthnTestSupport
             c.maxChallengesPerIP = 4
             edit(&c)
         }
+    }
+
+    /// The client behind a chain of proxies: the right-most hop no trusted proxy vouches for, across
+    /// repeated headers, with spaces or tabs around hops; empty hops skipped; an overlong hop or an
+    /// untrusted peer gives the socket's address.
+    @Test func theClientIsTheNearestHopNoTrustedProxyVouchesFor() throws {
+        let addresses = ClientAddress(trustedProxies: ["127.0.0.1", "10.0.0.2"])
+        let proxy = try SocketAddress(ipAddress: "127.0.0.1", port: 1)
+        func client(_ values: [String], peer: SocketAddress) -> String {
+            var fields = HTTPFields()
+            for value in values { fields.append(HTTPField(name: Self.forwarded, value: value)) }
+            let head = HTTPRequest(method: .get, scheme: "http", authority: "localhost", path: "/", headerFields: fields)
+            return addresses.resolve(Request(head: head, body: .init(buffer: ByteBuffer())), peer: peer)
+        }
+        #expect(client([], peer: proxy) == "127.0.0.1")
+        #expect(client(["192.0.2.7"], peer: proxy) == "192.0.2.7")
+        #expect(client(["198.51.100.1, 192.0.2.7 ,\t10.0.0.2"], peer: proxy) == "192.0.2.7")
+        #expect(client(["198.51.100.1", "192.0.2.7, 10.0.0.2, "], peer: proxy) == "192.0.2.7")
+        #expect(client(["198.51.100.1", " , 10.0.0.2"], peer: proxy) == "198.51.100.1")
+        #expect(client(["10.0.0.2, 127.0.0.1"], peer: proxy) == "127.0.0.1")
+        #expect(client([String(repeating: "1", count: 65)], peer: proxy) == "127.0.0.1")
+        #expect(client(["192.0.2.7"], peer: try SocketAddress(ipAddress: "203.0.113.9", port: 1)) == "203.0.113.9")
     }
 
     @Test func ipv6AddressesAreCountedByTheirSlash64() {

@@ -22,7 +22,7 @@ struct ClientLimits: Sendable {
 
     /// The client as the limits count it: its address, or its IPv6 prefix (`ClientAddress.limitKey`).
     func clientIP(_ request: Request, _ context: KeyfobRequestContext) -> String {
-        addresses.limitKey(request, peer: context.remoteAddress)
+        ClientAddress.limitKey(addresses.resolve(request, context: context), ipv6Prefix: addresses.ipv6Prefix)
     }
 
     func check(_ limiter: RateLimiter, _ ip: String, now: Date) throws {

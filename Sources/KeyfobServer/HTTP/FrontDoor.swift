@@ -18,6 +18,9 @@ struct FrontDoorMiddleware: RouterMiddleware {
         next: (Request, KeyfobRequestContext) async throws -> Response
     ) async throws -> Response {
         let start = ContinuousClock.now
+        var context = context
+        // Once a request: the log line, the rate limits and the audit all name this address.
+        context.clientAddress = log?.addresses.resolve(request, peer: context.remoteAddress)
         var response: Response
         if let page = LoopbackAddress.page(for: request, rpID: rpID) {
             response = page

@@ -26,7 +26,7 @@ struct RequestLog: Sendable {
         let route = context.endpointPath ?? "static"
         metrics?.request(method: request.method, route: route, status: response.status.code, duration: elapsed)
         logger.log(.info, "request", direct: lines) { fields in
-            fields.add("ip", addresses.resolve(request, peer: context.remoteAddress))
+            fields.add("ip", addresses.resolve(request, context: context))
             fields.add("method", request.method.rawValue)
             fields.add("ms", "\(tenths / 10).\(tenths % 10)")
             fields.add("request", context.logger[metadataKey: "hb.request.id"]?.description ?? "-")

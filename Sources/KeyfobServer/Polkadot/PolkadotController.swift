@@ -60,7 +60,7 @@ struct PolkadotController: Sendable {
     {
         SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: origin, transport: transport,
-            limitKey: Hex.encode(auth.session.tokenHash), ip: sessions.client.resolve(request, peer: context.remoteAddress),
+            limitKey: Hex.encode(auth.session.tokenHash), ip: sessions.client.resolve(request, context: context),
             unlock: auth.unlock)
     }
 

@@ -55,7 +55,7 @@ struct SealController: Sendable {
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
             limitKey: Hex.encode(auth.session.tokenHash),
-            ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
+            ip: sessions.client.resolve(request, context: context), unlock: auth.unlock)
         return Proof(
             auth: auth, credential: credential,
             prf: PRFOutputs(first: first, second: SharedSecret(body.cred.clientExtensionResults?.prfSecond)), challenge: challenge,

@@ -75,7 +75,7 @@ struct SignerController: Sendable {
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
             limitKey: Self.limitKey(auth),
-            ip: sessions.client.resolve(request, peer: context.remoteAddress), unlock: auth.unlock)
+            ip: sessions.client.resolve(request, context: context), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
             await dispatcher.audit(
                 caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
