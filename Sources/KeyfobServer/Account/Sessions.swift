@@ -16,7 +16,13 @@ struct Sessions: Sendable {
     let store: any UserStore & SessionStore
     let configuration: ServerConfiguration
     let now: @Sendable () -> Date
-    var client: ClientAddress { ClientAddress(trustedProxies: Set(configuration.trustedProxies)) }
+    /// Built once: every signer call and every ceremony's cookie asks it.
+    let client: ClientAddress
+
+    init(store: any UserStore & SessionStore, configuration: ServerConfiguration, now: @escaping @Sendable () -> Date) {
+        (self.store, self.configuration, self.now) = (store, configuration, now)
+        client = ClientAddress(trustedProxies: Set(configuration.trustedProxies))
+    }
 
     /// A signed-in request: its session, its user, and how it proved it.
     struct Authenticated: Sendable {
