@@ -38,14 +38,14 @@ extension SQLiteStore {
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
         backupState: Bool, usedAt: Date, session: SessionRecord
     ) async throws {
-        try write {
-            try connection.transaction {
-                try connection.query(
-                    "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
-                    [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
-                guard connection.changes == 1 else { throw StoreError.conflict }
-                try insertSession(session)
-            }
+        let complete: GroupCommit.Write = { [unowned self] connection in
+            try connection.query(
+                "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
+                [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
+            guard connection.changes == 1 else { throw StoreError.conflict }
+            try insertSession(session)
         }
+        if let groupCommit { return try await groupCommit.perform(complete) }
+        try write { try connection.transaction { try complete(connection) } }
     }
 }

@@ -4,7 +4,8 @@ import Foundation
 /// allows one writer at a time anyway, so "database is locked" cannot happen between requests) and
 /// a few read-only connections that WAL lets read beside it.
 ///
-/// Calls run on the caller's thread, under a lock held only for the statement or transaction.
+/// Calls run on the caller's thread, under a lock held only for the statement or transaction —
+/// but for sign-ins' writes, which `GroupCommit` commits in groups on a thread of its own.
 /// An actor here cost a hop (a context switch) per call, queued every read behind every write, and
 /// still blocked a thread of the concurrency pool while SQLite ran. Nothing slow runs under these
 /// locks: the WAL is not synced per commit (synchronous=NORMAL) and checkpoints run on their own
@@ -20,6 +21,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     let checkpointer: Checkpointer?
     /// Pending ceremonies: in memory, never in the file (`ChallengeTable`).
     let challenges: ChallengeTable
+    /// Sign-ins' writes, committed in groups off the callers' threads (nil in memory: tests).
+    private(set) var groupCommit: GroupCommit?
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     /// `":memory:"` gives a private in-memory database (tests; one connection, no readers).
@@ -45,9 +48,16 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         self.connection = connection
         readers = inMemory ? [] : try (0..<readerCount).map { _ in (NSLock(), try SQLiteConnection(path: path, readOnly: true)) }
         checkpointer = inMemory ? nil : try Checkpointer(path: path, writer: connection)
+        if !inMemory {
+            // Unowned: the thread must not keep the store alive (its deinit stops the thread).
+            groupCommit = GroupCommit { [unowned self] body in try write { try body(self.connection) } }
+        }
     }
 
-    deinit { checkpointer?.stop() }
+    deinit {
+        groupCommit?.stop()
+        checkpointer?.stop()
+    }
 
     /// Runs a write (or a read that must see the writer's own transaction) on the writer.
     @discardableResult

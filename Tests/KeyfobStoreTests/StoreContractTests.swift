@@ -224,6 +224,47 @@ import Testing
         #expect(try await store.session(tokenHash: [UInt8](repeating: 3, count: 32), now: t0) == nil)
     }
 
+    /// Sign-ins racing on the same counters, all at once (SQLite on disk commits them in groups,
+    /// each a savepoint): per passkey exactly one wins and writes its session; a loser's rollback
+    /// takes nothing of the others' with it.
+    @Test(arguments: Kind.allCases)
+    func racingSignInsEachWinOrLoseAlone(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let users = (0..<8).map { user("racer\($0)") }
+        for (n, u) in users.enumerated() {
+            try await store.completeRegistration(
+                user: u, createUser: true, nostrKey: nil, credential: credential(UInt8(n + 1), of: u), session: session(UInt8(n + 1), of: u))
+        }
+        let outcomes = try await withThrowingTaskGroup(of: (Int, UInt8, Bool).self) { group in
+            for (n, u) in users.enumerated() {
+                for attempt in 0..<4 {
+                    let token = UInt8(100 + n * 4 + attempt)
+                    let s = session(token, of: u)
+                    group.addTask {
+                        do {
+                            try await store.completeAuthentication(
+                                credentialID: [UInt8(n + 1), UInt8(n + 1)], expectedSignCount: 0, newSignCount: 1,
+                                backupState: false, usedAt: t0, session: s)
+                            return (n, token, true)
+                        } catch StoreError.conflict {
+                            return (n, token, false)
+                        }
+                    }
+                }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        for n in users.indices {
+            let mine = outcomes.filter { $0.0 == n }
+            #expect(mine.filter(\.2).count == 1, "passkey \(n): \(mine)")
+            for (_, token, won) in mine {
+                let stored = try await store.session(tokenHash: [UInt8](repeating: token, count: 32), now: t0)
+                #expect((stored != nil) == won)
+            }
+            #expect(try await store.credential(id: [UInt8(n + 1), UInt8(n + 1)])?.signCount == 1)
+        }
+    }
+
     @Test(arguments: Kind.allCases)
     func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)

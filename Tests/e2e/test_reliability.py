@@ -287,3 +287,70 @@ def test_sigterm_after_a_postgres_outage_under_load_exits_cleanly():
         stop.set()
         server.stop()
         shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed():
+    """Sign-ins are committed in groups on a thread of their own (`GroupCommit`), and a client is
+    answered only once its group has committed. So under sign-in load from 24 clients, kill -9:
+    after a restart on the same data, every session a client was given still opens, and every
+    passkey's last acknowledged counter is in the database (its replay is refused)."""
+    from softkey import Client, SoftKey
+
+    limits = ("--ip-rate", "1000000", "--ip-burst", "1000000", "--trusted-proxy", "127.0.0.1")
+    server = Server(args=limits).start()
+    people = []
+    for i in range(24):
+        key = SoftKey(server.url)
+        status, reply = Client(f"http://127.0.0.1:{server.port}", server.url).register(key, f"racer{i}", client=f"10.9.0.{i}")
+        assert status == 200, reply
+        people.append(key)
+    acknowledged = []  # (person, session token, counter)
+    lock = threading.Lock()
+    killed = threading.Event()
+
+    def sign_in_until_killed(i):
+        c = Client(f"http://127.0.0.1:{server.port}", server.url, timeout=5)
+        while not killed.is_set():
+            try:
+                status, options = c.call("POST", "/generate-authentication-options", {}, client=f"10.9.1.{i}")
+                body = people[i].assertion(options)
+                status, reply = c.call("POST", "/verify-authentication", body, client=f"10.9.1.{i}")
+            except Exception:
+                return  # the server is gone
+            if status == 200:
+                with lock:
+                    acknowledged.append((i, reply["token"], people[i].counter, body))
+
+    threads = [threading.Thread(target=sign_in_until_killed, args=(i,)) for i in range(24)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(timeout=10)
+    killed.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(acknowledged) >= 100, f"only {len(acknowledged)} sign-ins before the kill"
+
+    again = Server(args=limits)
+    again.port, again.nip46_port, again.data = server.port, server.nip46_port, server.data
+    again.args[again.args.index("--port") + 1] = str(server.port)
+    again.args[again.args.index("--nip46-port") + 1] = str(server.nip46_port)
+    again.args[again.args.index("--data-dir") + 1] = server.data
+    again.start()
+    try:
+        c = Client(f"http://127.0.0.1:{again.port}", again.url)
+        lost = [token for _, token, _, _ in acknowledged if c.call("GET", "/account/credentials", token=token)[0] != 200]
+        assert not lost, f"{len(lost)} of {len(acknowledged)} acknowledged sessions were lost"
+        # Each passkey's last acknowledged assertion, sent again, is refused: its counter was kept.
+        last = {}
+        for person, _, counter, body in acknowledged:
+            if counter >= last.get(person, (0, None))[0]:
+                last[person] = (counter, body)
+        for person, (counter, body) in last.items():
+            status, options = c.call("POST", "/generate-authentication-options", {})
+            replay = people[person].assertion(options, counter=counter)
+            assert c.call("POST", "/verify-authentication", replay)[0] != 200, f"passkey {person} lost counter {counter}"
+    finally:
+        again.stop()
+        server.log.close()
