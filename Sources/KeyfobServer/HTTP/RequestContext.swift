@@ -67,8 +67,8 @@ struct ClientAddress: Sendable {
         // (Split and trimmed by hand: Foundation's trimming showed in the profile of every request.)
         for value in request.headers[values: Self.forwardedFor].reversed() {
             for hop in value.utf8.split(separator: UInt8(ascii: ","), omittingEmptySubsequences: false).reversed() {
-                let isSpace = { (byte: UInt8) in byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
-                guard let first = hop.firstIndex(where: { !isSpace($0) }), let last = hop.lastIndex(where: { !isSpace($0) }) else { continue }
+                guard let first = hop.firstIndex(where: { !Self.isSpace($0) }), let last = hop.lastIndex(where: { !Self.isSpace($0) })
+                else { continue }
                 let text = String(Substring(hop[first...last]))
                 if !trustedProxies.contains(text) { return text.utf8.count <= 64 ? text : socket }
             }
@@ -77,6 +77,9 @@ struct ClientAddress: Sendable {
     }
 
     private static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+
+    /// HTTP's optional whitespace around a list element.
+    private static func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
 
     /// Whether the request reached the client over https: `X-Forwarded-Proto` from a trusted proxy.
     func isHTTPS(_ request: Request, peer: SocketAddress?) -> Bool {
