@@ -239,5 +239,8 @@ enum PostgresSchema {
         ],
         // 7: whether a passkey's authenticator can seal a key (PRF), as its browser said at creation.
         ["ALTER TABLE credentials ADD COLUMN prf_capable BOOLEAN"],
+        // 8: no index of sessions by passkey (SQLite's migration 14): a passkey's removal finds
+        // them through its account's sessions.
+        ["DROP INDEX sessions_credential"],
     ]
 }

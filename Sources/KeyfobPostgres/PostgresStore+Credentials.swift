@@ -55,7 +55,9 @@ extension PostgresStore {
                 "DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID)",
                 logger: self.logger
             ).collect()
-            try await connection.query("DELETE FROM sessions WHERE credential_id = \(ByteBuffer(bytes: id))", logger: self.logger).collect()
+            try await connection.query(
+                "DELETE FROM sessions WHERE user_id = \(userID) AND credential_id = \(ByteBuffer(bytes: id))", logger: self.logger
+            ).collect()
             return true
         }
     }

@@ -62,7 +62,7 @@ extension SQLiteStore {
                     guard others > 0 else { throw StoreError.lastSealingPasskey }
                 }
                 try connection.query("DELETE FROM credentials WHERE id = ? AND user_id = ?", [.blob(id), .text(userID)])
-                try connection.query("DELETE FROM sessions WHERE credential_id = ?", [.blob(id)])
+                try connection.query("DELETE FROM sessions WHERE user_id = ? AND credential_id = ?", [.text(userID), .blob(id)])
                 return true
             }
         }

@@ -321,6 +321,9 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         """,
         // 13: whether a passkey's authenticator can seal a key (PRF), as its browser said at creation.
         "ALTER TABLE credentials ADD COLUMN prf_capable INTEGER;",
+        // 14: no index of sessions by passkey. Every sign-in wrote a page of it at a random place;
+        // the one reader, removing a passkey, finds the sessions through its account's (≤ 50).
+        "DROP INDEX sessions_credential;",
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -33,8 +33,8 @@ public struct RegistrationCredential: Sendable, Codable {
 /// The parts of `AuthenticationExtensionsClientOutputsJSON` Keyfob reads. They come from the
 /// client, not from the authenticator's signed data: a value of the wrong shape is ignored
 /// rather than failing the ceremony.
-public struct ClientExtensionResults: Sendable, Codable {
-    public struct PRF: Sendable, Codable {
+public struct ClientExtensionResults: Sendable, Codable, Equatable {
+    public struct PRF: Sendable, Codable, Equatable {
         /// At creation: whether the authenticator enabled PRF for this credential.
         public var enabled: Bool?
         public var results: PRFValues?
@@ -68,8 +68,8 @@ public struct ClientExtensionResults: Sendable, Codable {
 }
 
 /// An authentication response in the WebAuthn JSON form (`AuthenticationResponseJSON`).
-public struct AuthenticationCredential: Sendable, Codable {
-    public struct Response: Sendable, Codable {
+public struct AuthenticationCredential: Sendable, Codable, Equatable {
+    public struct Response: Sendable, Codable, Equatable {
         public var clientDataJSON: String
         public var authenticatorData: String
         public var signature: String
@@ -96,6 +96,30 @@ public struct AuthenticationCredential: Sendable, Codable {
         self.type = type
         self.response = response
         self.clientExtensionResults = clientExtensionResults
+    }
+}
+
+extension AuthenticationCredential {
+    /// The value JSONDecoder gives for `plain`, or nil when a field is missing or of a shape this
+    /// does not read (PRF results among the extensions): the caller then uses JSONDecoder.
+    public init?(plain: PlainJSON) {
+        guard let id = plain.string("id"), let rawId = plain.string("rawId"), let type = plain.string("type"),
+            let response = plain.object("response"), let clientDataJSON = response.string("clientDataJSON"),
+            let authenticatorData = response.string("authenticatorData"), let signature = response.string("signature"),
+            let userHandle = response.optionalString("userHandle")
+        else { return nil }
+        let extensions: ClientExtensionResults?
+        switch plain["clientExtensionResults"] {
+        case nil, .null?: extensions = nil
+        case .object(let results)? where results["prf"] == nil: extensions = ClientExtensionResults()
+        default: return nil
+        }
+        self.init(
+            id: id, rawId: rawId, type: type,
+            response: Response(
+                clientDataJSON: clientDataJSON, authenticatorData: authenticatorData, signature: signature,
+                userHandle: userHandle),
+            clientExtensionResults: extensions)
     }
 }
 

@@ -293,6 +293,27 @@ import Testing
         #expect(try await store.credentials(ofUser: alice.id).map(\.id) == [[2, 2]])
     }
 
+    /// Removing a passkey ends the sessions it started, and only those (found through the account's
+    /// sessions: there is no index of sessions by passkey).
+    @Test(arguments: Kind.allCases)
+    func removingAPasskeyEndsTheSessionsItStarted(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        var first = session(1, of: alice)
+        first.credentialID = [1, 1]
+        var second = session(2, of: alice)
+        second.credentialID = [2, 2]
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: first)
+        try await store.completeRegistration(user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: second)
+        var again = session(3, of: alice)
+        again.credentialID = [1, 1]
+        try await store.completeAuthentication(
+            credentialID: [1, 1], expectedSignCount: 0, newSignCount: 1, backupState: false, usedAt: t0, session: again)
+        #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
+        for byte: UInt8 in [1, 3] { #expect(try await store.session(tokenHash: [UInt8](repeating: byte, count: 32), now: t0) == nil) }
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0) != nil)
+    }
+
     @Test(arguments: Kind.allCases)
     func keyWrapsFollowTheSealAndTheirPasskeys(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)

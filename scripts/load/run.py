@@ -15,7 +15,8 @@ Settings (environment): SECONDS_EACH (10), CONNECTIONS (32), USERS (1000), LOGIN
 two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load), KEYFOB and
 FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
-each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted).
+each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted),
+ONLY (some runs only: post, get, logins, logins256, options, sign_event; e.g. ONLY=logins).
 
 Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
@@ -65,6 +66,13 @@ RUNS = {
     "go": [LOGIN, LOGIN_256, OPTIONS],
     "python": [LOGIN, LOGIN_256, OPTIONS],
 }
+# ONLY=logins,options (short names: post, get, logins, logins256, options, sign_event) keeps only
+# those runs, for a quick before-and-after of one change.
+SHORT = {"post": POST_CEILING, "get": GET_CEILING, "logins": LOGIN, "logins256": LOGIN_256, "options": OPTIONS,
+         "sign_event": SIGN}
+if os.environ.get("ONLY"):
+    ONLY = [SHORT[name.strip()] for name in os.environ["ONLY"].split(",")]
+    RUNS = {name: [run for run in runs if run in ONLY] for name, runs in RUNS.items()}
 LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "go": "Go peer", "python": "Python peer"}
 
 

@@ -60,7 +60,9 @@ struct Sessions: Sendable {
         var viaCookie = false
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
             token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        } else if let cookie = request.cookie(Self.secureCookieName) ?? (Self.isLocalHost(request) ? request.cookie(Self.cookieName) : nil) {
+        } else if request.headers[.cookie] != nil,  // most API calls carry none: skip the host check
+            let cookie = request.cookie(Self.secureCookieName) ?? (Self.isLocalHost(request) ? request.cookie(Self.cookieName) : nil)
+        {
             token = cookie
             viaCookie = true
         }

@@ -32,9 +32,16 @@ extension CeremonyController {
         return jsonResponse(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
     }
 
-    struct VerifyAuthenticationRequest: Decodable {
+    struct VerifyAuthenticationRequest: PlainDecodable {
         var challengeKey: String?
         var cred: AuthenticationCredential
+
+        init?(plain body: PlainJSON) {
+            guard let challengeKey = body.optionalString("challengeKey"), let cred = body.object("cred"),
+                let cred = AuthenticationCredential(plain: cred)
+            else { return nil }
+            (self.challengeKey, self.cred) = (challengeKey, cred)
+        }
     }
 
     struct VerifyAuthenticationResponse: Encodable {
@@ -47,6 +54,27 @@ extension CeremonyController {
         /// True when the account's key is sealed by passkeys: a sign-in never opens it; the
         /// session unlocks it with `signer.unlock` (a sealing passkey's PRF) when it must sign.
         let signerSealed: Bool
+
+        /// The answer's bytes: `jsonBytes(self)`, written without JSONEncoder when it can be.
+        var json: [UInt8] {
+            var out = PlainJSONOutput(capacity: 160)
+            out.raw(#"{"expiresAt":"#)
+            out.date(expiresAt)
+            out.raw(#","isAnonymous":"#)
+            out.bool(isAnonymous)
+            out.raw(#","signerSealed":"#)
+            out.bool(signerSealed)
+            if let token {
+                out.raw(#","token":"#)
+                out.string(token)
+            }
+            out.raw(#","username":"#)
+            out.string(username)
+            out.raw(#","verified":"#)
+            out.bool(verified)
+            out.raw("}")
+            return out.isPlain ? out.bytes : jsonBytes(self)
+        }
     }
 
     @Sendable func verifyAuthentication(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -122,7 +150,8 @@ extension CeremonyController {
             verified: true, username: user.username, isAnonymous: user.isAnonymous,
             token: Self.returnsToken(request) ? token : nil,
             expiresAt: session.expiresAt, signerSealed: signerSealed)
-        return jsonResponse(response, headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
+        return jsonResponse(
+            body: ByteBuffer(bytes: response.json), headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
     }
 
     // MARK: - Keys sealed by passkeys

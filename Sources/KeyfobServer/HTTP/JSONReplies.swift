@@ -88,3 +88,68 @@ enum ErrorReplies {
         }
     }
 }
+
+/// JSON written the way `jsonBytes` writes it, without JSONEncoder, for a hot path's answer whose
+/// strings need no escaping (printable ASCII without `"` or `\`) and whose dates fall in years
+/// 1970–9999. When one does not, `isPlain` turns false and the caller uses `jsonBytes`, which
+/// stays the definition (`PlainJSONOutputTests` holds the two to the same bytes). The caller
+/// writes the members in `jsonBytes`'s order: keys sorted.
+struct PlainJSONOutput {
+    private(set) var bytes: [UInt8] = []
+    private(set) var isPlain = true
+
+    init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
+    /// Punctuation and keys, written as they are.
+    mutating func raw(_ text: StaticString) {
+        bytes.append(contentsOf: UnsafeBufferPointer(start: text.utf8Start, count: text.utf8CodeUnitCount))
+    }
+
+    mutating func bool(_ value: Bool) { value ? raw("true") : raw("false") }
+
+    mutating func string(_ text: String) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            guard byte >= 0x20, byte < 0x7F, byte != UInt8(ascii: "\""), byte != UInt8(ascii: "\\") else {
+                isPlain = false
+                return
+            }
+            bytes.append(byte)
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// A date as `.iso8601` writes it: whole seconds (rounded down), UTC, `Z`.
+    mutating func date(_ date: Date) {
+        let seconds = date.timeIntervalSince1970.rounded(.down)
+        guard seconds >= 0, seconds < 253_402_300_800 else {
+            isPlain = false
+            return
+        }
+        var time = time_t(seconds)
+        var parts = tm()
+        gmtime_r(&time, &parts)
+        bytes.append(UInt8(ascii: "\""))
+        digits(Int(parts.tm_year) + 1900, 4)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mon) + 1, 2)
+        bytes.append(UInt8(ascii: "-"))
+        digits(Int(parts.tm_mday), 2)
+        bytes.append(UInt8(ascii: "T"))
+        digits(Int(parts.tm_hour), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_min), 2)
+        bytes.append(UInt8(ascii: ":"))
+        digits(Int(parts.tm_sec), 2)
+        raw("Z\"")
+    }
+
+    private mutating func digits(_ value: Int, _ count: Int) {
+        var divisor = 1
+        for _ in 1..<count { divisor *= 10 }
+        while divisor > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(value / divisor % 10))
+            divisor /= 10
+        }
+    }
+}

@@ -2,6 +2,14 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Nostr
+import WebAuthn
+
+/// A body type a hot path reads from `PlainJSON` without Foundation. `init(plain:)` gives the
+/// value JSONDecoder would, or nil for a shape it does not handle (a missing field too), which
+/// then goes to JSONDecoder: its answer and its error messages stay the one definition.
+protocol PlainDecodable: Decodable {
+    init?(plain: PlainJSON)
+}
 
 extension Request {
     /// The body, refused with `payload_too_large` before it is read whole when it is
@@ -23,6 +31,18 @@ extension Request {
     func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
         let bytes = try await bodyBytes(limit: limit)
         try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        return try decodeJSON(T.self, from: bytes)
+    }
+
+    /// The same, for a body a hot path reads without Foundation when it is plain JSON.
+    func decodeJSON<T: PlainDecodable>(_ type: T.Type, limit: Int) async throws -> T {
+        let bytes = try await bodyBytes(limit: limit)
+        try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
+        if let object = PlainJSON.parse(bytes), let value = T(plain: object) { return value }
+        return try decodeJSON(T.self, from: bytes)
+    }
+
+    private func decodeJSON<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         guard !bytes.isEmpty else { throw KeyfobError.invalid("request body is empty; send a JSON object") }
         do {
             return try JSONDecoder().decode(T.self, from: Data(bytes))
