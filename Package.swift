@@ -50,7 +50,11 @@ let package = Package(
 
         // Persistence behind protocols.
         .target(
-            name: "KeyfobStore", dependencies: ["CSQLite", .product(name: "HeapModule", package: "swift-collections")],
+            name: "KeyfobStore",
+            dependencies: [
+                "CSQLite", .product(name: "HeapModule", package: "swift-collections"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strict),
         // The same protocols on PostgreSQL, for several instances on one database.
         .target(

@@ -26,7 +26,7 @@ final class ChallengeTable: @unchecked Sendable {
         init?(_ bytes: [UInt8]) {
             guard bytes.count <= ChallengeTable.maxChallengeLength else { return nil }
             count = UInt8(bytes.count)
-            withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: UnsafeRawBufferPointer(start: bytes, count: bytes.count)) }
+            bytes.withUnsafeBytes { source in withUnsafeMutableBytes(of: &words) { $0.copyMemory(from: source) } }
         }
 
         var bytes: [UInt8] {

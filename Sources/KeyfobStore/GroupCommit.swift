@@ -1,4 +1,6 @@
 import Foundation
+import NIOCore
+import NIOPosix
 
 /// Sign-ins' writes, committed in groups on a thread of their own (issue #29).
 ///
@@ -14,15 +16,20 @@ import Foundation
 /// after the transaction that holds its write has committed**, so every acknowledged sign-in is in
 /// the WAL when the client hears of it (a kill -9 loses none: e2e
 /// `test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed`).
+///
+/// Callers are answered on the event loop they called from, all of a loop's callers in one task
+/// on it: a continuation resumed from this thread would go to whichever loop NIO picks next (it
+/// runs Swift's tasks), and the answer would then hop back to its connection's loop.
 final class GroupCommit: @unchecked Sendable {
     typealias Write = (SQLiteConnection) throws -> Void
+    private typealias Caller = (write: Write, continuation: CheckedContinuation<Void, any Error>, loop: (any EventLoop)?)
 
     /// Writes one transaction takes at most: a bound on how long the first of them waits.
     static let maxPerTransaction = 128
 
     private let condition = NSCondition()
     // Under `condition`:
-    private var queue: [(write: Write, caller: CheckedContinuation<Void, any Error>)] = []
+    private var queue: [Caller] = []
     private var stopped = false
 
     /// `run` executes a group's writes with the writer connection, under the writer lock.
@@ -35,14 +42,15 @@ final class GroupCommit: @unchecked Sendable {
     /// Runs `write` in the next group; returns once that group has committed, or throws what
     /// `write` threw (or the commit's error).
     func perform(_ write: @escaping Write) async throws {
-        try await withCheckedThrowingContinuation { (caller: CheckedContinuation<Void, any Error>) in
+        let loop = MultiThreadedEventLoopGroup.currentEventLoop
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             condition.lock()
             if stopped {
                 condition.unlock()
-                caller.resume(throwing: StoreError.database("the store is closed"))
+                continuation.resume(throwing: StoreError.database("the store is closed"))
                 return
             }
-            queue.append((write, caller))
+            queue.append((write, continuation, loop))
             condition.signal()
             condition.unlock()
         }
@@ -57,7 +65,7 @@ final class GroupCommit: @unchecked Sendable {
     }
 
     private func serve(_ run: (_ body: (SQLiteConnection) throws -> Void) throws -> Void) {
-        var group: [(write: Write, caller: CheckedContinuation<Void, any Error>)] = []
+        var group: [Caller] = []
         var results: [Result<Void, any Error>] = []
         while true {
             condition.lock()
@@ -91,9 +99,26 @@ final class GroupCommit: @unchecked Sendable {
                 // The transaction did not commit: none of its writes happened.
                 results = group.map { _ in .failure(error) }
             }
-            for (item, result) in zip(group, results) { item.caller.resume(with: result) }
+            answer(group, results)
             group.removeAll(keepingCapacity: true)
             results.removeAll(keepingCapacity: true)
+        }
+    }
+
+    /// Resumes each caller with its result on its own event loop, one task per loop.
+    private func answer(_ group: [Caller], _ results: [Result<Void, any Error>]) {
+        var answered = [Bool](repeating: false, count: group.count)
+        for first in group.indices where !answered[first] {
+            guard let loop = group[first].loop else {
+                group[first].continuation.resume(with: results[first])
+                continue
+            }
+            var batch: [(CheckedContinuation<Void, any Error>, Result<Void, any Error>)] = []
+            for index in first..<group.count where !answered[index] && group[index].loop === loop {
+                batch.append((group[index].continuation, results[index]))
+                answered[index] = true
+            }
+            loop.execute { [batch] in for (continuation, result) in batch { continuation.resume(with: result) } }
         }
     }
 }
