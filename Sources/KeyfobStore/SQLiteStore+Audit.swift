@@ -5,19 +5,31 @@ import Foundation
 extension SQLiteStore {
     @discardableResult
     public func appendAudit(_ e: AuditRecord) async throws -> Int64 {
-        try write {
-            try connection.query(
-                """
-                INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
-                """,
-                [
-                    .text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
-                    e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
-                    e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null,
-                ]
-            ).first?.first?.int ?? 0
+        // Committed with the sign-ins and other entries that arrive meanwhile (`GroupCommit`); the
+        // caller hears of it only after the commit, as before.
+        if let groupCommit {
+            let id = AuditID()
+            try await groupCommit.perform { connection in id.value = try Self.insert(e, with: connection) }
+            return id.value
         }
+        return try write { try Self.insert(e, with: connection) }
+    }
+
+    /// Set on the commit thread before the caller resumes (which orders the two).
+    private final class AuditID: @unchecked Sendable { var value: Int64 = 0 }
+
+    private static func insert(_ e: AuditRecord, with connection: SQLiteConnection) throws -> Int64 {
+        try connection.query(
+            """
+            INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id
+            """,
+            [
+                .text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
+                e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
+                e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null,
+            ]
+        ).first?.first?.int ?? 0
     }
 
     public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {

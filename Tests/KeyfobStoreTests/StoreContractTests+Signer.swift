@@ -97,6 +97,26 @@ extension StoreContractTests {
         #expect(try await store.auditEntry(id: ids[3], ofUser: "id-bob") == nil)
     }
 
+    /// Entries appended at once (on a file they are committed in groups, with sign-ins) each get
+    /// their own id, and each id reads back as its entry.
+    @Test(arguments: Kind.allCases)
+    func auditEntriesAppendedAtOnceEachGetTheirOwnID(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let ids = try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
+            for i in 0..<48 {
+                group.addTask {
+                    let entry = AuditRecord(
+                        userID: "id-alice", at: t0, client: "app", transport: "rest", method: "sign_event", kind: 1,
+                        eventID: "e\(i)", outcome: "approved", code: nil, receipt: nil)
+                    return (i, try await store.appendAudit(entry))
+                }
+            }
+            return try await group.reduce(into: [Int: Int64]()) { $0[$1.0] = $1.1 }
+        }
+        #expect(Set(ids.values).count == 48)
+        for (i, id) in ids { #expect(try await store.auditEntry(id: id, ofUser: "id-alice")?.eventID == "e\(i)") }
+    }
+
     @Test(arguments: Kind.allCases)
     func pendingRequestsAreClaimedDecidedOnceAndCapped(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
