@@ -356,3 +356,69 @@ def test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed():
     finally:
         again.stop()
         server.log.close()
+
+
+def test_no_acknowledged_signature_loses_its_audit_entry_when_the_server_is_killed():
+    """The signer's audit entries are committed in groups too (`GroupCommit`, with sign-ins), and
+    a signature is answered only once its entry's group has committed. So under `sign_event` load
+    from 16 sessions, kill -9: after a restart on the same data, every signature a client was
+    given is in its account's signing history."""
+    from softkey import Client, SoftKey
+
+    limits = ("--ip-rate", "1000000", "--ip-burst", "1000000", "--sign-rate", "1000000", "--trusted-proxy", "127.0.0.1")
+    server = Server(args=limits).start()
+    tokens = []
+    for i in range(16):
+        status, reply = Client(f"http://127.0.0.1:{server.port}", server.url).register(
+            SoftKey(server.url), f"signer{i}", client=f"10.8.0.{i}")
+        assert status == 200, reply
+        tokens.append(reply["token"])
+    acknowledged = []  # (person, event id)
+    lock = threading.Lock()
+    killed = threading.Event()
+
+    def sign_until_killed(i):
+        c = Client(f"http://127.0.0.1:{server.port}", server.url, timeout=5)
+        n = 0
+        while not killed.is_set():
+            n += 1
+            try:
+                status, reply = c.call("POST", "/api/signer/sign_event", {"event": {"kind": 1, "content": f"note {n}"}},
+                                       token=tokens[i], client=f"10.8.1.{i}")
+            except Exception:
+                return  # the server is gone
+            if status == 200:
+                with lock:
+                    acknowledged.append((i, reply["event"]["id"]))
+
+    threads = [threading.Thread(target=sign_until_killed, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(timeout=10)
+    killed.set()
+    for t in threads:
+        t.join(timeout=30)
+    assert len(acknowledged) >= 100, f"only {len(acknowledged)} signatures before the kill"
+
+    again = Server(args=limits)
+    again.port, again.nip46_port, again.data = server.port, server.nip46_port, server.data
+    again.args[again.args.index("--port") + 1] = str(server.port)
+    again.args[again.args.index("--nip46-port") + 1] = str(server.nip46_port)
+    again.args[again.args.index("--data-dir") + 1] = server.data
+    again.start()
+    try:
+        c = Client(f"http://127.0.0.1:{again.port}", again.url)
+        for person in range(16):
+            history, cursor = set(), ""
+            while cursor is not None:
+                status, page = c.call("GET", f"/api/signer/history?limit=200&before={cursor}", token=tokens[person])
+                assert status == 200, page
+                history |= {entry["eventId"] for entry in page["entries"]}
+                cursor = page.get("next")
+            lost = [event for p, event in acknowledged if p == person and event not in history]
+            assert not lost, f"{len(lost)} acknowledged signatures of signer{person} have no audit entry"
+    finally:
+        again.stop()
+        server.log.close()
