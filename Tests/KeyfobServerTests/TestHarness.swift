@@ -252,12 +252,9 @@ final class LogCapture: LogHandler, @unchecked Sendable {
         set { metadata[key] = newValue }
     }
 
-    func log(
-        level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
-        let merged = self.metadata.merging(metadata ?? [:]) { $1 }
-        box.withLockedValue { $0.append("\(level) \(message) \(merged)") }
+    func log(event: LogEvent) {
+        let merged = self.metadata.merging(event.metadata ?? [:]) { $1 }
+        box.withLockedValue { $0.append("\(event.level) \(event.message) \(merged)") }
     }
 
     var lines: [String] { box.withLockedValue { $0 } }

@@ -102,14 +102,11 @@ public struct LineLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(
-        level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?, source: String,
-        file: String, function: String, line: UInt
-    ) {
+    public func log(event: LogEvent) {
         var all = metadata
         if let provided = metadataProvider?.get(), !provided.isEmpty { all.merge(provided) { _, new in new } }
-        if let explicit, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
-        write(level: level, source: source, message: message.description) { fields in
+        if let explicit = event.metadata, !explicit.isEmpty { all.merge(explicit) { _, new in new } }
+        write(level: event.level, source: event.source, message: event.message.description) { fields in
             for key in all.keys.sorted() { fields.add(key, all[key]!.description) }
         }
     }
