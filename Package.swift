@@ -61,7 +61,7 @@ let package = Package(
             name: "KeyfobPostgres",
             dependencies: [
                 "KeyfobStore", .product(name: "PostgresNIO", package: "postgres-nio"),
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strict),
 

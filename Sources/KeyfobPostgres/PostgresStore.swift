@@ -1,6 +1,8 @@
 import Foundation
 import KeyfobStore
 import Logging
+import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// The store for several instances: every row in PostgreSQL, so any instance can finish a
@@ -206,11 +208,22 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 let work = Task {
                     do { outcome.finish(.success(try await body())) } catch { outcome.finish(.failure(Self.translate(error))) }
                 }
-                let timer = Task {
-                    try? await Task.sleep(for: limit)
+                let expire: @Sendable () -> Void = {
                     if outcome.finish(.failure(StoreError.unavailable("no answer within \(limit)"))) { work.cancel() }
                 }
-                outcome.onFinish { timer.cancel() }
+                // On an event loop (every request), the loop's own timer: a `Task.sleep` per call
+                // went through Dispatch's timer threads, whose wake-ups were a visible share of a
+                // login's CPU on PostgreSQL.
+                if let loop = MultiThreadedEventLoopGroup.currentEventLoop {
+                    let timer = loop.scheduleTask(in: TimeAmount(limit)) { expire() }
+                    outcome.onFinish { timer.cancel() }
+                } else {
+                    let timer = Task {
+                        try? await Task.sleep(for: limit)
+                        expire()
+                    }
+                    outcome.onFinish { timer.cancel() }
+                }
             }
         } onCancel: {
             outcome.finish(.failure(CancellationError()))
