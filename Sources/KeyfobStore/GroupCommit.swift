@@ -2,20 +2,22 @@ import Foundation
 import NIOCore
 import NIOPosix
 
-/// Sign-ins' writes, committed in groups on a thread of their own (issue #29).
+/// The hot paths' writes — sign-ins and the signer's audit entries — committed in groups on a
+/// thread of their own (issue #29).
 ///
 /// Why: the store's writes ran on the caller's thread under the writer lock, and the callers are
 /// NIO's event loops. Under load a loop waited on that lock (or on a commit) while the sockets it
 /// serves waited on it: at 256 connections wrk's p99 was 1.5–1.8 s though no request spent more
-/// than ~130 ms in Keyfob's code. Here a sign-in hands its write to this thread and its loop goes
+/// than ~130 ms in Keyfob's code. Here a caller hands its write to this thread and its loop goes
 /// on with other work; the thread commits every write that arrived during the previous commit in
 /// one transaction (one WAL commit and one set of file locks for all of them).
 ///
 /// Each write is a savepoint of that transaction: one that fails (a counter raced by another
 /// sign-in) is rolled back alone, and its caller alone gets the error. **A caller is answered only
-/// after the transaction that holds its write has committed**, so every acknowledged sign-in is in
-/// the WAL when the client hears of it (a kill -9 loses none: e2e
-/// `test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed`).
+/// after the transaction that holds its write has committed**, so every acknowledged sign-in and
+/// signature is in the WAL when the client hears of it (a kill -9 loses none: e2e
+/// `test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed`,
+/// `test_no_acknowledged_signature_loses_its_audit_entry_when_the_server_is_killed`).
 ///
 /// Callers are answered on the event loop they called from, all of a loop's callers in one task
 /// on it: a continuation resumed from this thread would go to whichever loop NIO picks next (it
@@ -82,14 +84,14 @@ final class GroupCommit: @unchecked Sendable {
                 try run { connection in
                     try connection.transaction {
                         for item in group {
-                            try connection.query("SAVEPOINT one_sign_in")
+                            try connection.query("SAVEPOINT one_write")
                             do {
                                 try item.write(connection)
-                                try connection.query("RELEASE one_sign_in")
+                                try connection.query("RELEASE one_write")
                                 results.append(.success(()))
                             } catch {
-                                try connection.query("ROLLBACK TO one_sign_in")
-                                try connection.query("RELEASE one_sign_in")
+                                try connection.query("ROLLBACK TO one_write")
+                                try connection.query("RELEASE one_write")
                                 results.append(.failure(error))
                             }
                         }
@@ -107,18 +109,20 @@ final class GroupCommit: @unchecked Sendable {
 
     /// Resumes each caller with its result on its own event loop, one task per loop.
     private func answer(_ group: [Caller], _ results: [Result<Void, any Error>]) {
-        var answered = [Bool](repeating: false, count: group.count)
-        for first in group.indices where !answered[first] {
-            guard let loop = group[first].loop else {
-                group[first].continuation.resume(with: results[first])
+        var batches: [(loop: any EventLoop, callers: [(CheckedContinuation<Void, any Error>, Result<Void, any Error>)])] = []
+        for (caller, result) in zip(group, results) {
+            guard let loop = caller.loop else {
+                caller.continuation.resume(with: result)
                 continue
             }
-            var batch: [(CheckedContinuation<Void, any Error>, Result<Void, any Error>)] = []
-            for index in first..<group.count where !answered[index] && group[index].loop === loop {
-                batch.append((group[index].continuation, results[index]))
-                answered[index] = true
+            if let index = batches.firstIndex(where: { $0.loop === loop }) {
+                batches[index].callers.append((caller.continuation, result))
+            } else {
+                batches.append((loop, [(caller.continuation, result)]))
             }
-            loop.execute { [batch] in for (continuation, result) in batch { continuation.resume(with: result) } }
+        }
+        for (loop, callers) in batches {
+            loop.execute { for (continuation, result) in callers { continuation.resume(with: result) } }
         }
     }
 }

@@ -5,7 +5,8 @@ import Foundation
 /// a few read-only connections that WAL lets read beside it.
 ///
 /// Calls run on the caller's thread, under a lock held only for the statement or transaction —
-/// but for sign-ins' writes, which `GroupCommit` commits in groups on a thread of its own.
+/// but for sign-ins' writes and the signer's audit entries, which `GroupCommit` commits in
+/// groups on a thread of its own.
 /// An actor here cost a hop (a context switch) per call, queued every read behind every write, and
 /// still blocked a thread of the concurrency pool while SQLite ran. Nothing slow runs under these
 /// locks: the WAL is not synced per commit (synchronous=NORMAL) and checkpoints run on their own
@@ -21,7 +22,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
     let checkpointer: Checkpointer?
     /// Pending ceremonies: in memory, never in the file (`ChallengeTable`).
     let challenges: ChallengeTable
-    /// Sign-ins' writes, committed in groups off the callers' threads (nil in memory: tests).
+    /// Sign-ins' writes and audit entries, committed in groups off the callers' threads (nil in
+    /// memory: tests).
     private(set) var groupCommit: GroupCommit?
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.

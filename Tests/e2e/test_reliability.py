@@ -289,6 +289,29 @@ def test_sigterm_after_a_postgres_outage_under_load_exits_cleanly():
         shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
+def kill_under_load(server, work, clients, killed):
+    """Runs work(i) in `clients` threads, kill -9s the server 2 s later, sets `killed` and waits for them."""
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
+    server.process.send_signal(signal.SIGKILL)
+    server.process.wait(timeout=10)
+    killed.set()
+    for t in threads:
+        t.join(timeout=30)
+
+
+def restarted(server, args):
+    """The same server started again on its ports and data folder."""
+    again = Server(args=args)
+    again.port, again.nip46_port, again.data = server.port, server.nip46_port, server.data
+    again.args[again.args.index("--port") + 1] = str(server.port)
+    again.args[again.args.index("--nip46-port") + 1] = str(server.nip46_port)
+    again.args[again.args.index("--data-dir") + 1] = server.data
+    return again.start()
+
+
 def test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed():
     """Sign-ins are committed in groups on a thread of their own (`GroupCommit`), and a client is
     answered only once its group has committed. So under sign-in load from 24 clients, kill -9:
@@ -321,23 +344,10 @@ def test_no_acknowledged_sign_in_is_lost_when_the_server_is_killed():
                 with lock:
                     acknowledged.append((i, reply["token"], people[i].counter))
 
-    threads = [threading.Thread(target=sign_in_until_killed, args=(i,)) for i in range(24)]
-    for t in threads:
-        t.start()
-    time.sleep(2.0)
-    server.process.send_signal(signal.SIGKILL)
-    server.process.wait(timeout=10)
-    killed.set()
-    for t in threads:
-        t.join(timeout=30)
+    kill_under_load(server, sign_in_until_killed, 24, killed)
     assert len(acknowledged) >= 100, f"only {len(acknowledged)} sign-ins before the kill"
 
-    again = Server(args=limits)
-    again.port, again.nip46_port, again.data = server.port, server.nip46_port, server.data
-    again.args[again.args.index("--port") + 1] = str(server.port)
-    again.args[again.args.index("--nip46-port") + 1] = str(server.nip46_port)
-    again.args[again.args.index("--data-dir") + 1] = server.data
-    again.start()
+    again = restarted(server, limits)
     try:
         c = Client(f"http://127.0.0.1:{again.port}", again.url)
         # An account holds at most 50 sessions (its sign-up's included): a 51st sign-in ends the
@@ -391,23 +401,10 @@ def test_no_acknowledged_signature_loses_its_audit_entry_when_the_server_is_kill
                 with lock:
                     acknowledged.append((i, reply["event"]["id"]))
 
-    threads = [threading.Thread(target=sign_until_killed, args=(i,)) for i in range(16)]
-    for t in threads:
-        t.start()
-    time.sleep(2.0)
-    server.process.send_signal(signal.SIGKILL)
-    server.process.wait(timeout=10)
-    killed.set()
-    for t in threads:
-        t.join(timeout=30)
+    kill_under_load(server, sign_until_killed, 16, killed)
     assert len(acknowledged) >= 100, f"only {len(acknowledged)} signatures before the kill"
 
-    again = Server(args=limits)
-    again.port, again.nip46_port, again.data = server.port, server.nip46_port, server.data
-    again.args[again.args.index("--port") + 1] = str(server.port)
-    again.args[again.args.index("--nip46-port") + 1] = str(server.nip46_port)
-    again.args[again.args.index("--data-dir") + 1] = server.data
-    again.start()
+    again = restarted(server, limits)
     try:
         c = Client(f"http://127.0.0.1:{again.port}", again.url)
         for person in range(16):

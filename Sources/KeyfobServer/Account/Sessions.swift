@@ -101,7 +101,12 @@ struct Sessions: Sendable {
     /// subdomain cannot plant (it could set a plain one: login CSRF into the attacker's account).
     static func isLocalHost(_ request: Request) -> Bool {
         guard request.uri.scheme != .https else { return false }
-        let authority = request.head.authority ?? ""
+        return isLocal(authority: request.head.authority ?? "")
+    }
+
+    /// Whether an authority (`host[:port]`, `[v6][:port]`) names this machine: `localhost`, a
+    /// `.localhost` name, a loopback address, or no host at all.
+    private static func isLocal(authority: String) -> Bool {
         let host =
             authority.hasPrefix("[")
             ? String(authority.prefix { $0 != "]" }.dropFirst())
@@ -115,12 +120,7 @@ struct Sessions: Sendable {
         if client.isHTTPS(request, peer: context.remoteAddress) { return true }
         // No Host at all is no browser on a named site (router tests, HTTP/1.0 probes).
         guard let authority = request.head.authority, !authority.isEmpty else { return false }
-        let host =
-            authority.hasPrefix("[")
-            ? String(authority.prefix { $0 != "]" }.dropFirst())
-            : String(authority.split(separator: ":").first ?? "")
-        let local = host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
-        return !local
+        return !Self.isLocal(authority: authority)
     }
 
     func cookie(token: String, expires: Date, secure: Bool) -> String {
