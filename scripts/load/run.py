@@ -16,7 +16,8 @@ two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load)
 FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
 each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted),
-ONLY (some runs only: post, get, logins, logins256, options, sign_event; e.g. ONLY=logins).
+ONLY (some runs only: post, get, logins, logins256, options, sign_event; e.g. ONLY=logins),
+WRK_PREFIX (a command wrk runs under, e.g. "nice -n -10" or "taskset -c 1": where a tail comes from).
 
 Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
@@ -182,8 +183,10 @@ def wrk(system, run, connections, path, env, limit=None):
                                  file + ".perf.data",
                                  "--", "sleep", str(SECONDS_EACH)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     before = cpu_ticks(pid)
-    output = subprocess.run(["wrk", "-t2", f"-c{connections}", "--timeout", "10s", f"-d{SECONDS_EACH}s", "--latency", "-s",
-                             os.path.join(HERE, "replay.lua"), system.url + path],
+    command = os.environ.get("WRK_PREFIX", "").split() + [
+        "wrk", "-t2", f"-c{connections}", "--timeout", "10s", f"-d{SECONDS_EACH}s", "--latency", "-s",
+        os.path.join(HERE, "replay.lua"), system.url + path]
+    output = subprocess.run(command,
                             env={**os.environ, **env}, capture_output=True, text=True).stdout
     after = cpu_ticks(pid)
     if perf:
@@ -205,7 +208,8 @@ def measure(system, results, key):
     """Prepares `system`'s logins (relying parties), then runs each of its runs into results[key]."""
     runs = [POST_CEILING, GET_CEILING] if system.without else RUNS[system.name]
     half = LOGINS // 2
-    if LOGIN in runs or SIGN in runs:
+    prepared = bool({LOGIN, LOGIN_256, SIGN} & set(runs))
+    if prepared:
         subprocess.run([sys.executable, os.path.join(HERE, "prepare.py"), system.url, "--origin", system.origin,
                         "--users", str(USERS), "--logins", str(LOGINS), "--out", system.folder], check=True)
         with open(os.path.join(system.folder, "logins.jsonl")) as f:
@@ -215,7 +219,7 @@ def measure(system, results, key):
                 f.writelines(part)
     echo = os.path.join(system.folder, "echo.jsonl")
     with open(echo, "w") as f:  # a body the size of a login
-        f.write(lines[0] if LOGIN in runs else json.dumps({"challengeKey": "x" * 22, "cred": {"id": "x" * 600}}) + "\n")
+        f.write(lines[0] if prepared else json.dumps({"challengeKey": "x" * 22, "cred": {"id": "x" * 600}}) + "\n")
     sign = os.path.join(system.folder, "sign.jsonl")
     with open(sign, "w") as f:
         f.write('{"event":{"kind":1,"content":"load test note","tags":[]}}\n')
