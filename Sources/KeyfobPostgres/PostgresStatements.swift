@@ -40,6 +40,25 @@ enum Statements {
             """
     }
 
+    /// `ConsumeChallenge` and `CredentialWithOwner` in one round trip: no row when no challenge
+    /// has the value; the passkey's columns NULL when no passkey has the id.
+    enum ConsumeChallengeWithCredential: StatementText {
+        static let sql = """
+            WITH consumed AS (
+                DELETE FROM challenges WHERE challenge = $1
+                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
+                          expires_at, client_ip
+            )
+            SELECT consumed.*, \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)),
+                   \(Columns.prefixed("k", Columns.nostrKey))
+            FROM consumed LEFT JOIN (
+                credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
+            ) ON c.id = $2
+            """
+        /// Where the passkey's columns start.
+        static let credentialAt = 10
+    }
+
     enum CredentialByID: StatementText {
         static let sql = """
             SELECT \(Columns.credential) FROM credentials WHERE id = $1

@@ -65,13 +65,29 @@ extension PostgresStore {
     public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
         try await call { [self] in
             // DELETE … RETURNING: finding and consuming are one atomic step, on every instance.
-            try await run(Statements.ConsumeChallenge.self) { $0.append(ByteBuffer(bytes: value)) }.first.map { r in
-                ChallengeRecord(
-                    challenge: try r.bytes(0), ceremony: ChallengeRecord.Ceremony(rawValue: try r.text(1)) ?? .authentication,
-                    key: try r.text(2), userID: try r.optionalText(3), username: try r.optionalText(4), isAnonymous: try r.bool(5),
-                    existingUser: try r.bool(6), algorithms: try r.text(7).split(separator: ",").compactMap { Int($0) },
-                    expiresAt: try r.date(8), clientIP: try r.optionalText(9))
+            try await run(Statements.ConsumeChallenge.self) { $0.append(ByteBuffer(bytes: value)) }.first
+                .map { try Self.challenge($0) }
+        }
+    }
+
+    public func consumeChallenge(_ value: [UInt8], credentialID: [UInt8]) async throws -> (ChallengeRecord, CredentialOwner?)? {
+        try await call { [self] in
+            try await run(Statements.ConsumeChallengeWithCredential.self) {
+                $0.append(ByteBuffer(bytes: value)); $0.append(ByteBuffer(bytes: credentialID))
+            }.first.map { row in
+                let at = Statements.ConsumeChallengeWithCredential.credentialAt
+                guard try row.optionalBytes(at) != nil else { return (try Self.challenge(row), nil) }
+                return (try Self.challenge(row), try Self.credentialOwner(row, from: at))
             }
         }
+    }
+
+    /// The challenge whose columns (`ConsumeChallenge`'s) start the row.
+    static func challenge(_ r: PostgresRandomAccessRow) throws -> ChallengeRecord {
+        ChallengeRecord(
+            challenge: try r.bytes(0), ceremony: ChallengeRecord.Ceremony(rawValue: try r.text(1)) ?? .authentication,
+            key: try r.text(2), userID: try r.optionalText(3), username: try r.optionalText(4), isAnonymous: try r.bool(5),
+            existingUser: try r.bool(6), algorithms: try r.text(7).split(separator: ",").compactMap { Int($0) },
+            expiresAt: try r.date(8), clientIP: try r.optionalText(9))
     }
 }

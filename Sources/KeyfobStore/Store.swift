@@ -41,6 +41,22 @@ public protocol ChallengeStore: Sendable {
     func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord?
 }
 
+/// A sign-in's two reads, made one round trip where the store is another process (PostgreSQL):
+/// the challenge consumed and the passkey it is answered with, its account and key.
+public protocol SignInStore: ChallengeStore, CredentialStore {
+    /// `consumeChallenge(value)` and, only when that found a challenge, `credentialWithOwner(id:)`.
+    /// Nil when no challenge has this value (then nothing was read or removed).
+    func consumeChallenge(_ value: [UInt8], credentialID: [UInt8]) async throws -> (ChallengeRecord, CredentialOwner?)?
+}
+
+extension SignInStore {
+    /// Two calls: right where a call costs no round trip (SQLite in process).
+    public func consumeChallenge(_ value: [UInt8], credentialID: [UInt8]) async throws -> (ChallengeRecord, CredentialOwner?)? {
+        guard let challenge = try await consumeChallenge(value) else { return nil }
+        return (challenge, try await credentialWithOwner(id: credentialID))
+    }
+}
+
 /// Sessions.
 public protocol SessionStore: Sendable {
     func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord?
@@ -231,6 +247,6 @@ public protocol CeremonyStore: Sendable {
 
 /// Everything the server needs: every role together (the composition root holds this; each
 /// controller takes only the roles it uses).
-public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
+public protocol KeyfobStore: UserStore, CredentialStore, ChallengeStore, SignInStore, SessionStore, NostrKeyStore, AuditStore, MetaStore,
     ApprovalStore, KeyWrapStore, BunkerStore, CeremonyStore, PolkadotStore
 {}

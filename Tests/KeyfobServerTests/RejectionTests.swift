@@ -133,6 +133,29 @@ import WebAuthnTestSupport
             $0.id = Base64URL.encode([1, 2, 3]); $0.rawId = $0.id
         }
     }
+    /// A challenge is used once, also when the sign-in it came with is refused for its passkey
+    /// (an unknown one, or a rawId that is not base64url): the store reads both in one call.
+    @Test func aRefusedSignInStillUsesItsChallengeUp() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var authenticator = SoftwareAuthenticator()
+            #expect(try await client.signUp(&authenticator, username: "alice").status == .ok)
+            for badID in [Base64URL.encode([1, 2, 3]), "not base64url!"] {
+                let options = try await client.authenticationOptions()
+                let challenge = Base64URL.decode(options["challenge"] as! String)!
+                let fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+                var assertion = authenticator.authenticate(fields)
+                let good = assertion
+                (assertion.id, assertion.rawId) = (badID, badID)
+                let refused = try await client.verifyAuthentication(assertion)
+                #expect(refused.error == (badID.hasSuffix("!") ? "invalid_request" : "credential_not_found"), "\(refused.json)")
+                // The same challenge with the right passkey: already used.
+                let replayed = try await client.verifyAuthentication(good)
+                #expect(replayed.error == "challenge_not_found", "\(replayed.json)")
+            }
+            #expect(try await client.signIn(&authenticator).status == .ok)
+        }
+    }
     @Test func signInTypeMustBeGet() async throws { try await rejectSignIn("invalid_request") { $0.type = "webauthn.create" } }
 
     @Test func concurrentAssertionsWithTheSameCounterCannotBothPass() async throws {

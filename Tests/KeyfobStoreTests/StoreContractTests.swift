@@ -145,6 +145,40 @@ import Testing
         #expect(try await store.consumeChallenge([7, 7]) == nil)
     }
 
+    /// A sign-in's one call: the challenge consumed and its passkey read, as the two calls would.
+    @Test(arguments: Kind.allCases)
+    func aSignInConsumesItsChallengeAndReadsItsPasskeyInOneCall(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        let aliceKey = NostrKeyRecord(
+            userID: alice.id, pubkey: String(repeating: "ab", count: 32), version: 1, nonce: [1], sealed: [2], updatedAt: t0)
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: aliceKey, credential: credential(1, of: alice), session: session(1, of: alice))
+        let bob = user("bob")
+        try await store.completeRegistration(
+            user: bob, createUser: true, nostrKey: nil, credential: credential(2, of: bob), session: session(2, of: bob))
+        for value: UInt8 in 1...3 {
+            try await store.insertChallenge(
+                ChallengeRecord(challenge: [9, value], ceremony: .authentication, key: "k\(value)", expiresAt: t0 + 60, clientIP: "10.0.0.1"),
+                now: t0, maxPerClient: 10)
+        }
+
+        let (challenge, owner) = try #require(try await store.consumeChallenge([9, 1], credentialID: [1, 1]))
+        #expect(challenge.key == "k1" && challenge.clientIP == "10.0.0.1" && challenge.expiresAt == t0 + 60)
+        #expect(owner == (try await store.credentialWithOwner(id: [1, 1])))
+        #expect(owner?.user == alice && owner?.nostrKey == aliceKey)
+        // An account without a key yet: its key columns read as none.
+        let (_, bobs) = try #require(try await store.consumeChallenge([9, 2], credentialID: [2, 2]))
+        #expect(bobs?.user == bob && bobs?.nostrKey == nil)
+        // An unknown passkey still uses the challenge up.
+        let (third, nobody) = try #require(try await store.consumeChallenge([9, 3], credentialID: [7, 7]))
+        #expect(third.key == "k3" && nobody == nil)
+        // A challenge is consumed once, whatever passkey comes with it.
+        #expect(try await store.consumeChallenge([9, 1], credentialID: [1, 1]) == nil)
+        #expect(try await store.consumeChallenge([9, 3]) == nil)
+        #expect(try await store.consumeChallenge([8, 8], credentialID: [1, 1]) == nil)
+    }
+
     @Test(arguments: Kind.allCases)
     func expiredRowsAreSweptInBoundedBatches(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)

@@ -83,17 +83,20 @@ extension CeremonyController {
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
         let clientData: ClientDataJSON
         do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw KeyfobError(error) }
-        let pending = try await consumeChallenge(clientData, ceremony: .authentication, key: body.challengeKey)
+        // The challenge consumed and the passkey, its account and the account's key read in one
+        // store call (one round trip on PostgreSQL); the challenge is checked first, as it is
+        // consumed whether or not the rest holds.
+        let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
+        let (pending, owner) = try await consumeChallenge(
+            clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
             throw KeyfobError(.challengeNotFound, "this challenge was issued to confirm an action, not to sign in; request sign-in options")
         }
-        guard let credentialID = Base64URL.decode(body.cred.rawId), !credentialID.isEmpty else {
+        guard credentialID != nil else {
             throw KeyfobError.invalid("rawId is not valid base64url")
         }
-        // The passkey, its account and the account's key in one read.
-        guard let owner = try await metrics.store("credential", { try await store.credentialWithOwner(id: credentialID) }),
-            pending.userID == nil || pending.userID == owner.user.id
+        guard let owner, pending.userID == nil || pending.userID == owner.user.id
         else {
             events.record(.signInFailed, ip: ip, username: nil, code: .credentialNotFound)
             throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
@@ -196,18 +199,32 @@ extension CeremonyController {
     }
 
     func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
+        try await consumeChallenge(clientData, ceremony: ceremony, key: key, credentialID: nil).challenge
+    }
+
+    /// `consumeChallenge`, and with `credentialID` the passkey of that id with its owner, read in
+    /// the same store call (nil when no passkey has it).
+    func consumeChallenge(
+        _ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?, credentialID: [UInt8]?
+    ) async throws -> (challenge: ChallengeRecord, owner: CredentialOwner?) {
         let value: [UInt8]
         do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
-        guard let pending = try await metrics.store("consume_challenge", { try await store.consumeChallenge(value) }), pending.ceremony == ceremony
-        else {
+        let found: (ChallengeRecord, CredentialOwner?)? =
+            if let credentialID {
+                try await metrics.store("consume_challenge") { try await store.consumeChallenge(value, credentialID: credentialID) }
+            } else {
+                try await metrics.store("consume_challenge") { try await store.consumeChallenge(value) }.map { ($0, nil) }
+            }
+        guard let found, found.0.ceremony == ceremony else {
             throw KeyfobError(.challengeNotFound, "no pending \(ceremony.rawValue) has this challenge; request new options")
         }
+        let (pending, owner) = found
         guard pending.expiresAt > now() else {
             throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
         }
         if let key, !key.isEmpty, key != pending.key {
             throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
         }
-        return pending
+        return (pending, owner)
     }
 }

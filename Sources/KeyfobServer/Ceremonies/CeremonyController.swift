@@ -21,7 +21,7 @@ import WebAuthn
 ///       |                             | user+credential+session --->| (one transaction)
 ///       |<---- {verified, token, ...} + session cookie              |
 struct CeremonyController: Sendable {
-    let store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore
+    let store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore
     let configuration: ServerConfiguration
     let sessions: Sessions
     let keys: CredentialKeyCache
@@ -41,7 +41,7 @@ struct CeremonyController: Sendable {
     var confirmations: ActionConfirmations { ActionConfirmations(ceremonies: self) }
 
     init(
-        store: any UserStore & CredentialStore & ChallengeStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
+        store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
         configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice
