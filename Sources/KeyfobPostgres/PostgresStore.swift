@@ -201,7 +201,10 @@ public final class PostgresStore: KeyfobStore, Sendable {
     /// so the caller would wait for it after all. Here the caller gets `unavailable` at the limit and
     /// the stuck work is cancelled and left to end on its own (its result is dropped).
     func bounded<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let outcome = Outcome<T>()
+        // The answer arrives on the event loop of the pool connection that ran the query; the caller
+        // resumes on its own (a request's connection's), or every request would end on the loop
+        // the pool's connections live on and the other loop would idle.
+        let outcome = Outcome<T>(home: MultiThreadedEventLoopGroup.currentEventLoop)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
                 outcome.start(continuation)
@@ -287,10 +290,14 @@ public final class PostgresStore: KeyfobStore, Sendable {
 /// The one answer a bounded call gives: the work's result or the timeout, whichever comes first.
 final class Outcome<T: Sendable>: @unchecked Sendable {
     let lock = NSLock()
+    /// The event loop the caller resumes on (nil: wherever the result is).
+    let home: (any EventLoop)?
     var continuation: CheckedContinuation<T, any Error>?
     var early: Result<T, any Error>?
     var done = false
     var finished: (@Sendable () -> Void)?
+
+    init(home: (any EventLoop)? = nil) { self.home = home }
 
     func start(_ continuation: CheckedContinuation<T, any Error>) {
         lock.lock()
@@ -328,7 +335,13 @@ final class Outcome<T: Sendable>: @unchecked Sendable {
         if continuation == nil { early = result }
         let action = finished
         lock.unlock()
-        continuation?.resume(with: result)
+        if let continuation {
+            if let home, !home.inEventLoop {
+                home.execute { continuation.resume(with: result) }
+            } else {
+                continuation.resume(with: result)
+            }
+        }
         action?()
         return true
     }
