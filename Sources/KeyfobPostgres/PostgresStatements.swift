@@ -33,10 +33,10 @@ enum Statements {
     }
 
     enum ConsumeChallenge: StatementText {
-        static let sql = """
-            DELETE FROM challenges WHERE challenge = $1
-            RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
-                      expires_at, client_ip
+        static let sql = "DELETE FROM challenges WHERE challenge = $1 RETURNING \(returning)"
+        /// The challenge's columns, in the order `PostgresStore.challenge(_:)` reads them.
+        static let returning = """
+            challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms, expires_at, client_ip
             """
     }
 
@@ -44,19 +44,12 @@ enum Statements {
     /// has the value; the passkey's columns NULL when no passkey has the id.
     enum ConsumeChallengeWithCredential: StatementText {
         static let sql = """
-            WITH consumed AS (
-                DELETE FROM challenges WHERE challenge = $1
-                RETURNING challenge, ceremony, challenge_key, user_id, username, is_anonymous, existing_user, algorithms,
-                          expires_at, client_ip
-            )
-            SELECT consumed.*, \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)),
-                   \(Columns.prefixed("k", Columns.nostrKey))
-            FROM consumed LEFT JOIN (
-                credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
-            ) ON c.id = $2
+            WITH consumed AS (\(ConsumeChallenge.sql))
+            SELECT consumed.*, \(CredentialWithOwner.columns)
+            FROM consumed LEFT JOIN (\(CredentialWithOwner.tables)) ON c.id = $2
             """
         /// Where the passkey's columns start.
-        static let credentialAt = 10
+        static let credentialAt = Columns.count(ConsumeChallenge.returning)
     }
 
     enum CredentialByID: StatementText {
@@ -67,12 +60,11 @@ enum Statements {
 
     /// A sign-in's three lookups in one: the passkey's columns, its user's, the user's key's (NULL when none).
     enum CredentialWithOwner: StatementText {
-        static let sql = """
-            SELECT \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)),
-                   \(Columns.prefixed("k", Columns.nostrKey))
-            FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
-            WHERE c.id = $1
+        static let sql = "SELECT \(columns) FROM \(tables) WHERE c.id = $1"
+        static let columns = """
+            \(Columns.prefixed("c", Columns.credential)), \(Columns.prefixed("u", Columns.user)), \(Columns.prefixed("k", Columns.nostrKey))
             """
+        static let tables = "credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id"
     }
 
     enum UserByID: StatementText {

@@ -76,8 +76,7 @@ extension PostgresStore {
                 $0.append(ByteBuffer(bytes: value)); $0.append(ByteBuffer(bytes: credentialID))
             }.first.map { row in
                 let at = Statements.ConsumeChallengeWithCredential.credentialAt
-                guard try row.optionalBytes(at) != nil else { return (try Self.challenge(row), nil) }
-                return (try Self.challenge(row), try Self.credentialOwner(row, from: at))
+                return (try Self.challenge(row), try row.optionalBytes(at) == nil ? nil : try CredentialOwner(row: row, from: at))
             }
         }
     }

@@ -15,17 +15,8 @@ extension PostgresStore {
     public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
         try await call { [self] in
             try await run(Statements.CredentialWithOwner.self) { $0.append(ByteBuffer(bytes: id)) }.first
-                .map { try Self.credentialOwner($0) }
+                .map { try CredentialOwner(row: $0) }
         }
-    }
-
-    /// The passkey, its user and the user's key (NULL columns: none), `CredentialWithOwner`'s
-    /// columns, starting at `b`.
-    static func credentialOwner(_ row: PostgresRandomAccessRow, from b: Int = 0) throws -> CredentialOwner {
-        let key = b + Columns.credentialCount + Columns.userCount
-        return CredentialOwner(
-            credential: try CredentialRecord(row: row, from: b), user: try UserRecord(row: row, from: b + Columns.credentialCount),
-            nostrKey: try row.optionalText(key) == nil ? nil : try NostrKeyRecord(row: row, from: key))
     }
 
     public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {

@@ -217,7 +217,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 // On an event loop (every request), the loop's own timer: a `Task.sleep` per call
                 // went through Dispatch's timer threads, whose wake-ups were a visible share of a
                 // login's CPU on PostgreSQL.
-                if let loop = MultiThreadedEventLoopGroup.currentEventLoop {
+                if let loop = outcome.home {
                     let timer = loop.scheduleTask(in: TimeAmount(limit)) { expire() }
                     outcome.onFinish { timer.cancel() }
                 } else {

@@ -13,11 +13,7 @@ extension SQLiteStore {
 
     public func credentialWithOwner(id: [UInt8]) async throws -> CredentialOwner? {
         try read { connection in
-            try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { row in
-                CredentialOwner(
-                    credential: try CredentialRecord(row: row), user: try UserRecord(row: row, from: Columns.credentialCount),
-                    nostrKey: row[Self.ownerKeyColumn] == .null ? nil : try NostrKeyRecord(row: row, from: Self.ownerKeyColumn))
-            }
+            try connection.query(Self.credentialWithOwnerSQL, [.blob(id)]).first.map { try CredentialOwner(row: $0) }
         }
     }
 
@@ -27,9 +23,6 @@ extension SQLiteStore {
         FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
         WHERE c.id = ?
         """
-
-    /// Where the user's key starts in `credentialWithOwnerSQL`'s rows.
-    static let ownerKeyColumn = Columns.credentialCount + Columns.userCount
 
     public func credentials(ofUser userID: String) async throws -> [CredentialRecord] {
         try read { connection in

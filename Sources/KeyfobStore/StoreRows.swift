@@ -80,6 +80,17 @@ extension CredentialRecord {
     }
 }
 
+extension CredentialOwner {
+    /// A passkey, its user and the user's key (NULL columns: none yet), in `Columns.credential`,
+    /// `Columns.user`, `Columns.nostrKey` order, starting at `b`: a sign-in's join on both backends.
+    public init(row r: some StoreRow, from b: Int = 0) throws {
+        let key = b + Columns.credentialCount + Columns.userCount
+        self.init(
+            credential: try CredentialRecord(row: r, from: b), user: try UserRecord(row: r, from: b + Columns.credentialCount),
+            nostrKey: try r.optionalText(key) == nil ? nil : try NostrKeyRecord(row: r, from: key))
+    }
+}
+
 extension SessionRecord {
     public init(row r: some StoreRow) throws {
         self.init(
