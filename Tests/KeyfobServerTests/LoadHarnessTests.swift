@@ -5,7 +5,7 @@ import Testing
 
 @testable import KeyfobServer
 
-/// What the load harness (scripts/load.sh, BENCHMARKS.md) relies on in the server.
+/// What the load harness (scripts/load/run.py, BENCHMARKS.md) relies on in the server.
 @Suite struct LoadHarnessTests {
     /// The ceiling routes exist only with `--bench-echo`, and do nothing but answer.
     @Test func benchEchoRoutesAreThereOnlyWhenAskedFor() async throws {
