@@ -1,6 +1,6 @@
 /// Why a nostr operation or decode failed. `code` is one of DESIGN.md §7's stable codes.
 public struct NostrError: Error, Sendable, Equatable, CustomStringConvertible {
-    public enum Code: String, Sendable {
+    public enum Code: String, Sendable, CaseIterable {
         case invalidContent = "invalid_content"
         case invalidPubkey = "invalid_pubkey"
         case decryptFailed = "decrypt_failed"

@@ -1,13 +1,21 @@
+import Nostr
 import Testing
 import WebAuthn
 
 @testable import KeyfobServer
 
-/// The cores keep their own error codes; every one of them must be one of §7's, so the server's
-/// mapping (`ErrorCode(rawValue:)`) never falls back to `invalid_request` for a code it forgot.
+/// The WebAuthn and nostr cores keep their own error codes; every one of them must be one of §7's,
+/// so the server's mapping (`ErrorCode(rawValue:)`) never falls back to `invalid_request` for a
+/// code it forgot. (Polkadot's kinds map through an exhaustive switch: the compiler checks them.)
 @Suite struct ErrorCodeTests {
     @Test func everyWebAuthnCodeIsAServerCode() {
         for code in WebAuthnError.Code.allCases {
+            #expect(ErrorCode(rawValue: code.rawValue) != nil, "\(code.rawValue)")
+        }
+    }
+
+    @Test func everyNostrCodeIsAServerCode() {
+        for code in NostrError.Code.allCases {
             #expect(ErrorCode(rawValue: code.rawValue) != nil, "\(code.rawValue)")
         }
     }

@@ -44,18 +44,7 @@ extension ApprovalController {
         let options = configuration.relyingParty.requestOptions(
             challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
             timeoutSeconds: configuration.challengeTimeout, prf: prf)
-        return jsonResponse(WithCommitted(options: options, committed: committed))
-    }
-
-    struct WithCommitted<Options: Encodable>: Encodable {
-        let options: Options
-        let committed: String
-        private enum Keys: String, CodingKey { case committed }
-        func encode(to encoder: Encoder) throws {
-            try options.encode(to: encoder)
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(committed, forKey: .committed)
-        }
+        return jsonResponse(WithField(options: options, name: .committed, value: committed))
     }
 
     /// What a passkey confirmation proved: the receipt, which passkey, its PRF outputs if it gave

@@ -61,12 +61,12 @@ struct CeremonyController: Sendable {
     static func signInAnswer(
         _ relyingParty: RelyingParty, _ configuration: ServerConfiguration,
         challenge: [UInt8], key: String
-    ) -> WithChallengeKey<RequestOptions> {
+    ) -> WithField<RequestOptions> {
         let options = relyingParty.requestOptions(
             challenge: challenge, allowCredentials: [],
             userVerification: configuration.requireUserVerification ? .required : .preferred,
             timeoutSeconds: configuration.challengeTimeout)
-        return WithChallengeKey(options: options, challengeKey: key)
+        return WithField(options: options, name: .challengeKey, value: key)
     }
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
@@ -181,7 +181,7 @@ struct CeremonyController: Sendable {
             algorithms: configuration.algorithms, excludeCredentials: exclude,
             userVerification: configuration.requireUserVerification ? .required : .preferred,
             timeoutSeconds: configuration.challengeTimeout, prf: PasskeySeal.registrationInputs(challenge: challenge))
-        return jsonResponse(WithChallengeKey(options: options, challengeKey: record.key))
+        return jsonResponse(WithField(options: options, name: .challengeKey, value: record.key))
     }
 
     struct VerifyRegistrationRequest: Decodable {

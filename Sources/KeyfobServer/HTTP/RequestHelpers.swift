@@ -127,17 +127,21 @@ extension Request {
     }
 }
 
-/// Encodes a value's fields plus `challengeKey` at the same level, as the iOS guide shows.
-struct WithChallengeKey<Options: Encodable>: Encodable {
+/// Encodes a value's fields plus one string field at the same level: ceremony options with their
+/// `challengeKey` (as the iOS guide shows), a confirmation's options with the bytes they commit to.
+struct WithField<Options: Encodable>: Encodable {
     let options: Options
-    let challengeKey: String
+    let name: Name
+    let value: String
 
-    private enum Keys: String, CodingKey { case challengeKey }
+    enum Name: String, CodingKey {
+        case challengeKey, committed
+    }
 
     func encode(to encoder: Encoder) throws {
         try options.encode(to: encoder)
-        var container = encoder.container(keyedBy: Keys.self)
-        try container.encode(challengeKey, forKey: .challengeKey)
+        var container = encoder.container(keyedBy: Name.self)
+        try container.encode(value, forKey: name)
     }
 }
 

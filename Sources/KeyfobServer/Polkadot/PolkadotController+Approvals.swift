@@ -177,7 +177,7 @@ extension PolkadotController {
         let options = configuration.relyingParty.requestOptions(
             challenge: challenge, allowCredentials: allow, userVerification: .required,
             timeoutSeconds: configuration.challengeTimeout, prf: prf)
-        return jsonResponse(ApprovalController.WithCommitted(options: options, committed: committed))
+        return jsonResponse(WithField(options: options, name: .committed, value: committed))
     }
 
     /// Signs once the passkey confirmed this payload. The signer must be unlocked (the same lock as
