@@ -4,6 +4,7 @@
 // Keyfob's do, so the gap between the two is what Keyfob adds per request, nothing else.
 //
 //   swift build -c release --product keyfob-floor && .build/release/keyfob-floor 18083
+import Foundation
 import Hummingbird
 import NIOCore
 import NIOPosix
@@ -22,4 +23,10 @@ router.get("/bench/echo") { _, _ -> Response in
 }
 router.get("/healthz") { _, _ in "ok" }
 let app = Application(router: router, configuration: .init(address: .hostname("127.0.0.1", port: port), serverName: "floor"))
-try await app.runService()
+do {
+    try await app.runService()
+} catch {
+    // A clear line instead of a trap's backtrace, e.g. when the port is taken.
+    FileHandle.standardError.write(Data("keyfob-floor: cannot serve on 127.0.0.1:\(port): \(error)\n".utf8))
+    exit(1)
+}
