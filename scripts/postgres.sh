@@ -4,7 +4,8 @@
 # local connections because it holds test data only).
 #
 #   scripts/postgres.sh start DIR PORT   create (if needed) and start a cluster in DIR on PORT
-#   scripts/postgres.sh stop DIR         stop it (fast shutdown; the folder stays)
+#   scripts/postgres.sh stop DIR         stop it (fast shutdown, or POSTGRES_STOP_MODE=immediate: a
+#                                        crash; the folder stays)
 #   scripts/postgres.sh run CMD...       start one on a free port, export KEYFOB_TEST_POSTGRES
 #                                        (postgres://keyfob@127.0.0.1:PORT/keyfob_test), run CMD,
 #                                        stop and delete the cluster. When KEYFOB_TEST_POSTGRES is
@@ -35,8 +36,11 @@ start() {
   # fsync off: test data, and it makes the suite several times faster. POSTGRES_FSYNC=on (the
   # load harness's comparison) syncs like a production server, with synchronous_commit off: the
   # durability of SQLite's synchronous=NORMAL (a crash may lose the last commits, never corrupt).
+  # POSTGRES_FSYNC=full: PostgreSQL's own defaults (fsync, synchronous_commit, full_page_writes on),
+  # for the crash tests: an acknowledged write must survive `pg_ctl stop -m immediate`.
   local durability="-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
   [ "${POSTGRES_FSYNC:-off}" = "on" ] && durability="-c synchronous_commit=off"
+  [ "${POSTGRES_FSYNC:-off}" = "full" ] && durability=""
   # POSTGRES_SSL=on: TLS with a throwaway self-signed certificate (the sslmode tests).
   local tls=""
   if [ "${POSTGRES_SSL:-off}" = "on" ]; then
@@ -59,7 +63,7 @@ start() {
 stop() {
   local dir=$1
   [ -f "$dir/data/postmaster.pid" ] || return 0
-  as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m fast -w stop >/dev/null 2>&1 || true
+  as_owner "$(bindir)/pg_ctl" -D "$dir/data" -m "${POSTGRES_STOP_MODE:-fast}" -w stop >/dev/null 2>&1 || true
 }
 
 free_port() {

@@ -6,6 +6,12 @@ import PostgresNIO
 /// Everything else runs as unnamed statements (parsed on each call; bound parameters all the same).
 protocol StatementText {
     static var sql: String { get }
+    /// It writes rows that must survive a crash: answered only once committed (`PostgresStore.durably`).
+    static var writes: Bool { get }
+}
+
+extension StatementText {
+    static var writes: Bool { false }
 }
 
 /// One execution of `Text`'s statement with these bindings; rows come back as they are.
@@ -104,6 +110,7 @@ enum Statements {
             )
             SELECT count(*) FROM won
             """
+        static let writes = true
     }
 
     enum AppendAudit: StatementText {
@@ -111,5 +118,6 @@ enum Statements {
             INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)
             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id
             """
+        static let writes = true
     }
 }

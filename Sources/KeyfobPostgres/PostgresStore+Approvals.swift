@@ -28,7 +28,7 @@ extension PostgresStore {
     public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
         try await call { [self] in
             // One statement: claim it if nobody owns it; it comes back only if it is (now) this user's.
-            try await rows(
+            try await writtenRows(
                 """
                 UPDATE signer_requests SET user_id = \(userID)
                 WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID)) AND state = 'pending'

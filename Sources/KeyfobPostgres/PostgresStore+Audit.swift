@@ -18,6 +18,15 @@ extension PostgresStore {
         }
     }
 
+    /// An entry inside a transaction of the caller's.
+    func insertAudit(_ e: AuditRecord, on connection: PostgresConnection) async throws {
+        var bindings = PostgresBindings(capacity: 10)
+        bindings.append(e.userID); bindings.append(e.at.timeIntervalSince1970); bindings.append(e.client)
+        bindings.append(e.transport); bindings.append(e.method); bindings.append(e.kind); bindings.append(e.eventID)
+        bindings.append(e.outcome); bindings.append(e.code); bindings.append(e.receipt)
+        _ = try await connection.query(PostgresQuery(unsafeSQL: Statements.AppendAudit.sql, binds: bindings), logger: logger).collect()
+    }
+
     public func auditEntries(ofUser userID: String, before: Int64?, limit: Int) async throws -> [AuditRecord] {
         try await call { [self] in
             try await rows(

@@ -22,7 +22,7 @@ extension PostgresStore {
     }
 
     public func setMetaValue(_ name: String, _ value: [UInt8]) async throws {
-        try await call { [self] in try await client.withConnection { try await upsertMeta(name, value, on: $0) } }
+        try await call { [self] in try await durably { try await upsertMeta(name, value, on: $0) } }
     }
 
     public func setMetaValueIfAbsent(_ name: String, _ value: [UInt8]) async throws -> [UInt8] {

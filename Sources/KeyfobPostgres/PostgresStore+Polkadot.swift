@@ -71,13 +71,19 @@ extension PostgresStore {
         }
     }
 
-    public func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date) async throws -> Bool {
-        try await call { [self] in
-            try await touched(
-                """
-                UPDATE polkadot_requests SET state = \(state), result = \(result)
-                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
-                """) == 1
+    public func finishPolkadotRequest(
+        id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?
+    ) async throws -> Bool {
+        try await transaction { [self] connection in
+            let decided =
+                try await connection.query(
+                    """
+                    UPDATE polkadot_requests SET state = \(state), result = \(result)
+                    WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
+                    """, logger: logger
+                ).collect().count == 1
+            if decided, let audit { try await insertAudit(audit, on: connection) }
+            return decided
         }
     }
 

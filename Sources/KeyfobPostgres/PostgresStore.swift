@@ -264,20 +264,54 @@ public final class PostgresStore: KeyfobStore, Sendable {
         try await client.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
     }
 
-    /// The rows of one run of a named prepared statement.
+    /// The rows of one run of a named prepared statement (a write's only once it is committed:
+    /// `StatementText.writes`).
     func run<Text: StatementText>(_ text: Text.Type, _ bind: (inout PostgresBindings) -> Void) async throws
         -> [PostgresRandomAccessRow]
     {
         var bindings = PostgresBindings(capacity: 16)
         bind(&bindings)
-        var rows: [PostgresRandomAccessRow] = []
-        for try await row in try await client.execute(Prepared<Text>(bindings: bindings), logger: logger) { rows.append(row) }
-        return rows
+        let statement = Prepared<Text>(bindings: bindings)
+        guard Text.writes else {
+            var rows: [PostgresRandomAccessRow] = []
+            for try await row in try await client.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
+        return try await durably { [logger] connection in
+            var rows: [PostgresRandomAccessRow] = []
+            for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            return rows
+        }
     }
 
-    /// How many rows a statement touched (statements say `RETURNING 1`).
+    /// How many rows a write touched (statements say `RETURNING 1`), once it is committed.
     func touched(_ query: PostgresQuery) async throws -> Int {
-        try await client.query(query, logger: logger).collect().count
+        try await writtenRows(query).count
+    }
+
+    /// The rows a write returns, once it is committed.
+    func writtenRows(_ query: PostgresQuery) async throws -> [PostgresRandomAccessRow] {
+        try await durably { [logger] connection in
+            try await connection.query(query, logger: logger).collect().map { $0.makeRandomAccess() }
+        }
+    }
+
+    /// Runs a write on a connection of its own and answers only once PostgreSQL has committed it.
+    ///
+    /// A statement outside `BEGIN … COMMIT` commits at the protocol's Sync, after its rows and its
+    /// CommandComplete; postgres-nio completes the query at CommandComplete. Normally the server
+    /// sends those only with the ReadyForQuery that follows the commit, but a backend killed in
+    /// between (`pg_ctl stop -m immediate`, a crash) flushes them on its way out: the client saw
+    /// the write succeed and the commit never happened — acknowledged writes lost. So a write's
+    /// answer is taken as final only when the next statement on the same connection is answered,
+    /// which the server does after the previous one's ReadyForQuery, commit included (one more
+    /// round trip; inside `transaction` COMMIT's own answer is the proof).
+    func durably<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
+        try await client.withConnection { connection in
+            let result = try await body(connection)
+            _ = try await connection.query("SELECT 1", logger: logger).collect()
+            return result
+        }
     }
 
     func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {

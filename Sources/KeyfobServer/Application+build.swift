@@ -102,10 +102,13 @@ public func buildApplication(
     let headerTimeout = TimeAmount.seconds(Int64(configuration.headerTimeout))
     let bodyTimeout = TimeAmount.seconds(Int64(configuration.bodyTimeout))
     let maxConnections = budget.http
+    let addresses = AddressConnections(
+        limit: configuration.maxConnectionsPerAddress ?? AddressConnections.defaultLimit(budget: maxConnections),
+        ipv6Prefix: configuration.ipv6Prefix, trustedProxies: configuration.trustedProxies)
     logger.info(
         "connection limits",
         metadata: [
-            "maxConnections": "\(maxConnections)", "nip46Connections": "\(budget.relay)",
+            "maxConnections": "\(maxConnections)", "perAddress": "\(addresses.limit)", "nip46Connections": "\(budget.relay)",
             "descriptorReserve": "\(budget.reserve)", "descriptorLimit": "\(budget.descriptorLimit)",
             "headerTimeout": "\(configuration.headerTimeout)s",
             "bodyTimeout": "\(configuration.bodyTimeout)s",
@@ -117,7 +120,8 @@ public func buildApplication(
             configuration: .init(
                 additionalChannelHandlers: guarded
                     ? [
-                        ConnectionGuard(headerTimeout: headerTimeout, bodyTimeout: bodyTimeout, connections: connections)
+                        ConnectionGuard(
+                            headerTimeout: headerTimeout, bodyTimeout: bodyTimeout, connections: connections, addresses: addresses)
                     ] : [],
                 idleTimeout: nil,
                 httpDecoderConfiguration: .init(maxHeaderFieldSize: 16 * 1024, maxHeaderListSize: 32 * 1024, maxHeaderFieldCount: 100))),

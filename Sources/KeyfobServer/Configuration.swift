@@ -78,6 +78,9 @@ public struct ServerConfiguration: Sendable {
     public var bodyTimeout = 30
     /// Connections held at once; nil: just below the descriptor limit.
     public var maxConnections: Int?
+    /// HTTP connections one client address may hold at once (nil: a quarter of the HTTP share, at
+    /// least 8). Loopback and trusted proxies are not capped.
+    public var maxConnectionsPerAddress: Int?
     /// The load harness's ceiling: `POST`/`GET /bench/echo` answer at once (hidden `--bench-echo`).
     public var benchEcho = false
     /// Only with `benchEcho`, to measure what each layer costs (BENCHMARKS.md): the layers left out,

@@ -106,9 +106,18 @@ public protocol PolkadotStore: Sendable {
     /// A fresh confirmation nonce on a live pending request; false when it is not one.
     func setPolkadotConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
     /// pending → `state` with its result, once; false when it was decided already or has expired.
-    func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date) async throws -> Bool
+    /// `audit`, when given, is appended in the same transaction: a result (a signature the dapp
+    /// collects) is never stored without its entry, nor the entry without it.
+    func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?) async throws
+        -> Bool
     func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord) async throws
     func polkadotMetadata(ofUser userID: String, origin: String) async throws -> [PolkadotMetadataRecord]
+}
+
+extension PolkadotStore {
+    public func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date) async throws -> Bool {
+        try await finishPolkadotRequest(id: id, userID: userID, state: state, result: result, now: now, audit: nil)
+    }
 }
 
 extension Columns {

@@ -29,6 +29,11 @@ final class SQLiteConnection {
 
     var errorMessage: String { String(cString: sqlite3_errmsg(db)) }
 
+    /// Primary result codes that mean the file cannot be written now (a full disk, a read-only or
+    /// vanished file, an I/O error, no memory, a lock held too long): the store is unavailable,
+    /// which clients see as 503, not a fault in the request or the server.
+    static let cannotWrite: Set<Int32> = [SQLITE_FULL, SQLITE_IOERR, SQLITE_READONLY, SQLITE_CANTOPEN, SQLITE_NOMEM, SQLITE_BUSY]
+
     func execute(_ sql: String) throws {
         var error: UnsafeMutablePointer<CChar>?
         guard sqlite3_exec(db, sql, nil, nil, &error) == SQLITE_OK else {
@@ -64,8 +69,8 @@ final class SQLiteConnection {
             if rc == SQLITE_DONE { break }
             guard rc == SQLITE_ROW else {
                 let code = sqlite3_extended_errcode(db)
-                throw code == constraintUnique || code == constraintPrimaryKey
-                    ? StoreError.conflict : StoreError.database(errorMessage)
+                if code == constraintUnique || code == constraintPrimaryKey { throw StoreError.conflict }
+                throw Self.cannotWrite.contains(code & 0xFF) ? StoreError.unavailable(errorMessage) : StoreError.database(errorMessage)
             }
             var row: [SQLValue] = []
             for column in 0..<sqlite3_column_count(statement) {

@@ -18,7 +18,7 @@ extension SQLiteStore {
     /// Set on the commit thread before the caller resumes (which orders the two).
     private final class AuditID: @unchecked Sendable { var value: Int64 = 0 }
 
-    private static func insert(_ e: AuditRecord, with connection: SQLiteConnection) throws -> Int64 {
+    static func insert(_ e: AuditRecord, with connection: SQLiteConnection) throws -> Int64 {
         try connection.query(
             """
             INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)

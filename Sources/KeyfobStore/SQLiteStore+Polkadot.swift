@@ -78,14 +78,20 @@ extension SQLiteStore {
         }
     }
 
-    public func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date) async throws -> Bool {
+    public func finishPolkadotRequest(
+        id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?
+    ) async throws -> Bool {
         try write {
-            try connection.query(
-                """
-                UPDATE polkadot_requests SET state = ?, result = ?
-                WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?
-                """, [.text(state), .text(result), .text(id), .text(userID), .date(now)])
-            return connection.changes == 1
+            try connection.transaction {
+                try connection.query(
+                    """
+                    UPDATE polkadot_requests SET state = ?, result = ?
+                    WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?
+                    """, [.text(state), .text(result), .text(id), .text(userID), .date(now)])
+                guard connection.changes == 1 else { return false }
+                if let audit { _ = try Self.insert(audit, with: connection) }
+                return true
+            }
         }
     }
 

@@ -1,11 +1,13 @@
 import Foundation
 import HTTPTypes
 import KeyfobCrypto
-import KeyfobServer
+import Nostr
 import TestSupport
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// Valid ceremony and signer bodies, mutated thousands of ways (JSON values swapped for other
 /// types, fields dropped, base64 corrupted, raw bytes flipped) and sent through the whole
@@ -116,6 +118,55 @@ import WebAuthnTestSupport
             }
             #expect(counts.keys.allSatisfy { $0 < 500 })
             #expect((counts[400] ?? 0) > 500)
+        }
+    }
+
+    /// The approval and confirmation bodies (whose `assertion` and `confirmation` once reached a
+    /// Foundation call that traps on Linux), and the Polkadot account and message bodies, mutated
+    /// the same ways: every answer a 4xx JSON error or a success, never a 5xx, never a trap.
+    @Test func mutatedApprovalAndConfirmationBodiesGetOnly4xxJSONErrors() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var rng = SplitMix(seed: 0x6170_7072_6f76_616c)
+            var (token, own) = try await client.newAccount("approver")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: ["name": "Main"], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil), headers: auth)
+            // A live nostr request needing a passkey, and a Polkadot one, each with its challenge asked.
+            let request = try keyfobRequest(
+                .signEvent, content: #"{"kind":22242,"content":"","tags":[],"created_at":1700000000}"#, transport: .keyfobLink)
+            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
+            let nostrID = String(try #require(location).dropFirst("/approve/".count))
+            let raw: [String: Any] = ["address": address, "data": "0x1234", "type": "bytes"]
+            let asked = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(bytes.sign)", raw), headers: auth)
+            let polkadotID = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            var counts: [Int: Int] = [:]
+            for round in 0..<600 {
+                let assertion = try await client.freshAssertion(&own)["cred"] ?? [:]
+                let (endpoint, body): (String, Any) =
+                    switch round % 6 {
+                    case 0: ("/api/requests/\(nostrID)/approve", ["remember": "once", "preset": "everyday", "assertion": assertion])
+                    case 1: ("/api/polkadot/requests/\(polkadotID)/approve", ["assertion": assertion])
+                    case 2: ("/api/confirmations", ["action": "passkey.remove", "target": "x"])
+                    case 3: ("/logout?everywhere=1", ["confirmation": assertion])
+                    case 4: ("/api/polkadot/accounts", ["name": "n", "network": 0, "type": "ed25519", "mnemonic": PolkadotBridgeTests.phrase])
+                    default: ("/api/polkadot/message", PolkadotBridgeTests.message("pub(bytes.sign)", raw))
+                    }
+                var mutated = body
+                for _ in 0...(rng.next() % 3) { mutated = Self.mutateJSON(mutated, &rng) }
+                // In an array, so a top-level string or number is written too; then unwrapped.
+                let bytes = Array(try JSONSerialization.data(withJSONObject: [mutated]).dropFirst().dropLast())
+                let reply = try await client.call(.post, endpoint, body: bytes, headers: auth)
+                counts[Int(reply.status.code), default: 0] += 1
+                #expect(reply.status.code < 500, "round \(round) \(endpoint): \(reply.status) \(reply.json)")
+                if reply.status.code >= 400 {
+                    #expect(reply.error != nil && reply["message"] is String, "round \(round) \(endpoint): no JSON error")
+                }
+            }
+            #expect(counts.keys.allSatisfy { $0 < 500 })
+            #expect((counts[400] ?? 0) > 100)
         }
     }
 }

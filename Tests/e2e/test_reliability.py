@@ -419,3 +419,75 @@ def test_no_acknowledged_signature_loses_its_audit_entry_when_the_server_is_kill
     finally:
         again.stop()
         server.log.close()
+
+
+def test_sigterm_with_event_streams_open_stops_within_a_second():
+    """An open dashboard stream (`/api/admin/stream`) or wallet's account stream
+    (`/api/polkadot/subscribe`) held every SIGTERM for the whole 10 s drain; now both streams end at
+    once (the client sees the stream's end and may reconnect elsewhere) and the process exits."""
+    import http.client
+    from conftest import BINARY
+    from softkey import Client, SoftKey
+
+    server = Server().start()
+    made = subprocess.run([BINARY, "admin-token", "--rotate", "--data-dir", server.data], capture_output=True, text=True, timeout=60)
+    admin = made.stdout.strip().splitlines()[-1]
+    assert made.returncode == 0 and admin.startswith("kfa_"), made.stderr
+    c = Client(f"http://127.0.0.1:{server.port}", server.url)
+    status, reply = c.register(SoftKey(server.url), "wallet")
+    assert status == 200, reply
+    token = reply["token"]
+    assert c.call("POST", "/api/polkadot/accounts", {"name": "Main"}, token=token)[0] == 201
+    authorize = {"id": "1", "msgType": "pub(authorize.tab)", "origin": "dapp-request", "request": None, "url": "https://dapp.example/"}
+    assert c.call("POST", "/api/polkadot/message", authorize, token=token)[0] == 200
+
+    streams = []
+    for path, bearer in [("/api/admin/stream", admin), ("/api/polkadot/subscribe?id=1&url=https%3A%2F%2Fdapp.example%2F", token)]:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+        connection.request("GET", path, headers={"Authorization": f"Bearer {bearer}", "Origin": server.url})
+        response = connection.getresponse()
+        assert response.status == 200 and response.getheader("Content-Type") == "text/event-stream", path
+        assert response.readline()  # the stream's first line: it is open
+        streams.append((connection, response))
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    try:
+        stopped_cleanly(server, started, 1)
+        for _, response in streams:  # each stream ended (not a connection cut mid-event)
+            response.read()
+    finally:
+        for connection, _ in streams:
+            connection.close()
+        server.log.close()
+
+
+def test_one_address_cannot_hold_the_http_port():
+    """Under `ulimit -n 256` the HTTP share is small (a few dozen connections): slow headers from one
+    address used to fill it, and no health probe was answered while they were held. Now one address
+    holds at most its share (a quarter, at least 8): its further connections are closed as they
+    open, and other addresses — and the operator's probe from loopback — are still answered."""
+    raise_own_fd_limit()
+    server = Server(args=("--header-timeout", "60"),
+                    preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))).start()
+    held = []
+    try:
+        limit = int(server.logs().split("perAddress=")[1].split()[0])
+        for _ in range(100):
+            try:  # 127.0.0.2: another host as the server sees it (all of 127/8 is this machine)
+                s = socket.create_connection(("127.0.0.1", server.port), timeout=2, source_address=("127.0.0.2", 0))
+                s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\nX-Slow: ")
+                held.append(s)
+            except OSError:
+                break
+        closed = closed_by_server(held, wait=0.5)
+        assert len(held) - closed == limit, (len(held), closed, limit)
+        assert healthy(server.port), "the loopback probe was not answered"
+        other = socket.create_connection(("127.0.0.1", server.port), timeout=5, source_address=("127.0.0.3", 0))
+        other.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        assert other.recv(64).startswith(b"HTTP/1.1 200"), "another address was not answered"
+        other.close()
+        assert server.process.poll() is None
+    finally:
+        for s in held:
+            s.close()
+        server.stop()

@@ -60,8 +60,8 @@ struct AccountController: Sendable {
         if let auth = try await sessions.authenticate(request) {
             if let everywhere = request.queryValue("everywhere"), ["1", "true"].contains(everywhere) {
                 // Signing every device out is an account change: confirmed with a passkey.
-                let body = try await request.jsonObject(limit: 16 * 1024)
-                _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .revokeSessions, target: "", for: auth)
+                _ = try await confirmations.verify(
+                    try await ActionConfirmations.assertion(in: request), .revokeSessions, target: "", for: auth)
                 try await store.deleteSessions(ofUser: auth.user.id)
                 custody.unlockedSigners.close(userID: auth.user.id)
                 await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
@@ -155,8 +155,8 @@ struct AccountController: Sendable {
         guard let text = context.parameters.get("id"), let id = Base64URL.decode(text) else {
             throw KeyfobError.invalid("credential id is not base64url")
         }
-        let body = try await request.jsonObject(limit: 16 * 1024)
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .removePasskey, target: Base64URL.encode(id), for: auth)
+        _ = try await confirmations.verify(
+            try await ActionConfirmations.assertion(in: request), .removePasskey, target: Base64URL.encode(id), for: auth)
         do {
             guard try await store.deleteCredential(id: id, ofUser: auth.user.id) else {
                 throw KeyfobError(.credentialNotFound, "you have no passkey with this id", status: .notFound)

@@ -146,17 +146,15 @@ struct ActionConfirmations: Sendable {
         return (record, pending.challenge)
     }
 
-    /// `{"confirmation": {...}}` in a body read as a JSON object.
-    static func assertion(in body: [String: Any]) throws -> AuthenticationCredential? {
-        guard let value = body["confirmation"], !(value is NSNull) else { return nil }
-        guard JSONSerialization.isValidJSONObject(value),
-            let credential = try? JSONDecoder().decode(
-                AuthenticationCredential.self,
-                from: JSONSerialization.data(withJSONObject: value))
-        else {
-            throw KeyfobError.invalid("confirmation must be the passkey assertion made on the options of /api/confirmations")
-        }
-        return credential
+    /// A body whose one field is an action's passkey confirmation: `{"confirmation": <assertion>}`
+    /// (empty or without it: nil, which `verify` answers with `confirmation_required`).
+    struct Confirmed: Decodable {
+        var confirmation: AuthenticationCredential?
+    }
+
+    /// The confirmation in a request's body, read with a throwing decoder: any other shape is a 400.
+    static func assertion(in request: Request, limit: Int = 16 * 1024) async throws -> AuthenticationCredential? {
+        try await request.decodeJSON(Confirmed.self, limit: limit, emptyIsObject: true).confirmation
     }
 }
 

@@ -57,16 +57,18 @@ extension ApprovalController {
     }
 
     /// Verifies the assertion against this user's passkey and the committed bytes.
-    func confirm(_ raw: Any?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord) async throws -> Confirmation {
-        guard let raw, let nonce = record.confirmationNonce else {
+    func confirm(
+        _ assertion: AuthenticationCredential?, record: PendingRequestRecord, incoming: IncomingRequest, user: UserRecord
+    ) async throws -> Confirmation {
+        guard let assertion, let nonce = record.confirmationNonce else {
             throw KeyfobError(
                 .userVerificationRequired, "approving this request needs your passkey: ask for a challenge first",
                 status: .forbidden)
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        let (receipt, credential, assertion) = try await Receipt.confirm(
-            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
+        let (receipt, credential, _) = try await Receipt.confirm(
+            assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
         return Confirmation(
             receipt: receipt, credentialID: credential.id,
             prf: PRFOutputs(

@@ -131,7 +131,7 @@ struct ApprovalController: Sendable {
                 outcome = .failure(code: error.code.rawValue, message: error.message)
             }
         } else {
-            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
+            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
             outcome = .rejected
         }
         switch incoming.reply {
@@ -259,8 +259,8 @@ struct ApprovalController: Sendable {
 
     @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
-        let remember = body["remember"] as? String ?? "once"
+        let body = try await request.decodeJSON(Decision.self, limit: configuration.maxBodySize, emptyIsObject: true)
+        let remember = body.remember ?? "once"
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         // A locked session approves only with the passkey confirmation this request asks for
         // (which unlocks it: one prompt, not an unlock and then a confirmation).
@@ -281,12 +281,12 @@ struct ApprovalController: Sendable {
         if sealedShut, !needsPasskey(record) { throw KeyfobError.signerSealed }
         // "Trusted" lets this client sign most kinds unattended from now on: confirmed with a
         // passkey for this client, before anything is decided.
-        if body["preset"] as? String == "trusted" {
-            _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .trustClient, target: record.client, for: auth)
+        if body.preset == "trusted" {
+            _ = try await confirmations.verify(body.confirmation, .trustClient, target: record.client, for: auth)
         }
         var receipt: String?
         if needsPasskey(record) {
-            let confirmation = try await confirm(body["assertion"], record: record, incoming: incoming, user: auth.user)
+            let confirmation = try await confirm(body.assertion, record: record, incoming: incoming, user: auth.user)
             receipt = confirmation.receipt
             // Presence proven for this request: the session unlocks; a sealed key opens with the
             // confirming sealing passkey's PRF output.
@@ -299,7 +299,7 @@ struct ApprovalController: Sendable {
             throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
-        if let preset = body["preset"] as? String {
+        if let preset = body.preset {
             if preset == "requested", case .nip46(let address) = incoming.reply {
                 try await grants.apply(
                     requested: try await requestedPerms(address, userID: auth.user.id), userID: auth.user.id,
@@ -314,8 +314,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
-        let remember = body["remember"] as? String ?? "once"
+        let remember = try await request.decodeJSON(Decision.self, limit: configuration.maxBodySize, emptyIsObject: true).remember ?? "once"
         guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "rejected", now: now()) else {
@@ -327,6 +326,18 @@ struct ApprovalController: Sendable {
             ip: limits.clientIP(request, context))
         let location = try await finish(incoming, caller: caller, approved: false)
         return jsonResponse(RedirectReply(redirect: location))
+    }
+
+    /// `POST /api/requests/:id/approve` and `…/reject`: every field optional, each of one type.
+    struct Decision: Decodable {
+        /// once, hour, day or forever.
+        var remember: String?
+        /// A set of grants to apply with the approval (`trusted` needs `confirmation`).
+        var preset: String?
+        /// The passkey's assertion over the request's committed text (`…/challenge`).
+        var assertion: AuthenticationCredential?
+        /// The `grant.trusted` confirmation (`/api/confirmations`).
+        var confirmation: AuthenticationCredential?
     }
 
     /// What a NIP-46 client asked for when it connected (`perms`), for the user to confirm.

@@ -64,16 +64,13 @@ struct Receipt: Encodable {
     let rpId: String
     let assertion: AuthenticationCredential
 
-    /// Verifies `raw` (an assertion as JSON) from one of `user`'s passkeys over SHA-256 of
-    /// `committed`; returns the receipt (no PRF output in it: that is a secret), the passkey and the
-    /// assertion as sent.
+    /// Verifies `assertion` from one of `user`'s passkeys over SHA-256 of `committed`; returns the
+    /// receipt (no PRF output in it: that is a secret), the passkey and the assertion as sent.
     static func confirm(
-        _ raw: Any, committed: String, user: UserRecord, store: any CredentialStore & CeremonyStore,
+        _ assertion: AuthenticationCredential, committed: String, user: UserRecord, store: any CredentialStore & CeremonyStore,
         configuration: ServerConfiguration, keys: CredentialKeyCache, at now: Date
     ) async throws -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential) {
-        guard let data = try? JSONSerialization.data(withJSONObject: raw),
-            let assertion = try? JSONDecoder().decode(AuthenticationCredential.self, from: data),
-            let credentialID = Base64URL.decode(assertion.rawId),
+        guard let credentialID = Base64URL.decode(assertion.rawId),
             let credential = try await store.credential(id: credentialID), credential.userID == user.id
         else {
             throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)

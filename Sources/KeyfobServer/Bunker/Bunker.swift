@@ -266,7 +266,7 @@ final class Bunker: Sendable, Service {
             case "switch_relays":
                 // Without --relay there is only the built-in relay: stay where you are (null).
                 guard let relays = switchRelays else { return NIP46.Response(id: request.id, result: nil) }
-                let list = try JSONSerialization.data(withJSONObject: relays, options: [.withoutEscapingSlashes])
+                let list = try JSONText.data(relays)
                 return NIP46.Response(id: request.id, result: String(decoding: list, as: UTF8.self))
             case "logout":
                 try await disconnect(userID: userID, clientPubkey: client)
@@ -321,12 +321,12 @@ final class Bunker: Sendable, Service {
             limitKey: address.clientIdentifier)
         let call: SignerCall
         do { call = try address.call(now: now()) } catch {
-            await dispatcher.audit(caller, method: address.method, outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: address.method, outcome: "failed", code: error.code)
             return Self.errorResponse(address.requestID, error)
         }
         let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
         if decision == .deny {
-            await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
+            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
             return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
         }
         if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),

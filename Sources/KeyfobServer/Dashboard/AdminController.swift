@@ -107,17 +107,13 @@ struct AdminController: Sendable {
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return Response(
-            status: .ok,
-            headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .init("X-Accel-Buffering")!: "no"],
-            body: ResponseBody { writer in
-                try await writer.write(ByteBuffer(string: ": keyfob activity stream\n\n"))
-                for await activity in activities {
-                    let json = (try? encoder.encode(activity)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-                    try await writer.write(ByteBuffer(string: "data: \(json)\n\n"))
-                }
-                try await writer.finish(nil)
-            })
+        return EventStream.response { send in
+            send.yield(ByteBuffer(string: ": keyfob activity stream\n\n"))
+            for await activity in activities {
+                let json = (try? encoder.encode(activity)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                send.yield(ByteBuffer(string: "data: \(json)\n\n"))
+            }
+        }
     }
 
     // MARK: Stats and health
@@ -196,8 +192,7 @@ struct AdminController: Sendable {
     func authorizeDestructive(_ request: Request, _ action: ActionConfirmations.Action, target: String) async throws -> String {
         let (who, session) = try await operatorOf(request)
         guard let auth = session else { return who }  // the admin token
-        let body = try await request.jsonObject(limit: 16 * 1024)
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), action, target: target, for: auth)
+        _ = try await confirmations.verify(try await ActionConfirmations.assertion(in: request), action, target: target, for: auth)
         return who
     }
 

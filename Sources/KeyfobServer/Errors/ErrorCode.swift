@@ -33,6 +33,9 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
     case rateLimited = "rate_limited"
     case requestNotFound = "request_not_found"
     case internalError = "internal_error"
+    /// The database cannot be reached or cannot write right now: nothing was done (no signature
+    /// answered without its audit entry); worth retrying after `Retry-After`.
+    case storeUnavailable = "store_unavailable"
     /// An action that could hand the account to someone else needs a passkey assertion made for it.
     case confirmationRequired = "confirmation_required"
     /// The stored key is older than its seal (a row put back from a backup): refused, never signed with.
@@ -54,6 +57,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
         case .payloadTooLarge: .contentTooLarge
         case .rateLimited: .tooManyRequests
         case .internalError: .internalServerError
+        case .storeUnavailable: .serviceUnavailable
         default: .badRequest
         }
     }
@@ -88,6 +92,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
         case .rateLimited: "too many requests; try again in a moment"
         case .requestNotFound: "no such request"
         case .internalError: "something went wrong on the server"
+        case .storeUnavailable: "the database cannot be reached or cannot write right now; nothing was done, try again in a moment"
         case .confirmationRequired: "confirm this with your passkey"
         case .keyRolledBack: "your key's stored copy is older than its seal; nothing was signed"
         }

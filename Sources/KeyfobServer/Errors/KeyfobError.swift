@@ -25,7 +25,7 @@ public struct KeyfobError: Error, Sendable {
     /// The database cannot be reached right now (PostgreSQL down or restarting): a 503 the
     /// client may retry, never a hang.
     static let databaseUnavailable = KeyfobError(
-        .internalError, "the database is not reachable right now; try again in a moment",
+        .storeUnavailable, "the database cannot be reached or cannot write right now; nothing was done, try again in a moment",
         status: .serviceUnavailable, retryAfter: 2)
     static let unauthorized = KeyfobError(.unauthorized)
     static func usernameTaken(_ username: String) -> KeyfobError {

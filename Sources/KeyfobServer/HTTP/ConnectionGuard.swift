@@ -9,6 +9,8 @@ import NIOHTTPTypes
 /// - A request's head must arrive within `headerTimeout` of the connection opening or of the
 ///   previous response (this also ends idle keep-alive connections), and its body within
 ///   `bodyTimeout` of the head: slow-header and slow-body clients cannot hold a connection.
+/// - One client address holds at most `addresses.limit` connections at once: one more is closed
+///   as it opens, before a byte is read (`AddressConnections`).
 /// - A request the HTTP parser refuses (oversized or too many header fields, malformed syntax)
 ///   gets the same JSON error body as every other 4xx, then the connection closes.
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
@@ -28,27 +30,52 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler {
 
     private let connections: ConnectionCounter?
     private var counted = false
+    private let addresses: AddressConnections?
+    /// The place this connection holds in `addresses` (nil: none, or its address is not capped).
+    private var addressKey: String?
 
-    init(headerTimeout: TimeAmount, bodyTimeout: TimeAmount, connections: ConnectionCounter? = nil) {
+    init(
+        headerTimeout: TimeAmount, bodyTimeout: TimeAmount, connections: ConnectionCounter? = nil,
+        addresses: AddressConnections? = nil
+    ) {
         self.headerTimeout = headerTimeout
         self.bodyTimeout = bodyTimeout
         self.connections = connections
+        self.addresses = addresses
     }
 
     private func count(_ open: Bool) {
         guard open != counted else { return }
         counted = open
         if open { connections?.opened() } else { connections?.closed() }
+        if !open, let addressKey {
+            addresses?.release(addressKey)
+            self.addressKey = nil
+        }
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { arm(context, headerTimeout); count(true) }
+        if context.channel.isActive { opened(context) }
     }
 
     func channelActive(context: ChannelHandlerContext) {
+        guard opened(context) else { return }
+        context.fireChannelActive()
+    }
+
+    /// A new connection: admitted (deadline armed, counted) or, over its address's cap, closed.
+    @discardableResult
+    private func opened(_ context: ChannelHandlerContext) -> Bool {
+        if let addresses, let key = addresses.key(for: context.channel.remoteAddress) {
+            guard addresses.admit(key) else {
+                context.close(promise: nil)
+                return false
+            }
+            addressKey = key
+        }
         arm(context, headerTimeout)
         count(true)
-        context.fireChannelActive()
+        return true
     }
 
     func handlerRemoved(context: ChannelHandlerContext) { stopTimer(); count(false) }

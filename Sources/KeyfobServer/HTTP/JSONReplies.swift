@@ -71,6 +71,11 @@ enum ErrorReplies {
         } catch StoreError.unavailable(let reason) {
             context.logger.warning("database unavailable", metadata: ["reason": "\(reason)"])
             return try KeyfobError.databaseUnavailable.response(from: request, context: context)
+        } catch StoreError.database(let reason) {
+            // A store that cannot write (a full disk, a read-only file, an I/O error) is a 503 like
+            // one that cannot be reached: never a 500, and nothing was answered as done.
+            context.logger.error("database error", metadata: ["reason": "\(reason)"])
+            return try KeyfobError.databaseUnavailable.response(from: request, context: context)
         } catch let error as HTTPResponseError where error.status == .notFound && request.wantsHTML {
             return HTMLPage.problem(
                 title: "Page not found", message: "There is no page at this address.",

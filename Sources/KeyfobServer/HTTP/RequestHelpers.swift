@@ -27,11 +27,12 @@ extension Request {
         }
     }
 
-    /// Decodes a JSON body, naming the field that is missing or of the wrong type.
-    func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int) async throws -> T {
+    /// Decodes a JSON body, naming the field that is missing or of the wrong type. With
+    /// `emptyIsObject`, an empty body reads as `{}` (bodies whose every field is optional).
+    func decodeJSON<T: Decodable>(_ type: T.Type, limit: Int, emptyIsObject: Bool = false) async throws -> T {
         let bytes = try await bodyBytes(limit: limit)
         try requireJSONContentType(bodyIsEmpty: bytes.isEmpty)
-        return try decodeJSON(T.self, from: bytes)
+        return try decodeJSON(T.self, from: bytes.isEmpty && emptyIsObject ? Array("{}".utf8) : bytes)
     }
 
     /// The same, for a body a hot path reads without Foundation when it is plain JSON.
@@ -44,17 +45,7 @@ extension Request {
 
     private func decodeJSON<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
         guard !bytes.isEmpty else { throw KeyfobError.invalid("request body is empty; send a JSON object") }
-        do {
-            return try JSONDecoder().decode(T.self, from: Data(bytes))
-        } catch let DecodingError.keyNotFound(key, context) {
-            throw KeyfobError.invalid("field \"\(path(context.codingPath + [key]))\" is missing")
-        } catch let DecodingError.typeMismatch(_, context) {
-            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" has the wrong type")
-        } catch let DecodingError.valueNotFound(_, context) {
-            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" is null")
-        } catch {
-            throw KeyfobError.invalid("request body is not valid JSON")
-        }
+        return try JSONBody.decode(T.self, from: bytes)
     }
 
     /// A JSON object body, read as Foundation values (for bodies whose fields are checked by hand,
@@ -81,11 +72,6 @@ extension Request {
         guard type.hasPrefix("application/json") else {
             throw KeyfobError(.invalidRequest, "Content-Type must be application/json", status: .unsupportedMediaType)
         }
-    }
-
-    private func path(_ keys: [CodingKey]) -> String {
-        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
-            .replacingOccurrences(of: ".[", with: "[")
     }
 
     /// An HTML form's fields (`application/x-www-form-urlencoded`); the first value of each name.
@@ -124,6 +110,35 @@ extension Request {
             }
         }
         return nil
+    }
+}
+
+/// Typed reading of request JSON: JSONDecoder only, which throws on any shape (Foundation's
+/// `JSONSerialization.data(withJSONObject:)` traps on Linux for a top-level string or number, so
+/// a request's values are never re-serialised to reach a `Decodable`).
+enum JSONBody {
+    /// `bytes` as `T`, or `invalid_request` naming the field that is missing or of the wrong type.
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(bytes))
+        } catch let DecodingError.keyNotFound(key, context) {
+            throw KeyfobError.invalid("field \"\(path(context.codingPath + [key]))\" is missing")
+        } catch let DecodingError.typeMismatch(_, context) {
+            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" has the wrong type")
+        } catch let DecodingError.valueNotFound(_, context) {
+            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" is null")
+        } catch let DecodingError.dataCorrupted(context) where !context.codingPath.isEmpty {
+            throw KeyfobError.invalid("field \"\(path(context.codingPath))\" has a value that is not allowed")
+        } catch let error as KeyfobError {
+            throw error
+        } catch {
+            throw KeyfobError.invalid("request body is not valid JSON")
+        }
+    }
+
+    private static func path(_ keys: [CodingKey]) -> String {
+        keys.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }.joined(separator: ".")
+            .replacingOccurrences(of: ".[", with: "[")
     }
 }
 

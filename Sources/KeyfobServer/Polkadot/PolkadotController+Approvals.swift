@@ -187,16 +187,16 @@ extension PolkadotController {
         let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
         let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
         let method = Self.auditMethod(record.messageType)
-        let body = try await request.jsonObject(limit: 64 * 1024)
+        let body = try await request.decodeJSON(Decision.self, limit: 64 * 1024, emptyIsObject: true)
         // A locked signer (the kill switch, the unlock window over) signs only with this request's
         // passkey confirmation, which unlocks it — as a nostr approval does.
-        guard auth.session.isUnlocked(at: now()) || body["assertion"] != nil else {
-            await dispatcher.audit(who, method: method, outcome: "failed", code: .signerLocked)
+        guard auth.session.isUnlocked(at: now()) || body.assertion != nil else {
+            try await dispatcher.audit(who, method: method, outcome: "failed", code: .signerLocked)
             throw KeyfobError.signerLocked
         }
         if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
         let sealedShut = try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)
-        let confirmation = try await confirm(body["assertion"], record: record, parsed: parsed, user: auth.user)
+        let confirmation = try await confirm(body.assertion, record: record, parsed: parsed, user: auth.user)
         var unlock = auth.unlock
         if sealedShut || !auth.session.isUnlocked(at: now()) {
             do {
@@ -208,7 +208,7 @@ extension PolkadotController {
                         second: SharedSecret(confirmation.assertion.clientExtensionResults?.prfSecond)),
                     challenge: confirmation.challenge)
             } catch let error as KeyfobError {
-                await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+                try await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
                 throw error
             }
         }
@@ -220,7 +220,7 @@ extension PolkadotController {
         do {
             key = try await substrate.open(accountRecord, unlock: unlock)
         } catch let error as KeyfobError {
-            await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+            try await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
             throw error
         }
         var signature = key.sign(parsed.signingBytes)
@@ -230,11 +230,21 @@ extension PolkadotController {
             type: record.messageType,
             result: SignerResultJSON(id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature)))
         let json = String(decoding: jsonBytes(outcome), as: UTF8.self)
-        guard try await store.finishPolkadotRequest(id: record.id, userID: auth.user.id, state: "approved", result: json, now: now()) else {
+        // The signature (which the dapp collects from the stored result) and its audit entry are
+        // one transaction: neither is kept without the other.
+        let entry = dispatcher.entry(
+            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: "approved", receipt: receipt)
+        let decided: Bool
+        do {
+            decided = try await store.finishPolkadotRequest(
+                id: record.id, userID: auth.user.id, state: "approved", result: json, now: now(), audit: entry)
+        } catch {
+            throw SignerDispatcher.writeFailed(error, method: method, logger: dispatcher.logger)
+        }
+        guard decided else {
             throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
         }
-        await dispatcher.audit(
-            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: "approved", receipt: receipt)
+        dispatcher.announce(entry, caller: who)
         return jsonResponse(outcome)
     }
 
@@ -253,8 +263,13 @@ extension PolkadotController {
             throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
         }
         let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
-        await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: "rejected", code: .userRejected)
+        try await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: "rejected", code: .userRejected)
         return jsonResponse(outcome)
+    }
+
+    /// `POST …/approve`: the passkey's assertion over the committed bytes (`…/challenge`).
+    struct Decision: Decodable {
+        var assertion: AuthenticationCredential?
     }
 
     struct SignerResultJSON: Codable {
@@ -264,16 +279,16 @@ extension PolkadotController {
 
     /// Verifies the assertion over the committed bytes: the receipt (no PRF output in it), the
     /// passkey, the assertion as sent (its PRF outputs open a sealed key) and the challenge.
-    func confirm(_ raw: Any?, record: PolkadotRequestRecord, parsed: SigningRequest, user: UserRecord) async throws
-        -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential, challenge: [UInt8])
+    func confirm(_ assertion: AuthenticationCredential?, record: PolkadotRequestRecord, parsed: SigningRequest, user: UserRecord)
+        async throws -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential, challenge: [UInt8])
     {
-        guard let raw, !(raw is NSNull), let nonce = record.confirmationNonce else {
+        guard let assertion, let nonce = record.confirmationNonce else {
             throw KeyfobError(
                 .userVerificationRequired, "signing this needs your passkey: ask for a challenge first", status: .forbidden)
         }
         let committed = committedBytes(record, parsed, nonce: nonce)
-        let (receipt, credential, assertion) = try await Receipt.confirm(
-            raw, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
+        let (receipt, credential, _) = try await Receipt.confirm(
+            assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
         return (receipt, credential, assertion, sha256(Array(committed.utf8)))
     }
 }

@@ -81,7 +81,7 @@ extension PolkadotController {
                     GrantRecord(
                         id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
                         kind: nil, allow: true, createdAt: now(), expiresAt: nil))
-                await dispatcher.audit(who, method: Self.authorizeMethod, outcome: "approved")
+                try await dispatcher.audit(who, method: Self.authorizeMethod, outcome: "approved")
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(accounts.list)":
@@ -110,10 +110,10 @@ extension PolkadotController {
                     throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
                 }
             } catch let error as PolkadotError {
-                await dispatcher.audit(who, method: Self.auditMethod(type), outcome: "failed", code: error.kind.errorCode)
+                try await dispatcher.audit(who, method: Self.auditMethod(type), outcome: "failed", code: error.kind.errorCode)
                 throw KeyfobError(error)
             }
-            let json = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            let json = try JSONText.string(object, sortedKeys: true)
             let record = PolkadotRequestRecord(
                 id: Base64URL.encode(randomBytes(16)), userID: auth.user.id, origin: origin, transport: transport,
                 messageType: type, request: json, createdAt: now(), expiresAt: now().addingTimeInterval(Self.requestLifetime))
@@ -191,7 +191,7 @@ extension PolkadotController {
             }
             kept["metaCalls"] = calls
         }
-        let json = String(decoding: try JSONSerialization.data(withJSONObject: kept, options: [.sortedKeys]), as: UTF8.self)
+        let json = try JSONText.string(kept, sortedKeys: true)
         try await store.putPolkadotMetadata(
             PolkadotMetadataRecord(
                 userID: userID, origin: origin, genesisHash: genesis.lowercased(), specVersion: specVersion, definition: json,
@@ -212,47 +212,34 @@ extension PolkadotController {
         try await requireAuthorized(origin, who)
         let changes = events.subscribe(auth.user.id)
         let userID = auth.user.id
-        return Response(
-            status: .ok,
-            headers: [.contentType: "text/event-stream", .cacheControl: "no-store", .init("X-Accel-Buffering")!: "no"],
-            body: ResponseBody { writer in
-                var last: [UInt8] = []
-                func send(always: Bool) async throws {
-                    let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID)) ?? []))
-                    guard always || update != last else { return }
-                    last = update
-                    try await writer.write(ByteBuffer(string: "data: \(String(decoding: update, as: UTF8.self))\n\n"))
+        return EventStream.response { stream in
+            var last: [UInt8] = []
+            func send(always: Bool) async {
+                let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID)) ?? []))
+                guard always || update != last else { return }
+                last = update
+                stream.yield(ByteBuffer(string: "data: \(String(decoding: update, as: UTF8.self))\n\n"))
+            }
+            await send(always: true)
+            // This instance's changes at once; another instance's (several on one PostgreSQL)
+            // within the refresh interval, when the list is read again.
+            await withTaskGroup(of: Void.self) { group in
+                // true: a tick (also a keep-alive comment, so a gone client is noticed).
+                let (merged, sink) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(2))
+                group.addTask {
+                    for await _ in changes { sink.yield(false) }
+                    sink.finish()
                 }
-                try await send(always: true)
-                // This instance's changes at once; another instance's (several on one PostgreSQL)
-                // within the refresh interval, when the list is read again.
-                let ticks = AsyncStream<Void> { continuation in
-                    let task = Task {
-                        while !Task.isCancelled {
-                            try? await Task.sleep(for: .seconds(Self.subscriptionRefresh))
-                            continuation.yield()
-                        }
-                    }
-                    continuation.onTermination = { _ in task.cancel() }
+                group.addTask {
+                    while (try? await Task.sleep(for: .seconds(Self.subscriptionRefresh))) != nil { sink.yield(true) }
                 }
-                await withTaskGroup(of: Void.self) { group in
-                    // true: a tick (also a keep-alive comment, so a gone client is noticed).
-                    let (merged, sink) = AsyncStream<Bool>.makeStream(bufferingPolicy: .bufferingNewest(2))
-                    group.addTask {
-                        for await _ in changes { sink.yield(false) }
-                        sink.finish()
-                    }
-                    group.addTask { for await _ in ticks { sink.yield(true) } }
-                    for await tick in merged {
-                        do {
-                            try await send(always: false)
-                            if tick { try await writer.write(ByteBuffer(string: ": keep-alive\n\n")) }
-                        } catch { break }
-                    }
-                    group.cancelAll()
+                for await tick in merged {
+                    await send(always: false)
+                    if tick { stream.yield(ByteBuffer(string: ": keep-alive\n\n")) }
                 }
-                try await writer.finish(nil)
-            })
+                group.cancelAll()
+            }
+        }
     }
 
     struct SubscriptionUpdate: Encodable {

@@ -93,30 +93,33 @@ struct PolkadotController: Sendable {
         if let retry = dispatcher.limiter.take(Hex.encode(auth.session.tokenHash), now: now()) {
             throw KeyfobError.rateLimited(retryAfter: retry)
         }
-        let body = try await request.jsonObject(limit: 64 * 1024)
-        let name = (body["name"] as? String)?.trimmingCharacters(in: .whitespaces) ?? ""
+        let body = try await request.decodeJSON(AddAccount.self, limit: 64 * 1024, emptyIsObject: true)
+        let name = body.name?.trimmingCharacters(in: .whitespaces) ?? ""
         guard name.utf8.count <= 64, !name.contains(where: { $0.isNewline }) else {
             throw KeyfobError.invalid("name is at most 64 bytes on one line")
         }
-        let network = body["network"] as? Int ?? Int(SS58.generic)
+        let network = body.network ?? Int(SS58.generic)
         guard (0..<16384).contains(network), network != 46, network != 47 else {
             throw KeyfobError.invalid("network is an SS58 prefix: 0 Polkadot, 2 Kusama, 42 generic Substrate")
         }
-        let typeName = body["type"] as? String ?? KeyType.sr25519.rawValue
-        guard let type = KeyType(rawValue: typeName) else { throw KeyfobError.invalid("type is sr25519, ed25519 or ecdsa") }
+        let type = body.type ?? .sr25519
+        guard body.mnemonic == nil || body.backup == nil else {
+            throw KeyfobError.invalid("send a mnemonic or a backup, not both (neither: a new random account)")
+        }
+        guard body.path == nil || body.mnemonic != nil else { throw KeyfobError.invalid("a derivation path goes with a mnemonic") }
         let key: SubstrateKey
         do {
-            if let phrase = body["mnemonic"] as? String {
-                let path = body["path"] as? String ?? ""
+            if let phrase = body.mnemonic {
+                let path = body.path ?? ""
                 guard path.isEmpty || path.hasPrefix("/") else {
                     throw PolkadotError(.invalidDerivationPath, "a derivation path starts with / or //, for example //polkadot//0")
                 }
                 key = try SubstrateKey(type: type, secretURI: phrase + path)
-            } else if let backup = body["backup"] as? [String: Any] {
-                guard let password = body["password"] as? String else { throw KeyfobError.invalid("the backup's password is missing") }
-                let file = try JSONSerialization.data(withJSONObject: backup)
+            } else if let backup = body.backup {
+                guard backup.object != nil else { throw KeyfobError.invalid("field \"backup\" has the wrong type") }
+                guard let password = body.password else { throw KeyfobError.invalid("the backup's password is missing") }
                 key = try await scryptSlots.run {
-                    try JSONBackup.importKey((try? JSONSerialization.jsonObject(with: file)) as? [String: Any] ?? [:], password: password)
+                    try JSONBackup.importKey(backup.foundation as? [String: Any] ?? [:], password: password)
                 }
             } else {
                 var seed = randomBytes(32)
@@ -126,13 +129,31 @@ struct PolkadotController: Sendable {
         } catch let error as PolkadotError {
             throw KeyfobError(error)
         }
-        let defaultName = body["backup"] != nil ? "Imported" : "Polkadot account"
+        let defaultName = body.backup != nil ? "Imported" : "Polkadot account"
         let record = try await substrate.add(
             key, name: name.isEmpty ? defaultName : name, network: UInt16(network), userID: auth.user.id, unlock: auth.unlock)
         let entryCaller = caller(auth, origin: "account", transport: "rest", request: request, context: context)
-        await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: "approved")
+        try await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: "approved")
         events.changed(auth.user.id)
         return jsonResponse(Self.reply(record), status: .created)
+    }
+
+    /// `POST /api/polkadot/accounts`: every field optional, each of one type (a wrong one is a 400,
+    /// never a default: a backup sent as a string must not become a new random account).
+    struct AddAccount: Decodable {
+        var name: String?
+        var network: Int?
+        var type: KeyType?
+        var mnemonic: String?
+        var path: String?
+        /// A polkadot-js account file (a JSON object).
+        var backup: JSONValue?
+        var password: String?
+    }
+
+    struct ExportAccount: Decodable {
+        var password: String?
+        var confirmation: AuthenticationCredential?
     }
 
     func account(_ id: String, of userID: String) async throws -> SubstrateAccountRecord {
@@ -147,19 +168,18 @@ struct PolkadotController: Sendable {
     @Sendable func exportAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let id = context.parameters.get("id") ?? ""
-        let body = try await request.jsonObject(limit: 16 * 1024)
-        try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportPolkadot, target: id, for: auth)
-        guard let password = body["password"] as? String, password.count >= 8 else {
+        let body = try await request.decodeJSON(ExportAccount.self, limit: 16 * 1024, emptyIsObject: true)
+        try await confirmations.verify(body.confirmation, .exportPolkadot, target: id, for: auth)
+        guard let password = body.password, password.count >= 8 else {
             throw KeyfobError.invalid("choose a password of at least 8 characters for the backup")
         }
         let record = try await account(id, of: auth.user.id)
         let key = try await substrate.open(record, unlock: auth.unlock)
         let (name, prefix) = (record.name, UInt16(clamping: record.network))
         let file = try await scryptSlots.run {
-            try JSONSerialization.data(
-                withJSONObject: JSONBackup.export(key, password: password, name: name, prefix: prefix), options: [.sortedKeys])
+            try JSONText.data(JSONBackup.export(key, password: password, name: name, prefix: prefix), sortedKeys: true)
         }
-        await dispatcher.audit(
+        try await dispatcher.audit(
             caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.export", outcome: "approved")
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
@@ -170,12 +190,11 @@ struct PolkadotController: Sendable {
     @Sendable func removeAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let id = context.parameters.get("id") ?? ""
-        let body = try await request.jsonObject(limit: 16 * 1024)
-        try await confirmations.verify(try ActionConfirmations.assertion(in: body), .removePolkadot, target: id, for: auth)
+        try await confirmations.verify(try await ActionConfirmations.assertion(in: request), .removePolkadot, target: id, for: auth)
         guard try await store.deleteSubstrateAccount(id: id, ofUser: auth.user.id) else {
             throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
         }
-        await dispatcher.audit(
+        try await dispatcher.audit(
             caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.account_removed",
             outcome: "approved")
         events.changed(auth.user.id)

@@ -9,7 +9,7 @@ extension Setting {
             masterKeyFile, masterKey, signRate, confirmWithPasskey, ipRate, ipBurst, signUpsPerHour, signUpBurst,
             ipv6Prefix, maxChallengesPerIP, maxLiveChallenges, attestationRoots, allowLegacyAlgorithms,
             headerTimeout, bodyTimeout, appleAppID, androidPackage, androidCertFingerprint, relatedOrigin,
-            metricsFrom, maxConnections, benchEcho, benchWithout,
+            metricsFrom, maxConnections, maxConnectionsPerAddress, benchEcho, benchWithout,
         ]
     }
 
@@ -243,6 +243,15 @@ extension Setting {
             default: "the open-file limit less a reserve",
             help: "Connections held at once by both listeners together (the NIP-46 port gets a quarter).",
             details: "See [Connections and memory](#connections-and-memory).")
+    }
+    static var maxConnectionsPerAddress: Setting {
+        .optionalNumber(
+            "max-connections-per-address", "KEYFOB_MAX_CONNECTIONS_PER_ADDRESS", \.maxConnectionsPerAddress, in: 1...Int.max,
+            default: "a quarter of the HTTP share, at least 8",
+            help: "HTTP connections one client address may hold at once; one more is closed as it opens.",
+            details:
+                "Loopback and `--trusted-proxy` addresses are not capped (they carry many clients); an IPv6 client counts by its `--ipv6-prefix`. See [Connections and memory](#connections-and-memory)."
+        )
     }
     static var benchEcho: Setting {
         Setting.flag("bench-echo", "KEYFOB_BENCH_ECHO", \.benchEcho, help: "The load harness's ceiling: /bench/echo answers at once.")

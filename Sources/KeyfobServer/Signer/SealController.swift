@@ -75,7 +75,7 @@ struct SealController: Sendable {
         let current = try await custody.record(for: userID)
         if !current.passkeySealed {
             guard let output = proof.prf.first else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
                 throw Self.noPRF
             }
             let key = try custody.open(current)
@@ -113,11 +113,11 @@ struct SealController: Sendable {
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
                 throw Self.noPRF
             }
             guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
-                await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .signerLocked)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .signerLocked)
                 throw KeyfobError.signerSealed
             }
             _ = try await store.putKeyWrap(
@@ -125,7 +125,7 @@ struct SealController: Sendable {
                     dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                     challenge: proof.challenge, at: now()))
         }
-        await dispatcher.audit(proof.caller, method: "seal_key", outcome: "approved")
+        try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 
@@ -143,7 +143,7 @@ struct SealController: Sendable {
         {
             dataKey = opened
         } else {
-            await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: .signerLocked)
+            try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: .signerLocked)
             throw KeyfobError.signerSealed
         }
         let key = try custody.open(current, dataKey: dataKey)
@@ -165,7 +165,7 @@ struct SealController: Sendable {
             throw Self.conflict
         }
         custody.unlockedSigners.close(userID: userID)
-        await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "approved")
+        try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "approved")
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 

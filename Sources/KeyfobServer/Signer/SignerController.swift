@@ -6,6 +6,7 @@ import KeyfobStore
 import NIOConcurrencyHelpers
 import NIOPosix
 import Nostr
+import WebAuthn
 
 /// The signer over REST (DESIGN.md §4.1–§4.3, §4.6): the seven methods for the user's own
 /// signed-in app, key import and export, and the audit history.
@@ -45,7 +46,7 @@ struct SignerController: Sendable {
         do {
             call = try SignerCall.parse(method: method, body: body, now: now())
         } catch {
-            await dispatcher.audit(caller, method: method.rawValue, outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: method.rawValue, outcome: "failed", code: error.code)
             throw error
         }
         let result = try await dispatcher.run(call, for: caller)
@@ -77,7 +78,7 @@ struct SignerController: Sendable {
             limitKey: Self.limitKey(auth),
             ip: sessions.client.resolve(request, context: context), unlock: auth.unlock)
         guard auth.session.isUnlocked(at: now()) else {
-            await dispatcher.audit(
+            try await dispatcher.audit(
                 caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
                 outcome: "failed", code: .signerLocked)
             throw KeyfobError.signerLocked
@@ -103,18 +104,18 @@ struct SignerController: Sendable {
         let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
         try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
+        let body = try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true)
         // Replacing the key is an account change: an assertion made for it, by an older passkey.
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .importKey, target: "", for: auth)
+        _ = try await confirmations.verify(body.confirmation, .importKey, target: "", for: auth)
         let key: SecretKey
         do {
             key = try await importedKey(in: body)
         } catch let error as KeyfobError {
-            await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
             throw error
         }
         let record = try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
-        await dispatcher.audit(caller, method: "import_key", outcome: "approved")
+        try await dispatcher.audit(caller, method: "import_key", outcome: "approved")
         let pubkey = try PublicKey(hex: record.pubkey)
         return jsonResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
     }
@@ -128,10 +129,18 @@ struct SignerController: Sendable {
             throw KeyfobError.rateLimited(retryAfter: retry)
         }
         try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
-        let key = try await importedKey(in: try await request.jsonObject(limit: configuration.maxBodySize))
+        let key = try await importedKey(
+            in: try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true))
         let current = try await custody.record(for: auth.user.id)
         let pubkey = key.publicKey
         return jsonResponse(ImportCheck(pubkey: pubkey.hex, npub: NIP19.npub(pubkey), sameAsCurrent: pubkey.hex == current.pubkey))
+    }
+
+    /// The bodies of import, its check and export: the key in exactly one of `nsec`, `secret` (64
+    /// hex) or `ncryptsec` (with `password`); export's `password`; the passkey `confirmation`.
+    struct KeyTransfer: Decodable {
+        var nsec, secret, ncryptsec, password: String?
+        var confirmation: AuthenticationCredential?
     }
 
     struct ImportCheck: Encodable {
@@ -152,13 +161,13 @@ struct SignerController: Sendable {
     }
 
     /// The secret key in an import body: exactly one of `nsec`, `secret` (64 hex) or `ncryptsec` with `password`.
-    func importedKey(in body: [String: Any]) async throws -> SecretKey {
-        let given = ["nsec", "secret", "ncryptsec"].filter { body[$0] != nil }
-        guard given.count == 1, let value = body[given[0]] as? String else {
+    func importedKey(in body: KeyTransfer) async throws -> SecretKey {
+        let given = [("nsec", body.nsec), ("secret", body.secret), ("ncryptsec", body.ncryptsec)].filter { $0.1 != nil }
+        guard given.count == 1, let value = given[0].1 else {
             throw KeyfobError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
         }
         do {
-            switch given[0] {
+            switch given[0].0 {
             case "nsec":
                 guard case .nsec(var bytes) = try NIP19.decode(value) else {
                     throw KeyfobError(.invalidContent, "nsec must be an nsec1… string")
@@ -168,7 +177,7 @@ struct SignerController: Sendable {
             case "secret":
                 return try SecretKey(hex: value)
             default:
-                guard let password = body["password"] as? String, !password.isEmpty else {
+                guard let password = body.password, !password.isEmpty else {
                     throw KeyfobError.invalid("an ncryptsec needs its password")
                 }
                 return try await scryptSlots.run {
@@ -183,15 +192,15 @@ struct SignerController: Sendable {
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
         if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
-        guard let password = body["password"] as? String, password.count >= 8, password.utf8.count <= 1024 else {
+        let body = try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true)
+        guard let password = body.password, password.count >= 8, password.utf8.count <= 1024 else {
             throw KeyfobError.invalid("choose a password of at least 8 characters to encrypt the backup with")
         }
         // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
-        _ = try await confirmations.verify(try ActionConfirmations.assertion(in: body), .exportKey, target: "", for: auth)
+        _ = try await confirmations.verify(body.confirmation, .exportKey, target: "", for: auth)
         let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
-        await dispatcher.audit(caller, method: "export_key", outcome: "approved")
+        try await dispatcher.audit(caller, method: "export_key", outcome: "approved")
         return jsonResponse(["ncryptsec": ncryptsec])
     }
 

@@ -48,7 +48,7 @@ struct SignerDispatcher: Sendable {
         }
         do {
             let result = try await perform(call, caller: caller)
-            await audit(
+            try await audit(
                 caller, method: call.method.rawValue, kind: call.kind,
                 eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
                 receipt: receipt)
@@ -60,7 +60,7 @@ struct SignerDispatcher: Sendable {
             case StoreError.unavailable: throw error  // nothing to audit into; the error middleware answers 503
             default: apiError = KeyfobError(.internalError, "the signer failed", status: .internalServerError)
             }
-            await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
+            try await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
             throw apiError
         }
     }
@@ -107,28 +107,14 @@ struct SignerDispatcher: Sendable {
         }
     }
 
-    /// Records one operation. Never plaintext, ciphertext, keys or tokens: only what is named here.
+    /// Records one operation, as part of it: when the entry cannot be written the operation's
+    /// answer must not go out, so this throws (`StoreError.unavailable`: 503 `store_unavailable`).
+    /// Never plaintext, ciphertext, keys or tokens: only what is named here.
     func audit(
         _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
         outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil
-    ) async {
-        let code = errorCode?.rawValue
-        let entry = AuditRecord(
-            userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
-            method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
-        var metadata: Logger.Metadata = [
-            "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
-            "transport": "\(caller.transport)", "method": "\(method)",
-        ]
-        if let kind { metadata["kind"] = "\(kind)" }
-        if let eventID { metadata["eventId"] = "\(eventID)" }
-        if let code { metadata["code"] = "\(code)" }
-        logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
-        metrics?.signer(method: method, outcome: outcome, code: code)
-        feed?.publish(
-            Activity(
-                time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
-                client: caller.client, method: method, kind: kind, outcome: outcome, code: code, ip: caller.ip))
+    ) async throws {
+        let entry = entry(caller, method: method, kind: kind, eventID: eventID, outcome: outcome, code: errorCode, receipt: receipt)
         do {
             if let metrics {
                 _ = try await metrics.store("append_audit") { try await store.appendAudit(entry) }
@@ -136,8 +122,45 @@ struct SignerDispatcher: Sendable {
                 try await store.appendAudit(entry)
             }
         } catch {
-            logger.error("audit write failed", metadata: ["method": "\(method)"])
+            throw Self.writeFailed(error, method: method, logger: logger)
         }
+        announce(entry, caller: caller)
+    }
+
+    /// The entry for one operation, for a store call that writes it with the operation's own
+    /// change (then `announce` it once that call succeeded).
+    func entry(
+        _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
+        outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil
+    ) -> AuditRecord {
+        AuditRecord(
+            userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
+            method: method, kind: kind, eventID: eventID, outcome: outcome, code: errorCode?.rawValue, receipt: receipt)
+    }
+
+    /// A written entry in the log, the metrics and the operator's live stream.
+    func announce(_ entry: AuditRecord, caller: SignerCaller) {
+        let (method, outcome, code) = (entry.method, entry.outcome, entry.code)
+        var metadata: Logger.Metadata = [
+            "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
+            "transport": "\(caller.transport)", "method": "\(method)",
+        ]
+        if let kind = entry.kind { metadata["kind"] = "\(kind)" }
+        if let eventID = entry.eventID { metadata["eventId"] = "\(eventID)" }
+        if let code { metadata["code"] = "\(code)" }
+        logger.log(level: code == nil ? .info : .notice, "signer.\(outcome)", metadata: metadata)
+        metrics?.signer(method: method, outcome: outcome, code: code)
+        feed?.publish(
+            Activity(
+                time: now(), category: "signer", event: "signer.\(outcome)", user: caller.username,
+                client: caller.client, method: method, kind: entry.kind, outcome: outcome, code: code, ip: caller.ip))
+    }
+
+    /// A failed audit write as the error that answers the request: 503, nothing else said.
+    static func writeFailed(_ error: any Error, method: String, logger: Logger) -> any Error {
+        logger.error("audit write failed; the operation is not answered", metadata: ["method": "\(method)"])
+        if case StoreError.unavailable = error { return error }
+        return StoreError.unavailable("the audit entry could not be written")
     }
 }
 
