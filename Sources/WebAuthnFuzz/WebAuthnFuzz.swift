@@ -21,5 +21,16 @@ public func webAuthnFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
             clientDataJSON: Base64URL.encode(Array(#"{"type":"webauthn.create","challenge":"AAAA","origin":"http://localhost:8080"}"#.utf8)),
             attestationObject: Base64URL.encode(bytes)))
     _ = try? relyingParty.verifyRegistration(credential, challenge: [0, 0, 0], requireUserVerification: false)
+    // The bytes as a request body whose fields carry assertions (an approval's `assertion`, an
+    // account change's `confirmation`, a sign-in's `cred`): decoded as the server decodes them,
+    // with JSONDecoder, which throws on every shape.
+    _ = try? JSONDecoder().decode(AssertionBody.self, from: Data(bytes))
     return 0
+}
+
+private struct AssertionBody: Decodable {
+    var remember: String?
+    var assertion: AuthenticationCredential?
+    var confirmation: AuthenticationCredential?
+    var cred: AuthenticationCredential?
 }
