@@ -23,7 +23,7 @@ struct ReadinessMiddleware<Context: RequestContext>: RouterMiddleware {
             return try await next(request, context)
         }
         throw KeyfobError(
-            .internalError, "keyfob is starting: the database is not reachable yet; try again in a moment",
+            .storeUnavailable, "keyfob is starting: the database is not reachable yet; try again in a moment",
             status: .serviceUnavailable, retryAfter: 2)
     }
 }
