@@ -89,6 +89,7 @@ function renderLock() {
   const unlocked = isUnlocked();
   $("signer-state").dataset.locked = String(!unlocked);
   $("unlock").hidden = unlocked;
+  $("lock").hidden = !unlocked;
   if (unlocked) {
     const until = new Date(account.signerUnlockedUntil);
     $("signer-text").textContent = `Signer unlocked until ${until.toLocaleTimeString()}.`;
@@ -521,6 +522,14 @@ $("unlock").addEventListener("click", () => guarded(async () => {
   showStatus("ok", "Signer unlocked.");
 }));
 
+$("lock").addEventListener("click", () => guarded(async () => {
+  const { sessions } = await api("/api/signer/lock", { method: "POST", body: {} });
+  await refreshSession();
+  showStatus("ok", sessions > 1
+    ? `Locked on ${counted(sessions, "device")}. Nothing signs until you unlock with a passkey.`
+    : "Locked. Nothing signs until you unlock with a passkey.");
+}));
+
 /** Seals the key (or lets one more passkey open it) with a fresh passkey assertion. */
 async function sealWith(credentialIds, done) {
   showStatus("", "Waiting for your passkey…");
@@ -655,10 +664,17 @@ $("signout").addEventListener("click", async () => {
 });
 
 $("signout-all").addEventListener("click", async () => {
-  if (!(await askInPage($("signout-all").parentElement, { text: "Sign out on every device and app? Each will need a passkey to come back.", confirm: "Sign out everywhere", danger: true }))) return;
+  if (!(await askInPage($("signout-all").parentElement, {
+    text: "Sign out on every device, disconnect every app and revoke every permission? Each will need your passkey to come back; apps need a new bunker URL.",
+    confirm: "Sign out everywhere", danger: true,
+  }))) return;
   let confirmation;
   try { confirmation = await confirmAction("sessions.revoke"); } catch (error) { showError(error); return; }
-  try { await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } finally { location.assign("/?signedout"); }
+  let ended;
+  try { ended = await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } catch (error) { showError(error); return; }
+  // What ended, for the sign-in page to say (kept in this tab, not in the address: a link must not word it).
+  sessionStorage.setItem("keyfob-signed-out", JSON.stringify({ sessions: ended.sessions, apps: ended.apps, grants: ended.grants }));
+  location.assign("/?signedout");
 });
 
 /** The sections below the key open and close like any disclosure; this browser remembers which

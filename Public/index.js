@@ -84,6 +84,20 @@ document.getElementById("passkey-name").value = deviceName();
     showStatus("error", "This browser does not support passkeys. Use a current Chrome, Safari, Firefox or Edge.");
     return;
   }
+  // A sign-out's result goes under the title, where the eye lands, not below the forms.
+  if (params.has("signedout")) document.querySelector(".lead").after(document.getElementById("status"));
+  const everywhere = sessionStorage.getItem("keyfob-signed-out");
+  sessionStorage.removeItem("keyfob-signed-out");
+  if (params.has("signedout") && everywhere) {
+    let ended = {};
+    try { ended = JSON.parse(everywhere); } catch { /* shown without figures */ }
+    const number = (name) => Math.max(0, Number.isInteger(ended[name]) ? ended[name] : 0);
+    const apps = number("apps");
+    showStatus("ok", `You are signed out everywhere: ${counted(number("sessions"), "session")} ended, `
+      + `${apps === 1 ? "1 app was" : `${apps} apps were`} disconnected and ${counted(number("grants"), "permission")} revoked. `
+      + (apps ? "After you sign in, connect your apps again with a new bunker URL." : "Sign in again with your passkey."));
+    return;
+  }
   if (params.has("signedout")) { showStatus("ok", "You are signed out."); return; }
   // Signed in already: the account is where you want to be.
   const session = await fetch("/session", { credentials: "same-origin" }).catch(() => null);

@@ -32,6 +32,29 @@ extension PostgresStore {
         }
     }
 
+    public func lockSessions(ofUser userID: String) async throws -> Int {
+        try await call { [self] in
+            try await touched(
+                """
+                UPDATE sessions SET unlocked_until = NULL, data_key = NULL
+                WHERE user_id = \(userID) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL) RETURNING 1
+                """)
+        }
+    }
+
+    public func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere {
+        try await transaction { [logger] connection in
+            let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING 1", logger: logger).collect()
+            let clients = try await connection.query("DELETE FROM bunker_clients WHERE user_id = \(userID) RETURNING 1", logger: logger)
+                .collect()
+            try await connection.query(
+                "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
+            ).collect()
+            let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING 1", logger: logger).collect()
+            return SignedOutEverywhere(sessions: sessions.count, clients: clients.count, grants: grants.count)
+        }
+    }
+
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try await call { [self] in
             try await touched(

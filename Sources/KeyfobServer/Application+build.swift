@@ -254,15 +254,16 @@ public func buildRouter(
         logger: logger, now: clock)
     bunker.attach()
     services.append(bunker)
+    let accountStreams = SubstrateAccountEvents()
     ApprovalController(
         store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
         grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
-        bunker: bunker, now: clock
+        bunker: bunker, streams: accountStreams, now: clock
     ).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
     AccountController(
         store: store, sessions: sessions, events: events, custody: custody,
-        names: names, confirmations: confirmations, now: clock
+        names: names, confirmations: confirmations, streams: accountStreams, dispatcher: dispatcher, now: clock
     ).addRoutes(to: router)
     AdminController(
         store: store, configuration: configuration, sessions: sessions,
@@ -282,7 +283,7 @@ public func buildRouter(
     PolkadotController(
         store: store, sessions: sessions, substrate: SubstrateCustody(custody: custody, store: store, now: clock),
         dispatcher: dispatcher, confirmations: confirmations, configuration: configuration, keys: keys,
-        events: SubstrateAccountEvents(), now: clock
+        events: accountStreams, now: clock
     ).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
     // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,

@@ -23,6 +23,34 @@ extension SQLiteStore {
         }
     }
 
+    public func lockSessions(ofUser userID: String) async throws -> Int {
+        try write {
+            try connection.query(
+                """
+                UPDATE sessions SET unlocked_until = NULL, data_key = NULL
+                WHERE user_id = ? AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
+                """, [.text(userID)])
+            return connection.changes
+        }
+    }
+
+    public func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere {
+        try write {
+            try connection.transaction {
+                var ended = SignedOutEverywhere(sessions: 0, clients: 0, grants: 0)
+                try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
+                ended.sessions = connection.changes
+                try connection.query("DELETE FROM bunker_clients WHERE user_id = ?", [.text(userID)])
+                ended.clients = connection.changes
+                try connection.query(
+                    "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = ?", [.text(userID)])
+                try connection.query("DELETE FROM grants WHERE user_id = ?", [.text(userID)])
+                ended.grants = connection.changes
+                return ended
+            }
+        }
+    }
+
     public func unlockSession(tokenHash: [UInt8], until: Date, dataKey: [UInt8]?) async throws -> Bool {
         try write {
             try connection.query(

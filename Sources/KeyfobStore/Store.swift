@@ -73,6 +73,26 @@ public protocol SessionStore: Sendable {
     /// Whether one of the user's sessions has an unlocked signer at `now` (a NIP-46 grant needs
     /// one: a grant skips the approval page, never the lock).
     func hasUnlockedSession(ofUser userID: String, now: Date) async throws -> Bool
+    /// "Lock now": every session of the user locked (its unlock window and data key gone); they
+    /// stay signed in. Returns how many were unlocked.
+    func lockSessions(ofUser userID: String) async throws -> Int
+    /// "Sign out everywhere", in one transaction: every session, every NIP-46 client and the
+    /// signer's connect secret, every grant (nostr apps and Polkadot dapp permissions alike).
+    func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere
+}
+
+/// What "Sign out everywhere" ended.
+public struct SignedOutEverywhere: Sendable, Equatable {
+    public var sessions: Int
+    /// NIP-46 clients disconnected.
+    public var clients: Int
+    /// Grants revoked: remembered choices of nostr apps and Polkadot dapp permissions.
+    public var grants: Int
+    public init(sessions: Int, clients: Int, grants: Int) {
+        self.sessions = sessions
+        self.clients = clients
+        self.grants = grants
+    }
 }
 
 /// Keys sealed by passkeys (PRF): one wrap of the data key per sealing passkey.

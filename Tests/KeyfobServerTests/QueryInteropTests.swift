@@ -87,12 +87,19 @@ import WebAuthnTestSupport
     func aDecryptionWithoutCiphertextIsRefusedWithALinkBack(_ method: String) async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("alice")
-            for extra in ["", "&encryptedText="] {
-                let target =
-                    "/nostrsigner?type=\(method)&pubkey=\(Self.peer.hex)&id=7&x-success=https%3A%2F%2Fclient.example%2Fcb"
-                    + "&x-error=https%3A%2F%2Fclient.example%2Ferr" + extra
+            // Both path forms (`nostrsigner:?…` and the draft's `nostrsigner://<method>?…`), the query
+            // written by Foundation's own encoder.
+            for (path, extra) in [("/nostrsigner", ""), ("/nostrsigner", "&encryptedText="), ("/nostrsigner/\(method)", "")] {
+                var components = URLComponents()
+                components.queryItems = [
+                    URLQueryItem(name: "type", value: method), URLQueryItem(name: "pubkey", value: Self.peer.hex),
+                    URLQueryItem(name: "returnType", value: "plaintext"), URLQueryItem(name: "id", value: "7"),
+                    URLQueryItem(name: "x-success", value: "https://client.example/cb"),
+                    URLQueryItem(name: "x-error", value: "https://client.example/err"),
+                ]
+                let target = path + "?" + (components.percentEncodedQuery ?? "") + extra
                 let (reply, location, body) = try await client.open(target, token: token)
-                #expect(reply.status == .badRequest && location == nil, "\(extra): \(reply.status) \(location ?? "")")
+                #expect(reply.status == .badRequest && location == nil, "\(target): \(reply.status) \(location ?? "")")
                 #expect(
                     body.contains(#"id="back""#) && body.contains("https://client.example/err?code=invalid_request"),
                     "\(body.prefix(600))")

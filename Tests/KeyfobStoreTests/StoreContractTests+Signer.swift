@@ -288,3 +288,47 @@ extension StoreContractTests {
         try await reopened.healthCheck()
     }
 }
+
+extension StoreContractTests {
+    /// The break-in remedy and "Lock now": one user's sessions, NIP-46 clients, connect secret and
+    /// grants end together; another user's stay.
+    @Test(arguments: Kind.allCases)
+    func signingOutEverywhereEndsSessionsClientsSecretAndGrantsOfOneUser(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)  // one unlocked session each
+        for owner in [alice, bob] {
+            let signer = BunkerSignerRecord(
+                userID: owner.id, pubkey: owner.id + "-signer", nonce: [1], sealed: [2], secretHash: [7], secretExpiresAt: t0 + 600,
+                createdAt: t0)
+            _ = try await store.insertBunkerSignerIfAbsent(signer)
+            #expect(try await store.setBunkerSecret(userID: owner.id, secretHash: [7], expiresAt: t0 + 600))
+            try await store.putBunkerClient(
+                BunkerClientRecord(userID: owner.id, clientPubkey: "cc", name: "App", url: nil, perms: "", createdAt: t0))
+            try await store.insertGrant(
+                GrantRecord(
+                    id: owner.id + "-g", userID: owner.id, client: "app", method: "sign_event", kind: 1, allow: true, createdAt: t0, expiresAt: nil))
+            try await store.insertGrant(
+                GrantRecord(
+                    id: owner.id + "-p", userID: owner.id, client: "https://dapp.example", method: "polkadot.authorize", kind: nil, allow: true,
+                    createdAt: t0, expiresAt: nil))
+        }
+        // Lock now: the user's sessions locked, still signed in; the other user's untouched.
+        #expect(try await store.lockSessions(ofUser: alice.id) == 1)
+        #expect(try await store.hasUnlockedSession(ofUser: alice.id, now: t0) == false)
+        #expect(try await store.hasUnlockedSession(ofUser: bob.id, now: t0))
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.unlockedUntil == nil)
+        #expect(try await store.lockSessions(ofUser: alice.id) == 0)
+
+        let ended = try await store.signOutEverywhere(userID: alice.id)
+        #expect(ended == SignedOutEverywhere(sessions: 1, clients: 1, grants: 2))
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0) == nil)
+        #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
+        #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
+        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0) == false)  // void
+        #expect(try await store.bunkerSigner(ofUser: alice.id) != nil)  // the signer key stays
+        #expect(try await store.bunkerClients(ofUser: bob.id).count == 1)
+        #expect(try await store.grants(ofUser: bob.id, now: t0).count == 2)
+        #expect(try await store.hasUnlockedSession(ofUser: bob.id, now: t0))
+    }
+}

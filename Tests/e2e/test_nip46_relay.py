@@ -123,16 +123,18 @@ def test_rust_nostr_connects_with_the_bunker_url_and_gets_the_users_key(server):
 
 def test_the_bunker_answers_only_connected_clients_with_a_fresh_secret(server):
     c, token, pubkey = signed_in(server)
-    _, signer, relay, secret = bunker_url(c, token)
-    assert bunker_url(c, token)[3] == secret  # the same secret until it is used or rotated
+    _, signer, relay, replaced = bunker_url(c, token)
+    _, _, _, secret = bunker_url(c, token)
+    assert secret != replaced  # every URL shown has a new secret; the unused one before it stops working
     client = RawClient(relay.replace("localhost", "127.0.0.1"), signer)
     assert client.ask("ping", wait=1) is None  # not connected: silence
     assert "unauthorized" in client.ask("connect", signer, "not-the-secret")["error"]
+    assert "unauthorized" in client.ask("connect", signer, replaced)["error"]
     assert client.ask("connect", signer, secret, "sign_event:1,nip44_encrypt", json.dumps({"name": "Raw test"})) \
-        == {"id": "3", "result": "ack"}
-    assert client.ask("ping") == {"id": "4", "result": "pong"}
-    assert client.ask("get_public_key") == {"id": "5", "result": pubkey}
-    assert client.ask("switch_relays") == {"id": "6", "result": None}
+        == {"id": "4", "result": "ack"}
+    assert client.ask("ping") == {"id": "5", "result": "pong"}
+    assert client.ask("get_public_key") == {"id": "6", "result": pubkey}
+    assert client.ask("switch_relays") == {"id": "7", "result": None}
     assert "unknown method" in client.ask("frobnicate")["error"]
     waiting = client.ask("sign_event", json.dumps({"kind": 1, "content": "hi", "tags": []}))
     assert waiting["result"] == "auth_url" and "/approve/" in waiting["error"], waiting

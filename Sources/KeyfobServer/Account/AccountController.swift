@@ -13,11 +13,16 @@ struct AccountController: Sendable {
     let custody: KeyCustody
     let names: PasskeyNames
     let confirmations: ActionConfirmations
+    /// The Polkadot account streams (sign out everywhere ends them).
+    let streams: SubstrateAccountEvents
+    /// Lock now is audited like the signer's own operations.
+    let dispatcher: SignerDispatcher
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/session", use: session)
         router.post("/logout", use: logout)
+        router.post("/api/signer/lock", use: lock)
         router.get("/account/credentials", use: credentials)
         router.delete("/account/credentials/:id", use: deleteCredential)
         router.patch("/account/credentials/:id", use: renameCredential)
@@ -62,10 +67,21 @@ struct AccountController: Sendable {
                 // Signing every device out is an account change: confirmed with a passkey.
                 _ = try await confirmations.verify(
                     try await ActionConfirmations.assertion(in: request), .revokeSessions, target: "", for: auth)
-                try await store.deleteSessions(ofUser: auth.user.id)
+                // Everywhere means everywhere (the break-in remedy): every session, every NIP-46
+                // client and the connect secret, every grant and dapp permission, in one
+                // transaction; then every opened sealed signer and open stream here. Other
+                // instances shut theirs on the next request or refresh, finding no session.
+                let ended = try await store.signOutEverywhere(userID: auth.user.id)
                 custody.unlockedSigners.close(userID: auth.user.id)
+                custody.unlockedSigners.dropWaiting(userID: auth.user.id)
+                streams.end(auth.user.id)
                 await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
-                events.record(.signedOut, username: auth.user.username, detail: "everywhere")
+                events.record(
+                    .signedOut, username: auth.user.username,
+                    detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants)")
+                return jsonResponse(
+                    SignedOutReply(signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants),
+                    headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.
@@ -75,6 +91,37 @@ struct AccountController: Sendable {
         }
         return jsonResponse(
             ["signedOut": true], headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
+    }
+
+    /// What signing out everywhere ended, for the page to say so.
+    struct SignedOutReply: Encodable {
+        let signedOut: Bool
+        let sessions: Int
+        /// NIP-46 clients disconnected (they connect again only with a new bunker URL).
+        let apps: Int
+        /// Remembered choices and dapp permissions revoked.
+        let grants: Int
+    }
+
+    /// "Lock now": every session of the account locked at once (they stay signed in; signing
+    /// needs a passkey again), an opened sealed signer shut. Needs only the session: locking can
+    /// only take power away. On every instance: the lock is in the shared store, and a sealed
+    /// signer elsewhere shuts on its next request when it finds no unlocked session.
+    @Sendable func lock(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let locked = try await store.lockSessions(ofUser: auth.user.id)
+        custody.unlockedSigners.close(userID: auth.user.id)
+        let caller = SignerCaller(
+            userID: auth.user.id, username: auth.user.username, client: "account", transport: "rest",
+            limitKey: SignerController.limitKey(auth), ip: context.clientAddress)
+        try await dispatcher.audit(caller, method: "lock", outcome: "approved")
+        return jsonResponse(LockReply(locked: true, sessions: locked))
+    }
+
+    struct LockReply: Encodable {
+        let locked: Bool
+        /// Sessions that were unlocked and are locked now.
+        let sessions: Int
     }
 
     struct CredentialInfo: Encodable {
@@ -148,8 +195,8 @@ struct AccountController: Sendable {
     }
 
     /// Removing a passkey needs an assertion made for it (`passkey.remove`, target: its id) by an
-    /// older passkey (a stolen session must not lock the owner out), and ends every session that
-    /// passkey started.
+    /// older passkey (a stolen session must not lock the owner out), ends every session that
+    /// passkey started, and locks the signer of the others.
     @Sendable func deleteCredential(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         guard let text = context.parameters.get("id"), let id = Base64URL.decode(text) else {
@@ -169,8 +216,13 @@ struct AccountController: Sendable {
                 "this is the only passkey that can open your sealed nostr key; add another passkey to the seal, or unseal the key, before removing it",
                 status: .conflict)
         }
+        // Whatever the removed passkey opened is shut: which session's window or which sealed
+        // signer it unlocked is not recorded, so every one is (Lock now); a passkey the owner
+        // keeps unlocks again with one prompt.
+        _ = try await store.lockSessions(ofUser: auth.user.id)
+        custody.unlockedSigners.close(userID: auth.user.id)
         events.record(.credentialRemoved, username: auth.user.username)
         await store.auditAccountChange(userID: auth.user.id, method: "remove_passkey", at: now())
-        return jsonResponse(["deleted": true])
+        return jsonResponse(["deleted": true, "locked": true])
     }
 }

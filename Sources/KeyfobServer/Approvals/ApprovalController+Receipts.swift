@@ -110,6 +110,8 @@ extension ApprovalController {
         guard let id = context.parameters.get("id"), try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
             throw KeyfobError(.requestNotFound, "you have no grant with this id", status: .notFound)
         }
+        // A dapp's permission revoked: its open account streams check and end.
+        streams?.changed(auth.user.id)
         return jsonResponse(["deleted": true])
     }
 }

@@ -27,6 +27,8 @@ struct ApprovalController: Sendable {
     let pending: PendingRequests
     /// Answers NIP-46 requests decided here (nil when the built-in relay and external relays are off).
     let bunker: Bunker?
+    /// Polkadot account streams, told when a dapp's permission is revoked (they end).
+    var streams: SubstrateAccountEvents? = nil
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {

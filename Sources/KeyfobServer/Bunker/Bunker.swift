@@ -50,6 +50,8 @@ final class Bunker: Sendable, Service {
     /// Refused connects since the last summary line: logged once a minute in aggregate, so a flood
     /// of guesses is one line, not one per guess.
     private let refusedCount = NIOLockedValueBox((count: 0, since: Date.distantPast))
+    /// Requests for shut sealed signers from keys never connected to them, likewise.
+    private let refusedStrangers = NIOLockedValueBox((count: 0, since: Date.distantPast))
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
@@ -161,23 +163,13 @@ final class Bunker: Sendable, Service {
         try custody.signerKey(record, unlock: unlock)
     }
 
-    /// The secret that expires at `expiry` (derived, so it can be shown again; only its hash is stored).
-    func secret(userID: String, expiry: Date) throws -> String {
-        Base64URL.encode(try vault.derive("bunker-secret:\(userID):\(expiry.timeIntervalSince1970)"))
-    }
-
-    /// The current secret, or a new one when there is none (or `rotate`).
-    func currentSecret(of record: BunkerSignerRecord, rotate: Bool) async throws -> (secret: String, expiresAt: Date) {
-        // The stored hash must match what this master key derives (after a rotation it does not).
-        if !rotate, let hash = record.secretHash, let expiry = record.secretExpiresAt, expiry > now() {
-            let value = try secret(userID: record.userID, expiry: expiry)
-            if sha256(Array(value.utf8)) == hash { return (value, expiry) }
-        }
-        var expiry = Date(timeIntervalSince1970: (now().timeIntervalSince1970 + Self.secretLifetime).rounded())
-        // The secret is derived from its expiry: a rotation within the same second as the last
-        // one would give the same secret back. A later expiry always gives a new one.
-        if let previous = record.secretExpiresAt, expiry <= previous { expiry = previous.addingTimeInterval(1) }
-        let value = try secret(userID: record.userID, expiry: expiry)
+    /// A new connect secret for a bunker URL: 256 random bits, stored only as its SHA-256, good for
+    /// one `connect` within `secretLifetime`. Every URL shown gets a new one, which replaces any
+    /// unused one: a secret is never derived from anything, never shown twice, and a used or
+    /// replaced one never comes back.
+    func newSecret(of record: BunkerSignerRecord) async throws -> (secret: String, expiresAt: Date) {
+        let value = Base64URL.encode(randomBytes(32))
+        let expiry = now().addingTimeInterval(Self.secretLifetime)
         _ = try await store.setBunkerSecret(userID: record.userID, secretHash: sha256(Array(value.utf8)), expiresAt: expiry)
         return (value, expiry)
     }
@@ -194,9 +186,16 @@ final class Bunker: Sendable, Service {
                 custody.unlockedSigners.close(userID: record.userID)
             }
             guard let key = try? secretKey(of: record) else {
-                // A sealed signer while its owner is away: the request cannot even be read. It
-                // waits for the owner's next unlock (then it is answered), or is dropped.
+                // A sealed signer while its owner is away: the request cannot even be read. A
+                // client connected to it waits for the owner's next unlock (then it is answered);
+                // anyone else is dropped at once (counted once a minute), so strangers cannot fill
+                // the queue and push the real client's request out. (The sender is the event's
+                // author, readable without the key; no reply is possible without it.)
                 if record.passkeySealed {
+                    guard (try? await store.bunkerClient(userID: record.userID, clientPubkey: event.pubkey.hex)) != nil else {
+                        noteRefusedStranger(at: now())
+                        return
+                    }
                     let kept = custody.unlockedSigners.wait(event, userID: record.userID, now: now())
                     logger.notice("nip46.sealed_signer_shut", metadata: ["signer": "\(pubkey.prefix(12))", "kept": "\(kept)"])
                 }
@@ -287,13 +286,26 @@ final class Bunker: Sendable, Service {
 
     /// Counts a refused `connect`; one `nip46.connect_refused` line a minute says how many.
     private func noteRefusedConnect(at: Date) {
-        let summary: Int? = refusedCount.withLockedValue { state in
+        if let summary = Self.countOncePerMinute(refusedCount, at: at) {
+            logger.notice("nip46.connect_refused", metadata: ["count": "\(summary)", "per": "minute"])
+        }
+    }
+
+    /// A request for a shut sealed signer from a key that never connected to it: dropped, counted.
+    private func noteRefusedStranger(at: Date) {
+        if let summary = Self.countOncePerMinute(refusedStrangers, at: at) {
+            logger.notice("nip46.stranger_refused", metadata: ["count": "\(summary)", "per": "minute"])
+        }
+    }
+
+    /// Counts one; once a minute, the count since the last summary (to log), else nil.
+    private static func countOncePerMinute(_ counter: NIOLockedValueBox<(count: Int, since: Date)>, at: Date) -> Int? {
+        counter.withLockedValue { state in
             state.count += 1
             guard at.timeIntervalSince(state.since) >= 60 else { return nil }
             defer { state = (0, at) }
             return state.count
         }
-        if let summary { logger.notice("nip46.connect_refused", metadata: ["count": "\(summary)", "per": "minute"]) }
     }
 
     /// Ends a client's connection and forgets what the user allowed it.

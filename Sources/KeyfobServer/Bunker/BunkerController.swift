@@ -12,8 +12,10 @@ struct BunkerController: Sendable {
     let configuration: ServerConfiguration
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
-        router.get("/api/signer/bunker") { request, _ in try await self.url(request, rotate: false) }
-        router.post("/api/signer/bunker/rotate") { request, _ in try await self.url(request, rotate: true) }
+        // Both give a URL with a new single-use secret (the unused one before it stops working);
+        // `rotate` stays for clients written against it.
+        router.get("/api/signer/bunker") { request, _ in try await self.url(request) }
+        router.post("/api/signer/bunker/rotate") { request, _ in try await self.url(request) }
         router.get("/api/signer/bunker/clients", use: clients)
         router.delete("/api/signer/bunker/clients/:pubkey", use: revoke)
         router.post("/api/signer/nostrconnect", use: nostrConnect)
@@ -40,7 +42,7 @@ struct BunkerController: Sendable {
                 perms: url.perms.map(\.string), name: client.name))
     }
 
-    func url(_ request: Request, rotate: Bool) async throws -> Response {
+    func url(_ request: Request) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let relays = configuration.bunkerRelays
         guard !relays.isEmpty else {
@@ -49,7 +51,7 @@ struct BunkerController: Sendable {
                 status: .notFound)
         }
         let signer = try await bunker.signer(of: auth.user.id, unlock: auth.unlock)
-        let (secret, expiresAt) = try await bunker.currentSecret(of: signer, rotate: rotate)
+        let (secret, expiresAt) = try await bunker.newSecret(of: signer)
         let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
         return jsonResponse(
             BunkerURLReply(

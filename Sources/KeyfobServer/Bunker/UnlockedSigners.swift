@@ -95,6 +95,12 @@ final class UnlockedSigners: Sendable {
         }
     }
 
+    /// Forgets what waits for the user's signer (sign out everywhere: nothing queued before it is
+    /// answered after the owner unlocks again).
+    func dropWaiting(userID: String) {
+        _ = waiting.withLockedValue { $0.removeValue(forKey: userID) }
+    }
+
     /// How many requests wait for the user's signer.
     func waitingCount(userID: String, now: Date) -> Int {
         waiting.withLockedValue { ($0[userID] ?? []).filter { now.timeIntervalSince($0.at) < Self.waitingLifetime }.count }

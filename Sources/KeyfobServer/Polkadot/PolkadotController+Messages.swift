@@ -212,6 +212,11 @@ extension PolkadotController {
         try await requireAuthorized(origin, who)
         let changes = events.subscribe(auth.user.id)
         let userID = auth.user.id
+        let tokenHash = auth.session.tokenHash
+        let stillAllowed: @Sendable () async -> Bool = { [self] in
+            guard (try? await sessions.store.session(tokenHash: tokenHash, now: now())) != nil else { return false }
+            return (try? await isAuthorized(origin, userID: userID)) == true
+        }
         return EventStream.response { stream in
             var last: [UInt8] = []
             func send(always: Bool) async {
@@ -234,6 +239,9 @@ extension PolkadotController {
                     while (try? await Task.sleep(for: .seconds(Self.subscriptionRefresh))) != nil { sink.yield(true) }
                 }
                 for await tick in merged {
+                    // The stream lives only as long as its session and the dapp's permission: a
+                    // sign-out, "sign out everywhere" or a revocation (on any instance) ends it.
+                    guard await stillAllowed() else { break }
                     await send(always: false)
                     if tick { stream.yield(ByteBuffer(string: ": keep-alive\n\n")) }
                 }

@@ -76,7 +76,8 @@ struct SubstrateCustody: Sendable {
     }
 }
 
-/// Account lists changed, per user: what `pub(accounts.subscribe)` streams (this instance's changes).
+/// Account lists changed, per user: what `pub(accounts.subscribe)` streams (this instance's
+/// changes), and the user's streams ended when they sign out everywhere.
 final class SubstrateAccountEvents: @unchecked Sendable {
     private let lock = NSLock()
     private var subscribers: [String: [UUID: AsyncStream<Void>.Continuation]] = [:]
@@ -91,9 +92,18 @@ final class SubstrateAccountEvents: @unchecked Sendable {
         return stream
     }
 
+    /// Wakes the user's streams: they send the list if it changed, and end if their session or
+    /// their dapp's permission is gone (how a revocation on any path reaches them at once).
     func changed(_ userID: String) {
         let waiting = lock.withLock { subscribers[userID].map { Array($0.values) } ?? [] }
         for continuation in waiting { continuation.yield() }
+    }
+
+    /// Ends every stream of the user on this instance (sign out everywhere); streams on other
+    /// instances end at their next refresh, when they find the session gone.
+    func end(_ userID: String) {
+        let ending = lock.withLock { subscribers.removeValue(forKey: userID).map { Array($0.values) } ?? [] }
+        for continuation in ending { continuation.finish() }
     }
 }
 

@@ -110,6 +110,15 @@ struct SealController: Sendable {
             // One of the sealing passkeys already: nothing to add; the session holds the data key now
             // (for the unlock window it already has).
             _ = try await custody.unlock(proof.auth, until: proof.auth.session.unlockedUntil ?? now(), dataKey: opened)
+        } else if try await store.keyWraps(ofUser: userID).contains(where: { $0.credentialID == credentialID }) {
+            // This passkey seals the key already, but its PRF output did not open its wrap (a wrong
+            // or forged output): nothing is replaced — a new wrap from that output would no longer
+            // open the key, and its owner would be locked out in two clicks.
+            try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .decryptFailed)
+            throw KeyfobError(
+                .decryptFailed,
+                "this passkey already protects your key, but its answer did not open the seal; nothing was changed. Try again with the same passkey",
+                status: .conflict)
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {

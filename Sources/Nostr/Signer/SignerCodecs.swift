@@ -37,7 +37,11 @@ public enum SignerCodec {
                 case .nip04Decrypt, .nip44Decrypt: value("encryptedText") ?? value("ciphertext")
                 case .getPublicKey: ""
                 }
-            if payload == nil, !rawContent.isEmpty, !rawContent.hasPrefix("//") { payload = rawContent.removingPercentEncoding }
+            // The draft's own form names the method where DIP-05 puts content
+            // (`nostrsigner://nip04_decrypt?type=nip04_decrypt&…`, served as
+            // `/nostrsigner/nip04_decrypt?…`): that is not a payload.
+            let named = rawContent == type || rawContent == "//" + type
+            if payload == nil, !rawContent.isEmpty, !rawContent.hasPrefix("//"), !named { payload = rawContent.removingPercentEncoding }
             guard var content = payload else { throw .content("the request carries no \(method.rawValue) payload") }
             if method == .nip04Decrypt || method == .nip44Decrypt, content.isEmpty {
                 throw .content("the request carries no ciphertext to decrypt (encryptedText is empty)")

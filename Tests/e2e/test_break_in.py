@@ -1,0 +1,97 @@
+"""The break-in remedy, end to end in Chromium (#43): an intruder's NIP-46 client allowed kind 1
+"forever" (rust-nostr's NIP-44 and keys, Keyfob's own relay), a Polkadot dapp connected with its
+account stream open; the owner presses "Lock now", then "Sign out everywhere" (confirmed with the
+passkey), signs in again and unlocks: the old client gets nothing, the old bunker URL connects
+nothing, the dapp must ask again, the stream has ended. Screenshots at 390 px of the lock and of
+the sign-out result."""
+import http.client
+import json
+import os
+import sys
+import urllib.parse
+
+from selenium.webdriver.common.by import By
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_accounts import sign_up  # noqa: E402
+from test_browser import driver, wait_for  # noqa: E402,F401
+from test_nip46_relay import RawClient  # noqa: E402
+from test_polkadot import shots  # noqa: E402
+
+NOTE = json.dumps({"kind": 1, "content": "from the intruder's client", "tags": []})
+
+
+def fetch(driver, path, body=None):
+    """(status, JSON) of a same-origin call with the page's cookie session."""
+    return driver.execute_async_script(
+        "const [path, body, done] = arguments;"
+        "fetch(path, body === null ? {} : {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)})"
+        ".then(async r => done([r.status, await r.json().catch(() => null)]))", path, body)
+
+
+def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
+    sign_up(driver, server, "owner")
+    driver.set_window_size(390, 844)
+    status, bunker = fetch(driver, "/api/signer/bunker")
+    assert status == 200, bunker
+    relay = bunker["relays"][0].replace("localhost", "127.0.0.1")
+    secret = urllib.parse.parse_qs(urllib.parse.urlsplit(bunker["url"]).query)["secret"][0]
+    intruder = RawClient(relay, bunker["pubkey"])
+    assert intruder.ask("connect", bunker["pubkey"], secret)["result"] == "ack"
+    waiting = intruder.ask("sign_event", NOTE)
+    request_id = waiting["error"].rsplit("/approve/", 1)[1]
+    assert fetch(driver, f"/api/requests/{request_id}/approve", {"remember": "forever"})[0] == 200
+    assert "sig" in intruder.next_reply()["result"]
+    assert "sig" in intruder.ask("sign_event", NOTE)["result"]  # allowed forever: no page
+    _, spare = fetch(driver, "/api/signer/bunker")  # a URL the intruder copied, unused
+    # A Polkadot dapp, its account stream open (cookie sessions are the popup's; a bearer app's
+    # stream is the same code: the page's own cookie is sent by the browser, so read it here).
+    assert fetch(driver, "/api/polkadot/accounts", {"name": "Main"})[0] == 201
+    dapp = {"id": "1", "msgType": "pub(authorize.tab)", "origin": "dapp-request", "request": None, "url": "https://dapp.example/"}
+    cookie = driver.get_cookie("keyfob_session")["value"]
+    stream = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    stream.request("POST", "/api/polkadot/message", body=json.dumps(dapp),
+                   headers={"Cookie": f"keyfob_session={cookie}", "Origin": server.url, "Content-Type": "application/json"})
+    assert stream.getresponse().read() and True
+    stream.request("GET", "/api/polkadot/subscribe?id=1&url=https%3A%2F%2Fdapp.example%2F",
+                   headers={"Cookie": f"keyfob_session={cookie}", "Origin": server.url})
+    events = stream.getresponse()
+    assert events.status == 200 and events.readline()
+
+    # Lock now: the signer locks on the page; the intruder's allowed client waits.
+    driver.get(server.url + "/account.html")
+    wait_for(driver, lambda d: d.find_element(By.ID, "lock").is_displayed())
+    driver.find_element(By.ID, "lock").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true"
+             and "Locked" in d.find_element(By.ID, "status").text)
+    assert not driver.find_element(By.ID, "lock").is_displayed() and driver.find_element(By.ID, "unlock").is_displayed()
+    driver.execute_script("document.getElementById('signer-state').scrollIntoView({block: 'center'})")
+    driver.save_screenshot(f"{shots(server)}/lock-now-390.png")
+    locked = intruder.ask("sign_event", NOTE)  # a grant never skips the lock: nothing is signed
+    assert locked is None or '"sig"' not in (locked.get("result") or ""), locked
+
+    # Sign out everywhere, confirmed with the passkey; the result says what ended.
+    button = driver.find_element(By.ID, "signout-all")
+    driver.execute_script("arguments[0].closest('details').open = true; arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline button.danger"))
+    driver.find_element(By.CSS_SELECTOR, ".ask-inline button.danger").click()
+    wait_for(driver, lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, timeout=20)
+    text = driver.find_element(By.ID, "status").text
+    assert "1 app was disconnected" in text and "new bunker URL" in text, text
+    driver.save_screenshot(f"{shots(server)}/signed-out-everywhere-390.png")
+    assert events.read() is not None  # the stream ended (read returns at its end)
+
+    # The owner signs in again (unlocked by the passkey): the old client gets nothing.
+    driver.find_element(By.ID, "signin").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url)
+    assert fetch(driver, "/api/signer/sign_event", {"event": {"kind": 1, "content": "mine"}})[0] == 200
+    assert intruder.ask("sign_event", NOTE, wait=1) is None
+    assert intruder.ask("get_public_key", wait=1) is None
+    spare_secret = urllib.parse.parse_qs(urllib.parse.urlsplit(spare["url"]).query)["secret"][0]
+    retry = RawClient(relay, bunker["pubkey"])
+    assert "unauthorized" in retry.ask("connect", bunker["pubkey"], spare_secret)["error"]
+    dapp["msgType"] = "pub(accounts.list)"
+    status, denied = fetch(driver, "/api/polkadot/message", dapp)
+    assert status == 403 and denied["error"] == "permission_denied", denied
+    stream.close()
