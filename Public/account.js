@@ -217,6 +217,7 @@ async function loadPasskeys() {
     return item;
   }));
   list.dataset.count = String(credentials.length);
+  $("seal-all").hidden = joinable().length === 0;
   $("last-passkey").hidden = credentials.length !== 1;
   const dismissed = localStorage.getItem("keyfob-nudge-dismissed") === account.userId;
   $("nudge").hidden = credentials.length !== 1 || dismissed;
@@ -236,6 +237,8 @@ async function addPasskey(hints) {
     const added = await registerPasskey(account.username, hints, true, false, $("add-name").value.trim());
     $("add-name").value = "";
     $("add-elsewhere").hidden = true;
+    // The nudge card goes, and the status line with it unless it moves out first.
+    if ($("nudge").contains($("status"))) $("nudge").after($("status"));
     $("nudge").hidden = true;
     showStatus("ok", added.sealsKey !== false ? "Passkey added."
       : added.canSeal === false ? "Passkey added. It signs you in, but its device cannot seal keys, so it cannot open your sealed key."
@@ -376,6 +379,17 @@ function grantWords(g) {
   }[g.method] || g.method.replace(/_/g, " ");
 }
 
+/** "sign notes and encrypt messages until you revoke it", "sign reactions until 15:04": each grant
+ *  with its own end (an hour's grant never reads as one without end beside another that has none). */
+function byDuration(grants) {
+  const byEnd = new Map();
+  for (const g of grants) {
+    const end = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
+    byEnd.set(end, [...(byEnd.get(end) || []), grantWords(g)]);
+  }
+  return [...byEnd].map(([end, words]) => `${words.join(", ")} ${end}`);
+}
+
 /** One row per app: what it may do without asking, what it is refused, and one Revoke for all of it. */
 async function loadGrants() {
   const { grants } = await api("/api/signer/grants");
@@ -383,15 +397,13 @@ async function loadGrants() {
   for (const g of grants) byClient.set(g.client, [...(byClient.get(g.client) || []), g]);
   setSectionNote("activity-note", byClient.size ? `${counted(byClient.size, "app")} allowed · history` : "no app allowed yet · history");
   renderRevocable("grants", [...byClient].map(([client, list]) => {
-    const allowed = list.filter((g) => g.allow).map(grantWords);
-    const refused = list.filter((g) => !g.allow).map(grantWords);
-    const ends = list.map((g) => g.expiresAt).filter(Boolean).sort();
-    const until = ends.length === list.length && ends.length ? `until ${new Date(ends[ends.length - 1]).toLocaleString()}` : "until you revoke it";
+    const allowed = byDuration(list.filter((g) => g.allow));
+    const refused = byDuration(list.filter((g) => !g.allow));
     const parts = [];
-    if (allowed.length) parts.push(`may ${allowed.join(", ")}`);
-    if (refused.length) parts.push(`is refused: ${refused.join(", ")}`);
+    if (allowed.length) parts.push(`may ${allowed.join("; may ")}`);
+    if (refused.length) parts.push(`is refused: ${refused.join("; ")}`);
     return {
-      text: `${clientLabel(client)} ${parts.join("; ")} · ${until}`,
+      text: `${clientLabel(client)} ${parts.join("; ")}`,
       button: "Revoke", label: `Revoke everything ${client} may do`,
       action: async () => {
         for (const g of list) await api(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" });
@@ -449,8 +461,15 @@ async function showBunker(rotate = false) {
   $("bunker").hidden = false;
 }
 
-async function loadBunkerClients() {
+let shownClients = null;
+
+async function loadBunkerClients({ onlyIfChanged = false } = {}) {
   const { clients } = await api("/api/signer/bunker/clients");
+  // Polled with the waiting requests, so a client that connects shows up beside its request;
+  // redrawn only when the list changed (a button being pressed is not replaced under the pointer).
+  const seen = JSON.stringify(clients);
+  if (onlyIfChanged && seen === shownClients) return;
+  shownClients = seen;
   bunkerNames = Object.fromEntries(clients.filter((c) => c.name).map((c) => [c.pubkey, `${c.name} (unverified)`]));
   renderRevocable("bunker-clients", clients.map((c) => {
     const name = c.name ? `${c.name} (unverified)` : `client ${c.pubkey.slice(0, 12)}…`;
@@ -537,15 +556,47 @@ async function sealWith(credentialIds, done) {
   await api("/api/signer/seal", { method: "POST", body: { cred } });
   await refreshSession();
   await loadPasskeys();
+  // The first seal hides the steps that held the status line: it moves beside the new protection.
+  if ($("status").closest("[hidden]")) $("protection-explain").after($("status"));
   showStatus("ok", done);
   loadHistory();
 }
 
-$("seal-backup-done").addEventListener("change", () => { $("seal").disabled = !$("seal-backup-done").checked; });
+/** Step 1 of sealing: the backup, made here (not a box ticked on trust). */
+$("seal-export").addEventListener("click", () => {
+  const backup = $("backup");
+  backup.open = true;
+  $("export-box").open = true;
+  $("export-password").scrollIntoView({ block: "center" });
+  $("export-password").focus();
+  showStatus("", "Choose a password for the backup, then press Export. Sealing is the next step.");
+});
+
+/** Passkeys that may join the seal: not sealing yet, and not known to lack PRF. */
+function joinable() {
+  const sealed = account.protection && account.protection.level === "passkeys";
+  return sealed ? passkeys.filter((c) => !c.sealsKey && c.canSeal !== false) : [];
+}
 
 $("seal").addEventListener("click", () => guarded(async () => {
-  // The passkey the user picks now seals first; the others join with "Add to seal".
-  await sealWith(null, "Your key is sealed. Add your other passkeys to the seal so losing one device does not lose the key.");
+  const { clients } = await api("/api/signer/bunker/clients");
+  if (clients.length && !(await askInPage($("seal").closest("li"), {
+    text: `Sealing gives your NIP-46 signer a new key: ${counted(clients.length, "connected app")} will be disconnected `
+      + "and must connect again with a new bunker URL.", confirm: "Seal and disconnect them",
+  }))) return;
+  // The passkey the user picks now seals first; the others join with "Add to seal" or "Seal with all".
+  await sealWith(null, "Your key is sealed. Add your other passkeys to the seal so losing one device does not lose the key."
+    + (clients.length ? ` ${counted(clients.length, "app was", "apps were")} disconnected: connect them again with a new bunker URL (Connect an app).` : ""));
+  await loadBunkerClients();
+}));
+
+$("seal-all").addEventListener("click", () => guarded(async () => {
+  const waiting = joinable();
+  for (const [index, c] of waiting.entries()) {
+    showStatus("", `Passkey ${index + 1} of ${waiting.length}: use “${c.name || c.authenticatorName}” when your device asks…`);
+    await sealWith([c.id], `“${c.name || c.authenticatorName}” now opens your sealed key.`);
+  }
+  showStatus("ok", `${counted(waiting.length, "more passkey")} now ${waiting.length === 1 ? "opens" : "open"} your sealed key.`);
 }));
 
 $("unseal").addEventListener("click", () => guarded(async () => {
@@ -600,6 +651,9 @@ $("export").addEventListener("click", () => guarded(async () => {
   $("export-password").value = "";
   $("export-password-again").value = "";
   showStatus("ok", "Backup ready: copy it, download it or scan it, and keep its password apart from it.");
+  // Sealing's first step is done: the second opens.
+  $("seal").disabled = false;
+  $("seal-export-done").hidden = false;
   loadHistory();
 }));
 
@@ -708,7 +762,7 @@ $("welcome-done").addEventListener("click", () => { $("welcome-card").hidden = t
   if (!(await refreshSession())) return;
   await guarded(() => Promise.all([loadPasskeys(), loadHistory(), loadGrants(), loadBunkerClients(), loadWaiting()]));
   // A bunker client's request can arrive while this page is open (the client runs elsewhere).
-  setInterval(() => loadWaiting().catch(() => {}), 5000);
+  setInterval(() => Promise.all([loadWaiting(), loadBunkerClients({ onlyIfChanged: true })]).catch(() => {}), 5000);
   renderLock();
   const params = new URLSearchParams(location.search);
   if (params.has("welcome")) {

@@ -66,6 +66,9 @@ function render(r) {
   $("signin-card").hidden = true;
   $("request-card").hidden = false;
   $("choices-card").hidden = false;
+  // The result line moves into the sticky decision bar: after Approve on a long request it is seen
+  // at once, not below the bar at the end of the page.
+  $("choices-card").append($("status"));
   $("who").textContent = `Signed in as ${r.account.username}.`;
   $("account-name").textContent = r.account.username;
   // A bunker client is its key: shown as an npub.

@@ -19,8 +19,9 @@ async function loadStats() {
   $("failures").textContent = Object.values(s.lastHour.failures).reduce((a, b) => a + b, 0);
   $("signer").textContent = Object.values(s.lastHour.signer).reduce((a, b) => a + b, 0);
   const byCode = Object.entries(s.lastHour.failures).map(([k, v]) => `${k} ${v}`).join(", ");
+  const stepUps = s.lastHour.stepUps ? `${s.lastHour.stepUps} waited for a passkey (a locked signer, not a failure)` : "";
   const byMethod = Object.entries(s.lastHour.signer).map(([k, v]) => `${k} ${v}`).join(", ");
-  $("breakdown").textContent = [byCode && `failures: ${byCode}`, byMethod && `signer: ${byMethod}`].filter(Boolean).join(" — ");
+  $("breakdown").textContent = [byCode && `failures: ${byCode}`, stepUps, byMethod && `signer: ${byMethod}`].filter(Boolean).join(" — ");
   const max = Math.max(1, ...s.lastHour.perMinute.map((m) => m.signUps + m.signIns + m.signer + m.failures));
   $("chart").replaceChildren(...s.lastHour.perMinute.map((m) => {
     const bar = document.createElement("span");

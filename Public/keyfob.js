@@ -216,6 +216,10 @@ const friendlyErrors = {
   rate_limited: "Too many attempts from here. Wait a minute and try again.",
   signer_locked: "Your signer is locked. Unlock it with your passkey first.",
   user_verification_required: "Your device must check it is you (PIN, fingerprint or face). Try again and confirm.",
+  counter_regression: "This passkey answered like an older copy of itself, which can mean it was copied. "
+    + "Sign in with another passkey; if you do not recognise this, remove this one.",
+  store_unavailable: "Keyfob cannot reach its database right now. Nothing was done; try again in a moment.",
+  decrypt_failed: null,  // the server's own sentence says which
 };
 
 /** Shows a result in #status; tests wait on data-status. An error's code (DESIGN.md §7) is there
@@ -242,8 +246,8 @@ function codeDetails(code) {
 }
 
 /** "1 passkey", "3 passkeys": a count and its noun (one that takes an s). */
-function counted(n, noun) {
-  return `${n} ${noun}${n === 1 ? "" : "s"}`;
+function counted(n, noun, plural = `${noun}s`) {
+  return `${n} ${n === 1 ? noun : plural}`;
 }
 
 /** "in 5 seconds", "in a minute", "in 3 minutes": a Retry-After as people say it. */

@@ -128,6 +128,10 @@ import WebAuthnTestSupport
                 #expect(try await client.signer("get_public_key", token: t).error == "signer_locked")
                 #expect(try await client.call(.get, "/session", headers: Client.bearer(t)).status == .ok)  // still signed in
             }
+            // A locked signer's refusal is the step-up to the passkey, not a failure.
+            let stats = try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token))
+            let hour = try #require(stats["lastHour"] as? [String: Any])
+            #expect((hour["failures"] as? [String: Int])?["signer_locked"] == nil && (hour["stepUps"] as? Int ?? 0) >= 2, "\(hour)")
             #expect(try await client.call(.post, "/api/admin/users/ann/revoke-sessions", json: [:], headers: Client.bearer(token)).status == .ok)
             #expect(try await client.call(.get, "/session", headers: Client.bearer(a)).status == .unauthorized)
             #expect(try await client.call(.delete, "/api/admin/users/ben", headers: Client.bearer(token)).status == .ok)

@@ -95,3 +95,67 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     status, denied = fetch(driver, "/api/polkadot/message", dapp)
     assert status == 403 and denied["error"] == "permission_denied", denied
     stream.close()
+
+
+def test_the_account_page_keeps_up_with_apps_and_says_what_each_grant_lasts(server, driver):
+    """At 390 px (#43): a client that connects appears in "Connect an app" while the page is open;
+    after Approve on a long request the result is in view (not under the sticky bar); each app's
+    grants say their own end; sealing says, before and after, that connected apps need a new URL."""
+    from selenium.webdriver.support.ui import Select
+    from test_sealing import add_authenticator as add_prf_authenticator
+
+    driver.get(server.url + "/?signedout")
+    add_prf_authenticator(driver, prf=True)
+    driver.find_element(By.ID, "username").send_keys("pat")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url and d.find_element(By.ID, "npub").text.startswith("npub1"))
+    driver.set_window_size(390, 844)
+    _, bunker = fetch(driver, "/api/signer/bunker")
+    secret = urllib.parse.parse_qs(urllib.parse.urlsplit(bunker["url"]).query)["secret"][0]
+    client = RawClient(bunker["relays"][0].replace("localhost", "127.0.0.1"), bunker["pubkey"])
+    assert client.ask("connect", bunker["pubkey"], secret, "", json.dumps({"name": "Phone client"}))["result"] == "ack"
+    # The list catches up by itself (it is polled with the waiting requests).
+    wait_for(driver, lambda d: "Phone client" in d.find_element(By.ID, "bunker-clients").text, timeout=12)
+    driver.execute_script("document.getElementById('bunker-clients').scrollIntoView({block: 'center'})")
+    driver.save_screenshot(f"{shots(server)}/connected-apps-390.png")
+
+    def approve(event, remember):
+        waiting = client.ask("sign_event", json.dumps(event))
+        driver.get(server.url + "/approve/" + waiting["error"].rsplit("/approve/", 1)[1])
+        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        Select(driver.find_element(By.ID, "remember")).select_by_value(remember)
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text.startswith("Done"))
+        assert "sig" in client.next_reply()["result"]
+
+    approve({"kind": 1, "content": "A long note. " * 400, "tags": []}, "hour")
+    box = driver.execute_script("const r = document.getElementById('status').getBoundingClientRect(); return [r.top, r.bottom, innerHeight];")
+    assert box[0] >= 0 and box[1] <= box[2], f"the result is out of view: {box}"
+    driver.save_screenshot(f"{shots(server)}/approved-long-390.png")
+    approve({"kind": 7, "content": "+", "tags": []}, "forever")
+
+    driver.get(server.url + "/account.html#activity")
+    wait_for(driver, lambda d: "until" in d.find_element(By.ID, "grants").text)
+    grants = driver.find_element(By.ID, "grants").text
+    assert "until you revoke it" in grants and grants.count("until") == 2, grants
+    driver.execute_script("document.getElementById('grants').scrollIntoView({block: 'center'})")
+    driver.save_screenshot(f"{shots(server)}/grant-durations-390.png")
+
+    # Sealing: the backup first, then a word before and after about the connected app.
+    driver.find_element(By.ID, "seal-export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "export-password").is_displayed())
+    driver.find_element(By.ID, "export-password").send_keys("a long password")
+    driver.find_element(By.ID, "export-password-again").send_keys("a long password")
+    driver.find_element(By.ID, "export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "seal").is_enabled())
+    driver.execute_script("document.getElementById('seal').scrollIntoView({block: 'center'})")
+    driver.find_element(By.ID, "seal").click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline"))
+    assert "1 connected app will be disconnected" in driver.find_element(By.CSS_SELECTOR, ".ask-inline").text
+    driver.find_element(By.CSS_SELECTOR, ".ask-inline button").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") in ("ok", "error"), timeout=20)
+    assert "new bunker URL" in driver.find_element(By.ID, "status").text, driver.find_element(By.ID, "status").text
+    assert "1 app was disconnected" in driver.find_element(By.ID, "status").text
+    driver.execute_script("document.getElementById('status').scrollIntoView({block: 'center'})")
+    driver.save_screenshot(f"{shots(server)}/sealed-apps-need-new-url-390.png")
+    wait_for(driver, lambda d: "No client is connected" in d.find_element(By.ID, "bunker-clients").text)

@@ -83,11 +83,18 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Server-protected")
     hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
 
-    # Sealing waits for the backup checkbox, then asks the passkey (PRF) once.
+    # Sealing's first step is the backup, made here (not a box ticked); then it asks the passkey (PRF) once.
     assert not driver.find_element(By.ID, "seal").is_enabled()
     driver.execute_script("document.getElementById('protection-title').scrollIntoView()")
     save(driver, "seal-offer.png")
-    driver.find_element(By.ID, "seal-backup-done").click()
+    driver.find_element(By.ID, "seal-export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "export-password").is_displayed())
+    driver.find_element(By.ID, "export-password").send_keys("a long password")
+    driver.find_element(By.ID, "export-password-again").send_keys("a long password")
+    driver.find_element(By.ID, "export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "seal").is_enabled())
+    assert driver.find_element(By.ID, "ncryptsec").text.startswith("ncryptsec1")
+    driver.execute_script("document.getElementById('seal').scrollIntoView({block: 'center'})")
     driver.find_element(By.ID, "seal").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
     assert "Opens your sealed key" in driver.find_element(By.ID, "passkeys").text

@@ -123,11 +123,16 @@ struct AdminController: Sendable {
         let end = now()
         let hour = feed.since(end.addingTimeInterval(-3600))
         var failures: [String: Int] = [:]
+        var stepUps = 0
         var signer: [String: Int] = [:]
         var perMinute = [[String: Int]](repeating: ["signUps": 0, "signIns": 0, "failures": 0, "signer": 0], count: 60)
         for a in hour {
             let minute = min(59, max(0, 59 - Int(end.timeIntervalSince(a.time) / 60)))
-            if let code = a.code, a.outcome == "failed" {
+            // A locked signer asking for the passkey is the normal step-up (locked → passkey →
+            // signed), not a failure: counted on its own.
+            if a.code == ErrorCode.signerLocked.rawValue {
+                stepUps += 1
+            } else if let code = a.code, a.outcome == "failed" {
                 failures[code, default: 0] += 1
                 perMinute[minute]["failures", default: 0] += 1
             }
@@ -146,7 +151,7 @@ struct AdminController: Sendable {
                 lastHour: .init(
                     signUps: hour.filter { $0.event == "registration.verified" }.count,
                     signIns: hour.filter { $0.event == "authentication.verified" }.count,
-                    failures: failures, signer: signer, perMinute: perMinute),
+                    failures: failures, stepUps: stepUps, signer: signer, perMinute: perMinute),
                 health: .init(
                     uptimeSeconds: Int(Date().timeIntervalSince(feed.startedAt)), version: Self.version, database: database,
                     openConnections: connections.current, users: users, passkeys: credentials,
@@ -273,7 +278,10 @@ struct UsersReply: Encodable {
 struct StatsReply: Encodable {
     struct LastHour: Encodable {
         let signUps, signIns: Int
-        let failures, signer: [String: Int]
+        let failures: [String: Int]
+        /// Requests a locked signer sent to the passkey first (not failures).
+        let stepUps: Int
+        let signer: [String: Int]
         let perMinute: [[String: Int]]
     }
     struct Health: Encodable {

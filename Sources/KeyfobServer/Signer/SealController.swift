@@ -64,7 +64,8 @@ struct SealController: Sendable {
 
     static let noPRF = KeyfobError(
         .invalidRequest,
-        "this passkey gave no PRF output: its authenticator cannot seal keys (try a passkey from a platform or security key that supports PRF)")
+        "This passkey can't protect your key: its device doesn't offer what sealing needs (PRF). Use a passkey on a phone, your computer's built-in passkeys or a recent security key."
+    )
 
     static let conflict = KeyfobError(.invalidRequest, "the key changed at the same time; reload and try again", status: .conflict)
 
