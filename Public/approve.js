@@ -149,8 +149,14 @@ async function load() {
       $("who").textContent = "";
       $("title").textContent = "This request is gone";
       showStatus("error", error.code === "request_not_found"
-        ? "It was decided already, it expired (requests last 5 minutes), or it belongs to another account. Ask the app again."
+        ? error.message
         : `${describeError(error)} Nothing was signed.`, error.code);
+      // An expired request of an app that waits for the browser: the way back tells it so.
+      const back = error.data && error.data.back;
+      if (back) {
+        $("back-to-app").href = back;
+        $("back-to-app").hidden = false;
+      }
     }
   }
 }

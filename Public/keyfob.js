@@ -27,6 +27,7 @@ async function api(path, { method = "GET", body } = {}) {
   if (!response.ok) {
     const error = new Error(data.message || `request failed (${response.status})`);
     error.code = data.error;
+    error.data = data;
     // Rate limits and a database outage say when to come back (seconds).
     const retry = Number(response.headers.get("Retry-After"));
     if (retry > 0) error.retryAfter = retry;

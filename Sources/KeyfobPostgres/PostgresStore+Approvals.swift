@@ -39,6 +39,14 @@ extension PostgresStore {
         }
     }
 
+    public func signerRequest(id: String, visibleTo userID: String) async throws -> PendingRequestRecord? {
+        try await call { [self] in
+            try await rows(
+                "SELECT \(unescaped: Columns.request) FROM signer_requests WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID))"
+            ).first.map { try PendingRequestRecord(row: $0) }
+        }
+    }
+
     public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
         try await call { [self] in
             try await touched(

@@ -40,6 +40,15 @@ extension SQLiteStore {
         }
     }
 
+    public func signerRequest(id: String, visibleTo userID: String) async throws -> PendingRequestRecord? {
+        try read { connection in
+            try connection.query(
+                "SELECT \(Columns.request) FROM signer_requests WHERE id = ? AND (user_id IS NULL OR user_id = ?)",
+                [.text(id), .text(userID)]
+            ).first.map { try PendingRequestRecord(row: $0) }
+        }
+    }
+
     public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
         try write {
             try connection.query(

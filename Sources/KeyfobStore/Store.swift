@@ -178,6 +178,9 @@ public protocol ApprovalStore: Sendable {
     /// The request if it is pending, unexpired and `userID`'s — claiming it for `userID` when it has
     /// no owner yet. Nil otherwise (decided, expired, someone else's, unknown).
     func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord?
+    /// The request `id` in whatever state, expired too, when it is `userID`'s or nobody's yet (what
+    /// the approval page says of one that is gone, with the way back to its app). Nil otherwise.
+    func signerRequest(id: String, visibleTo userID: String) async throws -> PendingRequestRecord?
     /// Sets the confirmation nonce of a pending request of `userID`.
     func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
     /// Marks the request decided (`approved`/`rejected`) once; false when it was not pending,

@@ -30,6 +30,10 @@ import WebAuthnTestSupport
             #expect(approved.status == .ok, "\(approved.json)")
             #expect(try await intruder.reply(to: nil)?["result"] != nil)
             #expect((try await intruder.call("sign_event", [Self.note])?["result"] as? String)?.contains("\"sig\"") == true)
+            // A web app's redirect-flow grant ("until I revoke it"), as NIP-07's popup leaves one.
+            let link = try SignerCodec.buildURL(keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: .keyfobLink))
+            _ = try await client.approveFlow(link, token: token, remember: "forever")
+            #expect(try await client.open(serverTarget(link), token: token).1?.hasPrefix("https://client.example/cb") == true)
             // A Polkadot dapp connected.
             _ = try await client.call(.post, "/api/polkadot/accounts", json: ["name": "Main"], headers: auth)
             let authorize = PolkadotBridgeTests.message("pub(authorize.tab)", nil)
@@ -39,7 +43,7 @@ import WebAuthnTestSupport
 
             let confirmation = try await client.confirmation("sessions.revoke", by: &passkey, token: token)
             let out = try await client.call(.post, "/logout?everywhere=1", json: ["confirmation": confirmation], headers: auth)
-            #expect(out.status == .ok && out["apps"] as? Int == 1 && out["grants"] as? Int == 2 && out["sessions"] as? Int == 1, "\(out.json)")
+            #expect(out.status == .ok && out["apps"] as? Int == 1 && out["grants"] as? Int == 3 && out["sessions"] as? Int == 1, "\(out.json)")
 
             // The owner comes back and unlocks: the old client gets nothing, its URL connects nothing.
             let again = try #require(try await client.signIn(&passkey)["token"] as? String)
@@ -49,7 +53,8 @@ import WebAuthnTestSupport
             let retry = try NIP46TestClient(hub: hub, signer: spare.signer)
             let refused = try await retry.call("connect", [spare.signer.hex, spare.secret!])
             #expect((refused?["error"] as? String)?.hasPrefix("unauthorized") == true, "\(refused ?? [:])")
-            // The dapp must ask again.
+            // The web app asks on the approval page again; the dapp must ask again.
+            #expect(try await client.open(serverTarget(link), token: again).1?.hasPrefix("/approve/") == true)
             let list = PolkadotBridgeTests.message("pub(accounts.list)", nil)
             let denied = try await client.call(.post, "/api/polkadot/message", json: list, headers: Client.bearer(again))
             #expect(denied.status == .forbidden && denied.error == "permission_denied")
@@ -161,6 +166,42 @@ import WebAuthnTestSupport
             let second = try NIP46TestClient(hub: hub, signer: urls[2].signer)
             #expect((try await second.call("connect", [urls[2].signer.hex, secrets[2]])?["error"] as? String)?.hasPrefix("unauthorized") == true)
             #expect(try await client.bunkerURL(token: token).secret.map { !secrets.contains($0) } == true)
+        }
+    }
+
+    /// An expired request strands no one: the page gets the way back, which tells a redirect-flow
+    /// app in its own spec's form; a decided one says so, with no link (the app has its answer).
+    @Test(arguments: [SignerRequest.Transport.keyfobLink, .nip155, .dip05])
+    func anExpiredRequestLeadsBackToTheAppWithItsSpecsError(_ transport: SignerRequest.Transport) async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            let (token, _) = try await client.newAccount("gil")
+            let auth = Client.bearer(token)
+            let request = try keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: transport)
+            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
+            let id = String(try #require(location).dropFirst("/approve/".count))
+            harness.clock.advance(301)
+            let gone = try await client.call(.get, "/api/requests/\(id)", headers: auth)
+            #expect(gone.status == .notFound && gone.error == "request_not_found" && gone["state"] as? String == "expired", "\(gone.json)")
+            let back = try #require(gone["back"] as? String, "\(gone.json)")
+            #expect(back.hasPrefix("https://client.example/cb"), "\(back)")
+            switch transport {
+            case .nip155: #expect(back.contains("code=user_cancelled"), "\(back)")
+            case .dip05: #expect(back.contains("error=user_rejected"), "\(back)")
+            default: #expect(back.contains("ok=0"), "\(back)")
+            }
+
+            // Decided: said so, no way back offered (the app got its answer).
+            let fresh = try keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: transport)
+            let (_, second, _) = try await client.open(serverTarget(SignerCodec.buildURL(fresh)), token: token)
+            let decided = String(try #require(second).dropFirst("/approve/".count))
+            #expect(try await client.call(.post, "/api/requests/\(decided)/reject", json: [:], headers: auth).status == .ok)
+            let answered = try await client.call(.get, "/api/requests/\(decided)", headers: auth)
+            #expect(answered.status == .notFound && answered["state"] as? String == "rejected" && answered["back"] == nil, "\(answered.json)")
+            // Someone else's: nothing about it.
+            let (other, _) = try await client.newAccount("hal")
+            let hidden = try await client.call(.get, "/api/requests/\(decided)", headers: Client.bearer(other))
+            #expect(hidden.status == .notFound && hidden["state"] as? String == "unknown" && hidden["back"] == nil)
         }
     }
 }

@@ -196,7 +196,14 @@ struct ApprovalController: Sendable {
 
     @Sendable func show(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
+        let id = context.parameters.get("id") ?? ""
+        let record: PendingRequestRecord
+        let incoming: IncomingRequest
+        do {
+            (record, incoming) = try await load(id, auth: auth)
+        } catch let error as KeyfobError where error.code == .requestNotFound {
+            return try await gone(id, auth: auth)
+        }
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let canSign = try await custody.canOpen(auth.user.id, unlock: auth.unlock)
         var view = ApprovalView(
@@ -340,6 +347,50 @@ struct ApprovalController: Sendable {
         var assertion: AuthenticationCredential?
         /// The `grant.trusted` confirmation (`/api/confirmations`).
         var confirmation: AuthenticationCredential?
+    }
+
+    /// A request that is no longer waiting: what became of it, and — for a redirect-flow app whose
+    /// request expired undecided — the link back that tells the app so in its own spec's form
+    /// (nothing else would: a redirect-flow app hears only through the browser).
+    func gone(_ id: String, auth: Sessions.Authenticated) async throws -> Response {
+        guard id.utf8.count <= 64, let record = try await store.signerRequest(id: id, visibleTo: auth.user.id) else {
+            return jsonResponse(GoneReply(state: "unknown", message: Self.goneMessage), status: .notFound)
+        }
+        guard record.state == "pending" else {
+            return jsonResponse(
+                GoneReply(state: record.state, message: "This request was \(record.state) already; the app has its answer."),
+                status: .notFound)
+        }
+        var back: String?
+        if let target = pending.open(record, signerKey: nil),
+            case .callback(let signerRequest)? =
+                (try? IncomingRequest.decode(target, now: record.createdAt, ownOrigins: configuration.effectiveOrigins))?.reply
+        {
+            back = SignerCodec.callback(
+                for: signerRequest, outcome: .failure(code: ErrorCode.userRejected.rawValue, message: "the request expired before it was approved"))
+        }
+        return jsonResponse(
+            GoneReply(
+                state: "expired", message: "This request expired before it was approved (requests last 5 minutes). Nothing was signed.",
+                back: back),
+            status: .notFound)
+    }
+
+    static let goneMessage = "No such request: it belongs to another account, or it was removed. Ask the app again."
+
+    /// `GET /api/requests/:id` for a request no longer waiting (404, `request_not_found`).
+    struct GoneReply: Encodable {
+        var error = ErrorCode.requestNotFound
+        let state: String
+        let message: String
+        /// Where "Back to the app" goes: the app's error callback, telling it the request expired.
+        var back: String? = nil
+
+        init(state: String, message: String, back: String? = nil) {
+            self.state = state
+            self.message = message
+            self.back = back
+        }
     }
 
     /// What a NIP-46 client asked for when it connected (`perms`), for the user to confirm.
