@@ -406,7 +406,7 @@ func harness(_ client: Client) -> Harness { client.harness }
 }
 
 /// "New URL" after a leak must void the leaked secret, also when pressed twice in one second
-/// (the secret is derived from its expiry, which is whole seconds).
+/// (every URL has a new random secret; it once was derived from a whole-second expiry).
 @Suite struct BunkerRotationTests {
     @Test func rotatingTwiceInOneSecondVoidsEachEarlierSecret() async throws {
         let hub = RelayHub()

@@ -71,7 +71,7 @@ def approve_in_popup(driver, main, remember="once", shots=None):
     assert not driver.find_element(By.ID, "preset-requested").is_displayed()
     if shots:
         driver.save_screenshot(shots)
-    driver.find_element(By.ID, "remember").send_keys({"once": "Just", "hour": "For an hour"}[remember])
+    driver.find_element(By.ID, "remember").send_keys({"once": "Just", "hour": "For an hour", "forever": "Until I revoke it"}[remember])
     driver.find_element(By.ID, "approve").click()
     wait_for(driver, lambda d: len(d.window_handles) == 1)
     driver.switch_to.window(main)

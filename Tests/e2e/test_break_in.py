@@ -8,12 +8,14 @@ import http.client
 import json
 import os
 import sys
+import tempfile
 import urllib.parse
 
 from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_accounts import sign_up  # noqa: E402
+from test_approvals import approve_in_popup, serve  # noqa: E402
 from test_browser import driver, wait_for  # noqa: E402,F401
 from test_nip46_relay import RawClient  # noqa: E402
 from test_polkadot import shots  # noqa: E402
@@ -29,8 +31,28 @@ def fetch(driver, path, body=None):
         ".then(async r => done([r.status, await r.json().catch(() => null)]))", path, body)
 
 
+def nip07_site(server):
+    """A nostr web client on another origin that knows Keyfob only through /nip07.js."""
+    site = tempfile.mkdtemp(prefix="keyfob-site-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(f"""<!doctype html><title>a nostr client</title>
+<script src="{server.url}/nip07.js"></script>
+<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'from the site', tags: []}})
+  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
+<pre id=out></pre>""")
+    return serve(site)
+
+
 def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     sign_up(driver, server, "owner")
+    # A web client allowed "until I revoke it" through NIP-07's popup.
+    site = nip07_site(server)
+    driver.get(f"http://127.0.0.1:{site.server_port}/index.html")
+    main = driver.current_window_handle
+    driver.find_element(By.ID, "sign").click()
+    approve_in_popup(driver, main, remember="forever")
+    wait_for(driver, lambda d: d.find_element(By.ID, "out").text.startswith("{"))
+    driver.get(server.url + "/account.html")
     driver.set_window_size(390, 844)
     status, bunker = fetch(driver, "/api/signer/bunker")
     assert status == 200, bunker
@@ -78,7 +100,7 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     driver.find_element(By.CSS_SELECTOR, ".ask-inline button.danger").click()
     wait_for(driver, lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, timeout=20)
     text = driver.find_element(By.ID, "status").text
-    assert "1 app was disconnected" in text and "new bunker URL" in text, text
+    assert "1 app was disconnected" in text and "3 permissions revoked" in text and "new bunker URL" in text, text
     driver.save_screenshot(f"{shots(server)}/signed-out-everywhere-390.png")
     assert events.read() is not None  # the stream ended (read returns at its end)
 
@@ -95,6 +117,16 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     status, denied = fetch(driver, "/api/polkadot/message", dapp)
     assert status == 403 and denied["error"] == "permission_denied", denied
     stream.close()
+    # The web client asks on the approval page again (its grant was revoked).
+    driver.get(f"http://127.0.0.1:{site.server_port}/index.html")
+    main = driver.current_window_handle
+    driver.find_element(By.ID, "sign").click()
+    wait_for(driver, lambda d: len(d.window_handles) == 2)
+    driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    driver.close()
+    driver.switch_to.window(main)
+    site.shutdown()
 
 
 def test_the_account_page_keeps_up_with_apps_and_says_what_each_grant_lasts(server, driver):
