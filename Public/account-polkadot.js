@@ -133,6 +133,8 @@ async function loadPolkadot() {
 }
 
 async function addPolkadot(body, done) {
+  // A phrase or a file may be known to someone else: bringing one in is confirmed with the passkey.
+  if (body.mnemonic !== undefined || body.backup !== undefined) body.confirmation = await confirmAction("polkadot.import");
   const created = await api("/api/polkadot/accounts", { method: "POST", body });
   await loadPolkadot();
   showStatus("ok", `${done}: ${created.address}`);

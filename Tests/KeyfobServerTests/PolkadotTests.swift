@@ -59,9 +59,13 @@ import WebAuthnTestSupport
         try await Harness().run { client in
             var (token, authenticator) = try await client.newAccount("alice")
             let auth = Client.bearer(token)
+            let phrase: [String: Any] = ["mnemonic": Self.phrase, "path": "//Alice", "name": "Alice", "network": 0]
+            // Bringing a phrase in needs the passkey (a stolen session must not plant a known key).
+            let unconfirmed = try await client.call(.post, "/api/polkadot/accounts", json: phrase, headers: auth)
+            #expect(unconfirmed.status == .forbidden && unconfirmed.error == "confirmation_required", "\(unconfirmed.json)")
             let created = try await client.call(
-                .post, "/api/polkadot/accounts", json: ["mnemonic": Self.phrase, "path": "//Alice", "name": "Alice", "network": 0],
-                headers: auth)
+                .post, "/api/polkadot/accounts",
+                json: try await client.confirmed(phrase, "polkadot.import", by: &authenticator, token: token), headers: auth)
             #expect(created.status == .created, "\(created.json)")
             #expect(created["address"] as? String == "15oF4uVJwmo4TdGW7VfQxNLavjCXviqxT9S1MgbjMNHr6Sp5")
 
@@ -265,7 +269,10 @@ import WebAuthnTestSupport
             var (token, authenticator) = try await client.newAccount("dave")
             let auth = Client.bearer(token)
             let created = try await client.call(
-                .post, "/api/polkadot/accounts", json: ["mnemonic": Self.phrase, "path": "//foo/bar"], headers: auth)
+                .post, "/api/polkadot/accounts",
+                json: try await client.confirmed(
+                    ["mnemonic": Self.phrase, "path": "//foo/bar"], "polkadot.import", by: &authenticator, token: token),
+                headers: auth)
             #expect(created["address"] as? String == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
             let id = try #require(created["id"] as? String)
             let unconfirmed = try await client.call(.post, "/api/polkadot/accounts/\(id)/export", json: ["password": "long enough"], headers: auth)
@@ -276,9 +283,16 @@ import WebAuthnTestSupport
             let key = try JSONBackup.importKey(file.json, password: "long enough")
             #expect(key.address(prefix: 42) == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
             // Imported back (as another account of the same user), the backup gives the same address.
-            let again = try await client.call(.post, "/api/polkadot/accounts", json: ["backup": file.json, "password": "long enough"], headers: auth)
+            let again = try await client.call(
+                .post, "/api/polkadot/accounts",
+                json: try await client.confirmed(
+                    ["backup": file.json, "password": "long enough"], "polkadot.import", by: &authenticator, token: token),
+                headers: auth)
             #expect(again["address"] as? String == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
-            let wrong = try await client.call(.post, "/api/polkadot/accounts", json: ["backup": file.json, "password": "nope"], headers: auth)
+            let wrong = try await client.call(
+                .post, "/api/polkadot/accounts",
+                json: try await client.confirmed(["backup": file.json, "password": "nope"], "polkadot.import", by: &authenticator, token: token),
+                headers: auth)
             #expect(wrong.error == "decrypt_failed")
             // The nostr key cannot be replaced from under them.
             let replace = try await client.importKey(["secret": String(repeating: "11", count: 32)], token: token, by: &authenticator)

@@ -319,9 +319,43 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     phrase = "bottom drive obey lake curtain smoke basket hold race lonely fit walk"
     for key_type, path, network in (("sr25519", "//polkadot//0", 0), ("sr25519", "//hard/soft", 2),
                                     ("ed25519", "", 0), ("sr25519", "//Alice", 42)):
-        status, imported = c.call("POST", "/api/polkadot/accounts",
-                                  {"mnemonic": phrase, "path": path, "type": key_type, "network": network}, token=token)
+        confirmation = c.confirmation(key, "polkadot.import", token)
+        status, imported = c.call("POST", "/api/polkadot/accounts", {"mnemonic": phrase, "path": path, "type": key_type,
+                                                                     "network": network, "confirmation": confirmation}, token=token)
         assert status == 201, imported
         crypto = {"sr25519": KeypairType.SR25519, "ed25519": KeypairType.ED25519}[key_type]
         expected = Keypair.create_from_uri(phrase + path, ss58_format=network, crypto_type=crypto).ss58_address
         assert imported["address"] == expected, (key_type, path)
+
+
+def test_account_streams_end_when_the_permission_is_revoked_or_the_session_signs_out(server):
+    """An open `pub(accounts.subscribe)` stream kept sending new addresses after the dapp's
+    permission was revoked or the session signed out (#42): now it ends at once in both cases."""
+    import http.client
+    from softkey import Client, SoftKey
+    c = Client(server.url, server.url)
+    status, reply = c.register(SoftKey(server.url), "stream")
+    assert status == 200, reply
+    token = reply["token"]
+    assert c.call("POST", "/api/polkadot/accounts", {"name": "Main"}, token=token)[0] == 201
+    seed = {"id": "7", "msgType": "pub(authorize.tab)", "origin": "dapp-request", "request": None, "url": "https://dapp.example/"}
+
+    def open_stream():
+        assert c.call("POST", "/api/polkadot/message", seed, token=token)[0] == 200
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request("GET", "/api/polkadot/subscribe?id=7&url=https%3A%2F%2Fdapp.example%2F",
+                           headers={"Authorization": f"Bearer {token}"})
+        events = connection.getresponse()
+        assert events.status == 200 and events.readline().startswith(b"data: ")
+        return connection, events
+
+    connection, events = open_stream()
+    grant = [g for g in c.call("GET", "/api/signer/grants", token=token)[1]["grants"] if g["client"] == "https://dapp.example"][0]
+    assert c.call("DELETE", f"/api/signer/grants/{grant['id']}", token=token)[0] == 200
+    events.read()  # returns at the stream's end (a socket timeout fails the test)
+    connection.close()
+
+    connection, events = open_stream()
+    assert c.call("POST", "/logout", token=token)[0] == 200
+    events.read()
+    connection.close()

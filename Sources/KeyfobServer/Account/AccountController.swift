@@ -86,6 +86,8 @@ struct AccountController: Sendable {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.
                 custody.unlockedSigners.close(userID: auth.user.id)
+                // Account streams check their session now: this one's end.
+                streams.changed(auth.user.id)
                 events.record(.signedOut, username: auth.user.username)
             }
         }

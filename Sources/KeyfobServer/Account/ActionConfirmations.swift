@@ -24,6 +24,9 @@ struct ActionConfirmations: Sendable {
         case importKey = "key.import"
         case exportPolkadot = "polkadot.export"
         case removePolkadot = "polkadot.remove"
+        /// Bringing a key someone else may know (a phrase, a backup file): a stolen session must
+        /// not plant an account whose key its thief holds.
+        case importPolkadot = "polkadot.import"
         case trustClient = "grant.trusted"
         case revokeSessions = "sessions.revoke"
         case adminRevokeSessions = "admin.revoke_sessions"

@@ -28,12 +28,6 @@ enum JSONValue: Decodable, Sendable, Equatable {
         }
     }
 
-    /// The object's members, nil for any other value.
-    var object: [String: JSONValue]? {
-        if case .object(let members) = self { return members }
-        return nil
-    }
-
     /// As `JSONSerialization.jsonObject` would have given it (numbers as `Double`, null as `NSNull`).
     var foundation: Any {
         switch self {

@@ -107,6 +107,10 @@ struct PolkadotController: Sendable {
             throw KeyfobError.invalid("send a mnemonic or a backup, not both (neither: a new random account)")
         }
         guard body.path == nil || body.mnemonic != nil else { throw KeyfobError.invalid("a derivation path goes with a mnemonic") }
+        // An imported key may be known to someone else: only the owner's passkey brings one in.
+        if body.mnemonic != nil || body.backup != nil {
+            try await confirmations.verify(body.confirmation, .importPolkadot, target: "", for: auth)
+        }
         let key: SubstrateKey
         do {
             if let phrase = body.mnemonic {
@@ -116,10 +120,9 @@ struct PolkadotController: Sendable {
                 }
                 key = try SubstrateKey(type: type, secretURI: phrase + path)
             } else if let backup = body.backup {
-                guard backup.object != nil else { throw KeyfobError.invalid("field \"backup\" has the wrong type") }
                 guard let password = body.password else { throw KeyfobError.invalid("the backup's password is missing") }
                 key = try await scryptSlots.run {
-                    try JSONBackup.importKey(backup.foundation as? [String: Any] ?? [:], password: password)
+                    try JSONBackup.importKey(JSONValue.object(backup).foundation as? [String: Any] ?? [:], password: password)
                 }
             } else {
                 var seed = randomBytes(32)
@@ -146,9 +149,11 @@ struct PolkadotController: Sendable {
         var type: KeyType?
         var mnemonic: String?
         var path: String?
-        /// A polkadot-js account file (a JSON object).
-        var backup: JSONValue?
+        /// A polkadot-js account file (a JSON object; anything else is refused as it is read).
+        var backup: [String: JSONValue]?
         var password: String?
+        /// The `polkadot.import` confirmation a mnemonic or a backup needs.
+        var confirmation: AuthenticationCredential?
     }
 
     struct ExportAccount: Decodable {
