@@ -74,7 +74,9 @@ function render(d) {
     li.className = "quote";
     li.append(quote);
     fields.append(li);
-    $("call-note").textContent = "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";
+    $("call-note").textContent = (d.bytes.escaped
+      ? "It holds characters that are invisible or change how text reads; they are shown as \\u codes, exactly where they are. "
+      : "") + "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";
     detail("As hex", d.bytes.hex);
   }
   detail("Payload hash (BLAKE2b-256)", d.payloadHash);

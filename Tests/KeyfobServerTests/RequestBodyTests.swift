@@ -197,3 +197,42 @@ extension Client {
         }
     }
 }
+
+/// A raw message is shown exactly as it is (#42): characters that are invisible or reorder text
+/// (bidi overrides, zero-width ones, controls) appear as `\uXXXX` where they are; the bytes are
+/// also shown as hex. (`<Bytes>` wrapping is unchanged: polkadot-js's rules.)
+@Suite struct RawMessageDisplayTests {
+    typealias Details = PolkadotController.BytesDetails
+
+    @Test func hiddenCharactersAreShownAsEscapes() throws {
+        let plain = try #require(Details.visibleText(Array("Sign in to example.com\nnonce 42".utf8)))
+        #expect(plain.text == "Sign in to example.com\nnonce 42" && !plain.escaped)
+        let spoof = try #require(Details.visibleText(Array("Pay Alice \u{202E}0001 DOT".utf8)))
+        #expect(spoof.text == #"Pay Alice \u202E0001 DOT"# && spoof.escaped)
+        let zeroWidth = try #require(Details.visibleText(Array("a\u{200B}b\u{FEFF}c\u{0007}\u{2028}".utf8)))
+        #expect(zeroWidth.text == #"a\u200Bb\uFEFFc\u0007\u2028"#)
+        // With escapes on screen, a backslash the message holds is doubled: it cannot imitate one.
+        let imitation = try #require(Details.visibleText(Array(#"x\u202E"#.utf8) + Array("\u{202E}".utf8)))
+        #expect(imitation.text == #"x\\u202E\u202E"#)
+        #expect(Details.visibleText([0xFF, 0xFE]) == nil)  // not UTF-8: hex only
+    }
+
+    @Test func thePageGetsTheEscapedTextAndTheHex() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("ivy")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: ["name": "Main"], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil), headers: auth)
+            let data = "0x" + Hex.encode(Array("Pay \u{202E}KCOLB".utf8))
+            let asked = try await client.call(
+                .post, "/api/polkadot/message",
+                json: PolkadotBridgeTests.message("pub(bytes.sign)", ["address": address, "data": data, "type": "bytes"]), headers: auth)
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
+            let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+            let bytes = try #require(details["bytes"] as? [String: Any], "\(details.json)")
+            #expect(bytes["text"] as? String == #"Pay \u202EKCOLB"# && bytes["escaped"] as? Bool == true)
+            #expect(bytes["hex"] as? String == data)
+        }
+    }
+}

@@ -85,8 +85,41 @@ extension PolkadotController {
 
     struct BytesDetails: Encodable {
         let hex: String
-        /// The data as text when it is printable UTF-8 (what a sign-in message usually is).
+        /// The data as text when it is UTF-8 (what a sign-in message usually is), with every
+        /// character that is invisible or changes how text around it reads shown as `\uXXXX`.
         let text: String?
+        /// `text` shows such characters escaped: the page says so.
+        let escaped: Bool
+
+        /// UTF-8 as text a person reads exactly as it is: control characters (but the line break),
+        /// format characters (bidi overrides such as U+202E, zero-width spaces and joiners, the BOM),
+        /// line and paragraph separators and noncharacters written as `\u202E`, so no hidden
+        /// character makes the message read differently on screen. Nil when it is not UTF-8.
+        static func visibleText(_ data: [UInt8]) -> (text: String, escaped: Bool)? {
+            guard let text = String(validating: data, as: UTF8.self) else { return nil }
+            func hidden(_ scalar: Unicode.Scalar) -> Bool {
+                switch scalar.properties.generalCategory {
+                case .control: scalar != "\n"
+                case .format, .lineSeparator, .paragraphSeparator: true
+                default: scalar.properties.isNoncharacterCodePoint
+                }
+            }
+            guard text.unicodeScalars.contains(where: hidden) else { return (text, false) }
+            // Escaping: a backslash the message itself holds is doubled, so `\u202E` on screen is
+            // always the escape, never text that imitates it.
+            var out = ""
+            for scalar in text.unicodeScalars {
+                if hidden(scalar) {
+                    let hex = String(scalar.value, radix: 16, uppercase: true)
+                    out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+                } else if scalar == "\\" {
+                    out += "\\\\"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+            return (out, true)
+        }
     }
 
     @Sendable func details(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -134,10 +167,8 @@ extension PolkadotController {
                 transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
                 assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: payload.mode == 1)
         } else if let data = parsed.data {
-            let text = String(validating: data, as: UTF8.self).flatMap { t in
-                t.unicodeScalars.allSatisfy { !$0.properties.isNoncharacterCodePoint && ($0.value >= 0x20 || $0 == "\n") } ? t : nil
-            }
-            reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: text)
+            let visible = BytesDetails.visibleText(data)
+            reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false)
         }
         return jsonResponse(reply)
     }
