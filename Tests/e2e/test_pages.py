@@ -48,6 +48,10 @@ def look_at(driver, name, ready, folder, findings):
             driver.execute_script("window.scrollTo(0, 0)")
             wait_for(driver, ready)
             findings += [f"{name} ({theme}, {width}px): {f}" for f in serious_findings(driver)]
+            # Nothing wider than the screen: a page that scrolls sideways hides what is cut off.
+            wide = driver.execute_script("return document.documentElement.scrollWidth - innerWidth")
+            if wide > 0:
+                findings.append(f"{name} ({theme}, {width}px): {wide}px wider than the screen")
             driver.save_screenshot(os.path.join(folder, f"{name}-{theme}-{width}.png"))
     driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     driver.set_window_size(1280, 900)
