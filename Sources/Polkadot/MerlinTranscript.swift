@@ -23,6 +23,10 @@ public struct MerlinTranscript {
         return strobe.prf(count: count, more: false)
     }
 
+    /// Zeroes the transcript's state: one that absorbed a secret (hard derivation) is wiped before
+    /// it goes.
+    public mutating func wipe() { strobe.wipe() }
+
     /// Secret bytes bound to this transcript, the given witnesses and 32 random bytes.
     public func witnessBytes(label: String, count: Int, witnesses: [[UInt8]], random: [UInt8] = randomBytes(32)) -> [UInt8] {
         var rng = strobe

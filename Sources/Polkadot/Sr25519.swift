@@ -6,14 +6,20 @@ import KeyfobCrypto
 public enum Sr25519 {
     public static let signingContext = Array("substrate".utf8)
 
-    /// A secret key in schnorrkel's form: the scalar (reduced mod ℓ) and the nonce seed.
-    public struct SecretKey: Sendable, Equatable {
-        public var key: [UInt8]
-        public var nonce: [UInt8]
+    /// A secret key in schnorrkel's form: the scalar (reduced mod ℓ) and the nonce seed. Internal:
+    /// nothing outside this module reads it (`SubstrateKey` keeps the stored form, wiped), and two
+    /// are compared in constant time.
+    struct SecretKey: Sendable, Equatable {
+        var key: [UInt8]
+        var nonce: [UInt8]
+
+        static func == (a: SecretKey, b: SecretKey) -> Bool {
+            constantTimeEqual(a.key + a.nonce, b.key + b.nonce)
+        }
     }
 
     public struct Keypair: Sendable, Equatable {
-        public let secret: SecretKey
+        let secret: SecretKey
         public let publicKey: [UInt8]
 
         init(secret: SecretKey) {
@@ -78,7 +84,10 @@ public enum Sr25519 {
             t.append(label: "chain-code", chainCode)
             t.append(label: "secret-key", secret.key)
             var mini = t.challengeBytes(label: "HDKD-hard", count: 32)
-            defer { wipe(&mini) }
+            defer {
+                wipe(&mini)
+                t.wipe()  // it absorbed the secret key
+            }
             return Keypair(miniSecret: mini)
         }
 

@@ -21,11 +21,19 @@ public enum KeyType: String, Sendable, CaseIterable, Codable {
 
 /// One Substrate account's key: its type, secret and public key. The secret is what custody stores:
 /// sr25519 the 64-byte schnorrkel form (scalar ‖ nonce), ed25519 the 32-byte seed, ecdsa the 32-byte
-/// secret. `description` never shows it.
+/// secret, held in wiped memory (`SharedSecret`: zeroed when the last copy of the key goes).
+/// `description` never shows it.
 public struct SubstrateKey: Sendable, CustomStringConvertible {
     public let type: KeyType
     public let publicKey: [UInt8]
-    private let secret: [UInt8]
+    private let stored: SharedSecret
+
+    /// The secret for one use: a copy wiped as soon as `body` returns.
+    private func withSecret<R, E: Error>(_ body: ([UInt8]) throws(E) -> R) throws(E) -> R {
+        var copy = stored.bytes.exposedCopy()
+        defer { wipe(&copy) }
+        return try body(copy)
+    }
 
     public var description: String { "SubstrateKey(\(type), \(Hex.encode(publicKey)))" }
 
@@ -35,7 +43,7 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
     public func address(prefix: UInt16) -> String { SS58.encode(accountId: accountId, prefix: prefix) }
 
     /// The stored secret, for sealing into custody; the caller wipes its copy.
-    public func exposedSecret() -> [UInt8] { secret }
+    public func exposedSecret() -> [UInt8] { stored.bytes.exposedCopy() }
 
     /// A new key from 32 bytes of seed (a mini secret).
     public init(type: KeyType, seed: [UInt8]) throws(PolkadotError) {
@@ -43,7 +51,8 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
         switch type {
         case .sr25519:
             let pair = Sr25519.Keypair(miniSecret: seed)
-            self.init(type: type, secret: pair.secret.key + pair.secret.nonce, publicKey: pair.publicKey)
+            var secret = pair.secret.key + pair.secret.nonce
+            self.init(type: type, taking: &secret, publicKey: pair.publicKey)
         case .ed25519, .ecdsa:
             try self.init(type: type, storedSecret: seed)
         }
@@ -57,23 +66,27 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
                 throw PolkadotError(.invalidBackup, "an sr25519 secret is a 32-byte scalar and a 32-byte nonce")
             }
             let pair = Sr25519.Keypair(secret: .init(key: Array(storedSecret[0..<32]), nonce: Array(storedSecret[32...])))
-            self.init(type: type, secret: storedSecret, publicKey: pair.publicKey)
+            var secret = storedSecret
+            self.init(type: type, taking: &secret, publicKey: pair.publicKey)
         case .ed25519:
             guard let pub = Ed25519.publicKey(seed: storedSecret) else {
                 throw PolkadotError(.invalidBackup, "an ed25519 seed is 32 bytes")
             }
-            self.init(type: type, secret: storedSecret, publicKey: pub)
+            var secret = storedSecret
+            self.init(type: type, taking: &secret, publicKey: pub)
         case .ecdsa:
             guard let pub = RecoverableECDSA.compressedPublicKey(secret: storedSecret) else {
                 throw PolkadotError(.invalidBackup, "not a valid secp256k1 secret key")
             }
-            self.init(type: type, secret: storedSecret, publicKey: pub)
+            var secret = storedSecret
+            self.init(type: type, taking: &secret, publicKey: pub)
         }
     }
 
-    private init(type: KeyType, secret: [UInt8], publicKey: [UInt8]) {
+    /// Takes `secret` into wiped memory (the array is wiped).
+    private init(type: KeyType, taking secret: inout [UInt8], publicKey: [UInt8]) {
         self.type = type
-        self.secret = secret
+        stored = SharedSecret(taking: &secret)
         self.publicKey = publicKey
     }
 
@@ -97,13 +110,18 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
         case (.sr25519, let hard):
             let pair = sr25519Keypair
             let next = hard ? pair.hardDerived(chainCode: junction.chainCode) : pair.softDerived(chainCode: junction.chainCode)
-            return SubstrateKey(type: type, secret: next.secret.key + next.secret.nonce, publicKey: next.publicKey)
+            var secret = next.secret.key + next.secret.nonce
+            return SubstrateKey(type: type, taking: &secret, publicKey: next.publicKey)
         case (.ed25519, true), (.ecdsa, true):
             // ("Ed25519HDKD" | "Secp256k1HDKD", seed, chain code), SCALE-encoded, BLAKE2b-256.
             let label = type == .ed25519 ? "Ed25519HDKD" : "Secp256k1HDKD"
-            var encoded = SCALE.string(label) + secret + junction.chainCode
-            defer { wipe(&encoded) }
-            return try SubstrateKey(type: type, storedSecret: blake2b256(encoded))
+            var encoded = withSecret { SCALE.string(label) + $0 + junction.chainCode }
+            var seed = blake2b256(encoded)
+            defer {
+                wipe(&encoded)
+                wipe(&seed)
+            }
+            return try SubstrateKey(type: type, storedSecret: seed)
         case (.ed25519, false), (.ecdsa, false):
             throw PolkadotError(.invalidDerivationPath, "\(type.rawValue) keys derive only hard junctions (//name)")
         }
@@ -111,7 +129,7 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
 
     /// The sr25519 keypair of the stored secret (scalar ‖ nonce); for sr25519 keys only.
     var sr25519Keypair: Sr25519.Keypair {
-        Sr25519.Keypair(secret: .init(key: Array(secret[0..<32]), nonce: Array(secret[32...])))
+        withSecret { Sr25519.Keypair(secret: .init(key: Array($0[0..<32]), nonce: Array($0[32...]))) }
     }
 
     /// Signs as Substrate does: sr25519 and ed25519 over the message, ecdsa over its BLAKE2b-256.
@@ -120,9 +138,9 @@ public struct SubstrateKey: Sendable, CustomStringConvertible {
         case .sr25519:
             return sr25519Keypair.sign(message)
         case .ed25519:
-            return Ed25519.sign(message, seed: secret) ?? []
+            return withSecret { Ed25519.sign(message, seed: $0) } ?? []
         case .ecdsa:
-            return RecoverableECDSA.sign(hash: blake2b256(message), secret: secret) ?? []
+            return withSecret { RecoverableECDSA.sign(hash: blake2b256(message), secret: $0) } ?? []
         }
     }
 
