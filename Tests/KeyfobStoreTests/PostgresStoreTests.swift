@@ -23,7 +23,8 @@ import Testing
         }
     }
 
-    @Test func tenInstancesStartingTogetherMigrateOnce() async throws {
+    @Test(.enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func tenInstancesStartingTogetherMigrateOnce() async throws {
         let settings = try TestPostgres.settings()
         let stores = (0..<10).map { _ in PostgresStore(settings: settings) }
         try await withThrowingTaskGroup(of: Void.self) { group in
@@ -45,7 +46,7 @@ import Testing
 
     /// A reply queued by one instance wakes the others at once (LISTEN/NOTIFY), and one holder
     /// of a role at a time.
-    @Test(.timeLimit(.minutes(1)))
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
     func queuedRepliesNotifyOtherInstancesAndARoleHasOneHolder() async throws {
         let settings = try TestPostgres.settings()
         let (a, b) = (PostgresStore(settings: settings), PostgresStore(settings: settings))

@@ -5,7 +5,7 @@ import Testing
 
 /// Substrate accounts, Polkadot requests and dapp metadata, for every backend.
 extension StoreContractTests {
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func substrateAccountsAreCappedPerUserAndGoWithTheirOwner(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -29,7 +29,7 @@ extension StoreContractTests {
         #expect(try await store.substrateAccounts(ofUser: bob.id).isEmpty)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func polkadotRequestsAreDecidedOnceAndOnlyByTheirOwner(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -62,7 +62,7 @@ extension StoreContractTests {
         #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id) == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func dappMetadataIsKeptPerUserAndOrigin(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")

@@ -7,7 +7,7 @@ import Testing
 
 /// The rest of the store contract: keys, approvals, audit and NIP-46, for every backend.
 extension StoreContractTests {
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func usersAreFoundByNameCaseInsensitivelyAndPaged(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         try await register(["carol", "Alice", "bob", "al_x", "dave"].map(user), in: store)
@@ -32,7 +32,7 @@ extension StoreContractTests {
         #expect(try await store.credential(id: [1, 1])?.name == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func nostrKeysAreInsertedOnceReplacedByVersionAndRewrappedTogether(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -69,7 +69,7 @@ extension StoreContractTests {
         #expect(try await store.metaValue("master_key_check") == [1])
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func metaValuesAndTheAuditLog(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         #expect(try await store.metaValue("x") == nil)
@@ -99,7 +99,7 @@ extension StoreContractTests {
 
     /// Entries appended at once (on a file they are committed in groups, with sign-ins) each get
     /// their own id, and each id reads back as its entry.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func auditEntriesAppendedAtOnceEachGetTheirOwnID(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let ids = try await withThrowingTaskGroup(of: (Int, Int64).self) { group in
@@ -117,7 +117,7 @@ extension StoreContractTests {
         for (i, id) in ids { #expect(try await store.auditEntry(id: id, ofUser: "id-alice")?.eventID == "e\(i)") }
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func pendingRequestsAreClaimedDecidedOnceAndCapped(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -152,7 +152,7 @@ extension StoreContractTests {
         #expect(try await store.sweepExpired(now: t0 + 300 + 3601, limit: 100) == 3 + 2)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func grantsAreListedNewestFirstUntilTheyExpire(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -176,7 +176,7 @@ extension StoreContractTests {
         #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func concurrentAssertionsWithOneCounterAcceptExactlyOne(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -200,7 +200,7 @@ extension StoreContractTests {
         #expect(try await store.credential(id: [1, 1])?.signCount == 2)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func bunkerSignersSecretsAndClients(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -238,7 +238,7 @@ extension StoreContractTests {
         #expect(try await store.bunkerSigner(pubkey: "aa") == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func bunkerRepliesUnlockedSessionsAndWaitingRequests(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
@@ -292,7 +292,7 @@ extension StoreContractTests {
 extension StoreContractTests {
     /// The break-in remedy and "Lock now": one user's sessions, NIP-46 clients, connect secret and
     /// grants end together; another user's stay.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func signingOutEverywhereEndsSessionsClientsSecretAndGrantsOfOneUser(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")

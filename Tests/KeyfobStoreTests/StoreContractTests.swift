@@ -9,7 +9,12 @@ import Testing
 /// database, a WAL file on disk, and PostgreSQL (a schema of its own per test, in the cluster
 /// `KEYFOB_TEST_POSTGRES` names; `make test` starts a throwaway one).
 @Suite struct StoreContractTests {
-    enum Kind: String, CaseIterable, Sendable { case memory, file, postgres }
+    enum Kind: String, CaseIterable, Sendable {
+        case memory, file, postgres
+
+        /// The backends this run can test: PostgreSQL only with a cluster (`TestPostgres`).
+        static var available: [Kind] { TestPostgres.isConfigured ? allCases : [.memory, .file] }
+    }
 
     static func make(_ kind: Kind, maxSessionsPerUser: Int = 50) async throws -> (any KeyfobStore, String?) {
         switch kind {
@@ -50,7 +55,7 @@ import Testing
         }
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func registrationWritesUserCredentialAndSessionTogether(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -64,7 +69,7 @@ import Testing
 
     /// A row the store cannot read as its record (a time that is not a time, put there by hand or a
     /// bad restore) is an error in both backends, never a record with an empty field.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func aBadRowIsAnErrorNotAnEmptyRecord(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -85,7 +90,7 @@ import Testing
 
     /// A sign-in's one read: the same records the three separate lookups give, the key absent
     /// until the account has one.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func aPasskeyComesWithItsAccountAndKeyInOneRead(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let (alice, bob) = (user("alice"), user("bob"))
@@ -111,7 +116,7 @@ import Testing
         #expect(try await store.credentialWithOwner(id: [9, 9]) == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func aFailedRegistrationLeavesNothingBehind(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -134,7 +139,7 @@ import Testing
         #expect(try await store.countUsersAndCredentials() == (1, 1))
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func challengesAreConsumedOnce(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let c = ChallengeRecord(
@@ -146,7 +151,7 @@ import Testing
     }
 
     /// A sign-in's one call: the challenge consumed and its passkey read, as the two calls would.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func aSignInConsumesItsChallengeAndReadsItsPasskeyInOneCall(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -179,7 +184,7 @@ import Testing
         #expect(try await store.consumeChallenge([8, 8], credentialID: [1, 1]) == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func expiredRowsAreSweptInBoundedBatches(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         for i in 0..<25 {
@@ -204,7 +209,7 @@ import Testing
         #expect(try await store.consumeChallenge([2]) != nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func liveChallengesAreCappedPerClient(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         func challenge(_ i: UInt8, ip: String, expires: TimeInterval = 60) -> ChallengeRecord {
@@ -220,7 +225,7 @@ import Testing
         try await store.insertChallenge(challenge(11, ip: "10.0.0.1"), now: t0, maxPerClient: 3)  // one was used
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func sessionsPerUserAreCappedOldestFirst(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind, maxSessionsPerUser: 3)
         let alice = user("alice")
@@ -238,7 +243,7 @@ import Testing
         #expect(live == [3, 4, 5])
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func theCounterIsACompareAndSwap(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -261,7 +266,7 @@ import Testing
     /// Sign-ins racing on the same counters, all at once (SQLite on disk commits them in groups,
     /// each a savepoint): per passkey exactly one wins and writes its session; a loser's rollback
     /// takes nothing of the others' with it.
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func racingSignInsEachWinOrLoseAlone(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let users = (0..<8).map { user("racer\($0)") }
@@ -299,7 +304,7 @@ import Testing
         }
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func sessionsExpireAndCanBeDeleted(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -312,7 +317,7 @@ import Testing
         #expect(try await store.session(tokenHash: hash, now: t0) == nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func theLastPasskeyCannotBeRemoved(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -329,7 +334,7 @@ import Testing
 
     /// Removing a passkey ends the sessions it started, and only those (found through the account's
     /// sessions: there is no index of sessions by passkey).
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func removingAPasskeyEndsTheSessionsItStarted(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
@@ -348,7 +353,7 @@ import Testing
         #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0) != nil)
     }
 
-    @Test(arguments: Kind.allCases)
+    @Test(arguments: Kind.available)
     func keyWrapsFollowTheSealAndTheirPasskeys(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")

@@ -221,14 +221,6 @@ struct AdminController: Sendable {
 /// The meta entry holding the admin token's SHA-256 (for the `keyfob admin-token` command).
 public let adminTokenMetaName = AdminController.tokenMetaName
 
-/// Compares secrets (token hashes) without leaking where they differ.
-func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
-    guard a.count == b.count else { return false }
-    var difference: UInt8 = 0
-    for i in 0..<a.count { difference |= a[i] ^ b[i] }
-    return difference == 0
-}
-
 /// The admin token: created on first start (written to a 0600 file, not to the log), rotated by
 /// `keyfob admin-token --rotate`; only its SHA-256 is stored.
 public enum AdminToken {
