@@ -12,7 +12,7 @@ extension PostgresStore {
             Int64(
                 try await run(Statements.AppendAudit.self) {
                     $0.append(e.userID); $0.append(e.at.timeIntervalSince1970); $0.append(e.client); $0.append(e.transport)
-                    $0.append(e.method); $0.append(e.kind); $0.append(e.eventID); $0.append(e.outcome); $0.append(e.code)
+                    $0.append(e.method); $0.append(e.kind); $0.append(e.eventID); $0.append(e.outcome.rawValue); $0.append(e.code)
                     $0.append(e.receipt)
                 }.first?.int(0) ?? 0)
         }
@@ -23,7 +23,7 @@ extension PostgresStore {
         var bindings = PostgresBindings(capacity: 10)
         bindings.append(e.userID); bindings.append(e.at.timeIntervalSince1970); bindings.append(e.client)
         bindings.append(e.transport); bindings.append(e.method); bindings.append(e.kind); bindings.append(e.eventID)
-        bindings.append(e.outcome); bindings.append(e.code); bindings.append(e.receipt)
+        bindings.append(e.outcome.rawValue); bindings.append(e.code); bindings.append(e.receipt)
         _ = try await connection.query(PostgresQuery(unsafeSQL: Statements.AppendAudit.sql, binds: bindings), logger: logger).collect()
     }
 

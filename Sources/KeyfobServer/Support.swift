@@ -75,7 +75,7 @@ extension AuditStore {
         _ = try? await appendAudit(
             AuditRecord(
                 userID: userID, at: date, client: "account", transport: "rest", method: method,
-                outcome: "approved"))
+                outcome: .approved))
     }
 }
 

@@ -206,6 +206,11 @@ public struct KeyWrapRecord: Sendable, Equatable {
 
 /// One signer operation in the audit log: who, through what, what, and how it ended.
 /// Never plaintext, ciphertext, keys or tokens.
+/// How an audited operation ended, as the audit log stores it (its raw value).
+public enum AuditOutcome: String, Sendable, Codable, CaseIterable {
+    case approved, rejected, failed
+}
+
 public struct AuditRecord: Sendable, Equatable {
     /// Assigned by the store; increases with time, so it doubles as the paging cursor.
     public var id: Int64
@@ -216,15 +221,14 @@ public struct AuditRecord: Sendable, Equatable {
     public var method: String
     public var kind: Int?
     public var eventID: String?
-    /// `approved`, `rejected` or `failed`.
-    public var outcome: String
+    public var outcome: AuditOutcome
     public var code: String?
     /// For passkey-confirmed approvals: the assertion and the bytes its challenge commits to (JSON).
     public var receipt: String?
 
     public init(
         id: Int64 = 0, userID: String, at: Date, client: String, transport: String, method: String,
-        kind: Int? = nil, eventID: String? = nil, outcome: String, code: String? = nil, receipt: String? = nil
+        kind: Int? = nil, eventID: String? = nil, outcome: AuditOutcome, code: String? = nil, receipt: String? = nil
     ) {
         self.id = id
         self.userID = userID

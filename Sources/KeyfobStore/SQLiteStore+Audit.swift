@@ -26,7 +26,7 @@ extension SQLiteStore {
             """,
             [
                 .text(e.userID), .date(e.at), .text(e.client), .text(e.transport), .text(e.method),
-                e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome),
+                e.kind.map { .int(Int64($0)) } ?? .null, e.eventID.map(SQLValue.text) ?? .null, .text(e.outcome.rawValue),
                 e.code.map(SQLValue.text) ?? .null, e.receipt.map(SQLValue.text) ?? .null,
             ]
         ).first?.first?.int ?? 0

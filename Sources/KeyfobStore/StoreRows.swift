@@ -123,7 +123,14 @@ extension AuditRecord {
         self.init(
             id: Int64(try r.int(0)), userID: try r.text(1), at: try r.date(2), client: try r.text(3),
             transport: try r.text(4), method: try r.text(5), kind: try r.optionalInt(6), eventID: try r.optionalText(7),
-            outcome: try r.text(8), code: try r.optionalText(9), receipt: try r.optionalText(10))
+            outcome: try Self.outcome(r.text(8)), code: try r.optionalText(9), receipt: try r.optionalText(10))
+    }
+
+    static func outcome(_ text: String) throws -> AuditOutcome {
+        guard let outcome = AuditOutcome(rawValue: text) else {
+            throw StoreError.database("an audit entry's outcome is not one of approved, rejected, failed")
+        }
+        return outcome
     }
 }
 

@@ -27,4 +27,27 @@ import WebAuthn
             #expect("\(code)" == code.rawValue)
         }
     }
+
+    /// The redirect flows answer in their own spec's codes: every server code maps onto one of
+    /// DIP-05's six and one of NIP-155's eight, the ones they share as they are, and a failure on
+    /// the server's side (the database away) is the spec's internal error, not the app's mistake.
+    @Test func everyCodeMapsOntoDIP05sAndNIP155sOwnCodes() {
+        let dip05 = ["user_rejected", "invalid_content", "invalid_callback", "unsupported_type", "invalid_pubkey", "internal_error"]
+        let nip155 = [
+            "user_cancelled", "permission_denied", "invalid_request", "unsupported_method", "payload_too_large", "not_logged_in",
+            "rate_limited", "internal_error",
+        ]
+        for code in ErrorCode.allCases {
+            #expect(dip05.contains(SignerCodec.dip05Code(code.rawValue)), "\(code) → \(SignerCodec.dip05Code(code.rawValue))")
+            #expect(nip155.contains(SignerCodec.nip155Code(code.rawValue)), "\(code) → \(SignerCodec.nip155Code(code.rawValue))")
+            if dip05.contains(code.rawValue) { #expect(SignerCodec.dip05Code(code.rawValue) == code.rawValue) }
+            if nip155.contains(code.rawValue) { #expect(SignerCodec.nip155Code(code.rawValue) == code.rawValue) }
+        }
+        for code in [ErrorCode.internalError, .storeUnavailable] {
+            #expect(SignerCodec.dip05Code(code.rawValue) == "internal_error")
+            #expect(SignerCodec.nip155Code(code.rawValue) == "internal_error")
+        }
+        #expect(SignerCodec.nip155Code(ErrorCode.userRejected.rawValue) == "user_cancelled")
+        #expect(SignerCodec.nip155Code(ErrorCode.signerLocked.rawValue) == "not_logged_in")
+    }
 }

@@ -84,7 +84,7 @@ extension StoreContractTests {
                     AuditRecord(
                         userID: i == 4 ? "id-bob" : "id-alice", at: t0 + Double(i), client: "app",
                         transport: "rest", method: "sign_event", kind: i == 0 ? nil : 1,
-                        eventID: i == 0 ? nil : "e\(i)", outcome: "approved",
+                        eventID: i == 0 ? nil : "e\(i)", outcome: .approved,
                         code: nil, receipt: i == 3 ? "{}" : nil)))
         }
         #expect(ids == ids.sorted() && Set(ids).count == 5)
@@ -107,7 +107,7 @@ extension StoreContractTests {
                 group.addTask {
                     let entry = AuditRecord(
                         userID: "id-alice", at: t0, client: "app", transport: "rest", method: "sign_event", kind: 1,
-                        eventID: "e\(i)", outcome: "approved", code: nil, receipt: nil)
+                        eventID: "e\(i)", outcome: .approved, code: nil, receipt: nil)
                     return (i, try await store.appendAudit(entry))
                 }
             }

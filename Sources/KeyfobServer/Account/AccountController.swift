@@ -116,7 +116,7 @@ struct AccountController: Sendable {
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "account", transport: "rest",
             limitKey: SignerController.limitKey(auth), ip: context.clientAddress)
-        try await dispatcher.audit(caller, method: "lock", outcome: "approved")
+        try await dispatcher.audit(caller, method: "lock", outcome: .approved)
         return jsonResponse(LockReply(locked: true, sessions: locked))
     }
 

@@ -333,12 +333,12 @@ final class Bunker: Sendable, Service {
             limitKey: address.clientIdentifier)
         let call: SignerCall
         do { call = try address.call(now: now()) } catch {
-            try await dispatcher.audit(caller, method: address.method, outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: address.method, outcome: .failed, code: error.code)
             return Self.errorResponse(address.requestID, error)
         }
         let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
         if decision == .deny {
-            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "rejected", code: .userRejected)
+            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: .rejected, code: .userRejected)
             return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
         }
         if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),

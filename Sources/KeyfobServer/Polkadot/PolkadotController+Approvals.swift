@@ -222,7 +222,7 @@ extension PolkadotController {
         // A locked signer (the kill switch, the unlock window over) signs only with this request's
         // passkey confirmation, which unlocks it — as a nostr approval does.
         guard auth.session.isUnlocked(at: now()) || body.assertion != nil else {
-            try await dispatcher.audit(who, method: method, outcome: "failed", code: .signerLocked)
+            try await dispatcher.audit(who, method: method, outcome: .failed, code: .signerLocked)
             throw KeyfobError.signerLocked
         }
         if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
@@ -239,7 +239,7 @@ extension PolkadotController {
                         second: SharedSecret(confirmation.assertion.clientExtensionResults?.prfSecond)),
                     challenge: confirmation.challenge)
             } catch let error as KeyfobError {
-                try await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+                try await dispatcher.audit(who, method: method, outcome: .failed, code: error.code)
                 throw error
             }
         }
@@ -251,7 +251,7 @@ extension PolkadotController {
         do {
             key = try await substrate.open(accountRecord, unlock: unlock)
         } catch let error as KeyfobError {
-            try await dispatcher.audit(who, method: method, outcome: "failed", code: error.code)
+            try await dispatcher.audit(who, method: method, outcome: .failed, code: error.code)
             throw error
         }
         var signature = key.sign(parsed.signingBytes)
@@ -264,7 +264,7 @@ extension PolkadotController {
         // The signature (which the dapp collects from the stored result) and its audit entry are
         // one transaction: neither is kept without the other.
         let entry = dispatcher.entry(
-            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: "approved", receipt: receipt)
+            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: .approved, receipt: receipt)
         let decided: Bool
         do {
             decided = try await store.finishPolkadotRequest(
@@ -294,7 +294,7 @@ extension PolkadotController {
             throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
         }
         let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
-        try await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: "rejected", code: .userRejected)
+        try await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: .rejected, code: .userRejected)
         return jsonResponse(outcome)
     }
 

@@ -81,7 +81,7 @@ extension PolkadotController {
                     GrantRecord(
                         id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
                         kind: nil, allow: true, createdAt: now(), expiresAt: nil))
-                try await dispatcher.audit(who, method: Self.authorizeMethod, outcome: "approved")
+                try await dispatcher.audit(who, method: Self.authorizeMethod, outcome: .approved)
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(accounts.list)":
@@ -110,7 +110,7 @@ extension PolkadotController {
                     throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
                 }
             } catch let error as PolkadotError {
-                try await dispatcher.audit(who, method: Self.auditMethod(type), outcome: "failed", code: error.kind.errorCode)
+                try await dispatcher.audit(who, method: Self.auditMethod(type), outcome: .failed, code: error.kind.errorCode)
                 throw KeyfobError(error)
             }
             let json = try JSONText.string(object, sortedKeys: true)

@@ -136,7 +136,7 @@ struct PolkadotController: Sendable {
         let record = try await substrate.add(
             key, name: name.isEmpty ? defaultName : name, network: UInt16(network), userID: auth.user.id, unlock: auth.unlock)
         let entryCaller = caller(auth, origin: "account", transport: "rest", request: request, context: context)
-        try await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: "approved")
+        try await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: .approved)
         events.changed(auth.user.id)
         return jsonResponse(Self.reply(record), status: .created)
     }
@@ -185,7 +185,7 @@ struct PolkadotController: Sendable {
             try JSONText.data(JSONBackup.export(key, password: password, name: name, prefix: prefix), sortedKeys: true)
         }
         try await dispatcher.audit(
-            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.export", outcome: "approved")
+            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.export", outcome: .approved)
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(bytes: file)))
@@ -201,7 +201,7 @@ struct PolkadotController: Sendable {
         }
         try await dispatcher.audit(
             caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.account_removed",
-            outcome: "approved")
+            outcome: .approved)
         events.changed(auth.user.id)
         return jsonResponse(["removed": true])
     }

@@ -76,7 +76,7 @@ struct SealController: Sendable {
         let current = try await custody.record(for: userID)
         if !current.passkeySealed {
             guard let output = proof.prf.first else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .invalidRequest)
                 throw Self.noPRF
             }
             let key = try custody.open(current)
@@ -115,7 +115,7 @@ struct SealController: Sendable {
             // This passkey seals the key already, but its PRF output did not open its wrap (a wrong
             // or forged output): nothing is replaced — a new wrap from that output would no longer
             // open the key, and its owner would be locked out in two clicks.
-            try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .decryptFailed)
+            try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .decryptFailed)
             throw KeyfobError(
                 .decryptFailed,
                 "this passkey already protects your key, but its answer did not open the seal; nothing was changed. Try again with the same passkey",
@@ -123,11 +123,11 @@ struct SealController: Sendable {
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .invalidRequest)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .invalidRequest)
                 throw Self.noPRF
             }
             guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "failed", code: .signerLocked)
+                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .signerLocked)
                 throw KeyfobError.signerSealed
             }
             _ = try await store.putKeyWrap(
@@ -135,7 +135,7 @@ struct SealController: Sendable {
                     dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                     challenge: proof.challenge, at: now()))
         }
-        try await dispatcher.audit(proof.caller, method: "seal_key", outcome: "approved")
+        try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .approved)
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 
@@ -153,7 +153,7 @@ struct SealController: Sendable {
         {
             dataKey = opened
         } else {
-            try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "failed", code: .signerLocked)
+            try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: .failed, code: .signerLocked)
             throw KeyfobError.signerSealed
         }
         let key = try custody.open(current, dataKey: dataKey)
@@ -175,7 +175,7 @@ struct SealController: Sendable {
             throw Self.conflict
         }
         custody.unlockedSigners.close(userID: userID)
-        try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: "approved")
+        try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: .approved)
         return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 

@@ -46,7 +46,7 @@ struct SignerController: Sendable {
         do {
             call = try SignerCall.parse(method: method, body: body, now: now())
         } catch {
-            try await dispatcher.audit(caller, method: method.rawValue, outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: method.rawValue, outcome: .failed, code: error.code)
             throw error
         }
         let result = try await dispatcher.run(call, for: caller)
@@ -80,7 +80,7 @@ struct SignerController: Sendable {
         guard auth.session.isUnlocked(at: now()) else {
             try await dispatcher.audit(
                 caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
-                outcome: "failed", code: .signerLocked)
+                outcome: .failed, code: .signerLocked)
             throw KeyfobError.signerLocked
         }
         return (auth, caller)
@@ -111,11 +111,11 @@ struct SignerController: Sendable {
         do {
             key = try await importedKey(in: body)
         } catch let error as KeyfobError {
-            try await dispatcher.audit(caller, method: "import_key", outcome: "failed", code: error.code)
+            try await dispatcher.audit(caller, method: "import_key", outcome: .failed, code: error.code)
             throw error
         }
         let record = try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
-        try await dispatcher.audit(caller, method: "import_key", outcome: "approved")
+        try await dispatcher.audit(caller, method: "import_key", outcome: .approved)
         let pubkey = try PublicKey(hex: record.pubkey)
         return jsonResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
     }
@@ -200,7 +200,7 @@ struct SignerController: Sendable {
         _ = try await confirmations.verify(body.confirmation, .exportKey, target: "", for: auth)
         let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
         let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
-        try await dispatcher.audit(caller, method: "export_key", outcome: "approved")
+        try await dispatcher.audit(caller, method: "export_key", outcome: .approved)
         return jsonResponse(["ncryptsec": ncryptsec])
     }
 
@@ -223,7 +223,7 @@ struct SignerController: Sendable {
         let list = entries.map { e in
             HistoryReply.Entry(
                 id: String(e.id), at: formatter.string(from: e.at), client: e.client, transport: e.transport,
-                method: e.method, outcome: e.outcome, kind: e.kind, eventId: e.eventID, code: e.code)
+                method: e.method, outcome: e.outcome.rawValue, kind: e.kind, eventId: e.eventID, code: e.code)
         }
         return jsonResponse(HistoryReply(entries: list, next: entries.count == limit ? entries.last.map { String($0.id) } : nil))
     }

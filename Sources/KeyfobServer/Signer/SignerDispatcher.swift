@@ -50,7 +50,7 @@ struct SignerDispatcher: Sendable {
             let result = try await perform(call, caller: caller)
             try await audit(
                 caller, method: call.method.rawValue, kind: call.kind,
-                eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: "approved",
+                eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: .approved,
                 receipt: receipt)
             return result
         } catch {
@@ -60,7 +60,7 @@ struct SignerDispatcher: Sendable {
             case StoreError.unavailable: throw error  // nothing to audit into; the error middleware answers 503
             default: apiError = KeyfobError(.internalError, "the signer failed", status: .internalServerError)
             }
-            try await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: "failed", code: apiError.code)
+            try await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: .failed, code: apiError.code)
             throw apiError
         }
     }
@@ -112,7 +112,7 @@ struct SignerDispatcher: Sendable {
     /// Never plaintext, ciphertext, keys or tokens: only what is named here.
     func audit(
         _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
-        outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil
+        outcome: AuditOutcome, code errorCode: ErrorCode? = nil, receipt: String? = nil
     ) async throws {
         let entry = entry(caller, method: method, kind: kind, eventID: eventID, outcome: outcome, code: errorCode, receipt: receipt)
         do {
@@ -131,7 +131,7 @@ struct SignerDispatcher: Sendable {
     /// change (then `announce` it once that call succeeded).
     func entry(
         _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
-        outcome: String, code errorCode: ErrorCode? = nil, receipt: String? = nil
+        outcome: AuditOutcome, code errorCode: ErrorCode? = nil, receipt: String? = nil
     ) -> AuditRecord {
         AuditRecord(
             userID: caller.userID, at: now(), client: caller.client, transport: caller.transport,
@@ -140,7 +140,7 @@ struct SignerDispatcher: Sendable {
 
     /// A written entry in the log, the metrics and the operator's live stream.
     func announce(_ entry: AuditRecord, caller: SignerCaller) {
-        let (method, outcome, code) = (entry.method, entry.outcome, entry.code)
+        let (method, outcome, code) = (entry.method, entry.outcome.rawValue, entry.code)
         var metadata: Logger.Metadata = [
             "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
             "transport": "\(caller.transport)", "method": "\(method)",

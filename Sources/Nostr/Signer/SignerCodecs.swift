@@ -191,7 +191,7 @@ public enum SignerCodec {
         case "payload_too_large": return "payload_too_large"
         case "rate_limited": return "rate_limited"
         case "signer_locked", "unauthorized": return "not_logged_in"
-        case "internal_error": return "internal_error"
+        case "internal_error", "store_unavailable": return "internal_error"
         default: return "invalid_request"
         }
     }
