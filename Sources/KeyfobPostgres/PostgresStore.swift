@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import Synchronization
 
 /// The store for several instances: every row in PostgreSQL, so any instance can finish a
 /// ceremony, an approval or a session another one began. Same guarantees as `SQLiteStore`
@@ -382,11 +383,10 @@ final class Outcome<T: Sendable>: @unchecked Sendable {
 }
 
 /// Set once, read on every call.
-final class Readiness: @unchecked Sendable {
-    let lock = NSLock()
-    var value = false
-    var isSet: Bool { lock.withLock { value } }
-    func set() { lock.withLock { value = true } }
+final class Readiness: Sendable {
+    private let value = Mutex(false)
+    var isSet: Bool { value.withLock { $0 } }
+    func set() { value.withLock { $0 = true } }
 }
 
 extension PostgresRowSequence {

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import Prometheus
+import Synchronization
 
 /// Prometheus metrics (swift-prometheus), one registry per application: requests and latency per
 /// route, ceremony outcomes and signer operations by code. Served at `/metrics` to loopback
@@ -108,12 +109,11 @@ final class KeyfobMetrics: Sendable {
 
 /// Metric handles by their label values, one table per metric. Label values come
 /// from route patterns, codes and method names, never from raw input, so the set stays small.
-private final class Handles<Key: Hashable, Handle>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var handles: [Key: Handle] = [:]
+private final class Handles<Key: Hashable & Sendable, Handle: Sendable>: Sendable {
+    private let handles = Mutex<[Key: Handle]>([:])
 
     func get(_ key: Key, make: () -> Handle) -> Handle {
-        lock.withLock {
+        handles.withLock { handles in
             if let handle = handles[key] { return handle }
             let handle = make()
             handles[key] = handle
