@@ -128,7 +128,7 @@ import WebAuthnTestSupport
             try await Task.sleep(for: .milliseconds(200))  // the strangers' last requests handled too
             #expect(try await client.session(token)["waitingForUnlock"] as? Int == 1)
             #expect(try await client.unlock(&owner, token: token).status == .ok)
-            #expect(try await real.reply(to: waiting, wait: 5)?["result"] as? String == "pong")
+            #expect(try await real.reply(to: waiting, wait: 15)?["result"] as? String == "pong")
         }
     }
 
