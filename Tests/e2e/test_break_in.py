@@ -98,6 +98,7 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     button.click()
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline button.danger"))
     driver.find_element(By.CSS_SELECTOR, ".ask-inline button.danger").click()
+    wait_for(driver, lambda d: "signedout" in d.current_url, timeout=20)
     wait_for(driver, lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, timeout=20)
     text = driver.find_element(By.ID, "status").text
     assert "1 app was disconnected" in text and "3 permissions revoked" in text and "new bunker URL" in text, text

@@ -8,7 +8,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 import pytest
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
 from selenium.webdriver.support.ui import WebDriverWait
@@ -46,8 +46,16 @@ def open_account_sections(driver):
 
 def wait_for(driver, condition, timeout=15):
     # Pages re-render lists: an element found a moment ago may be replaced (stale) — look again.
+    # During a navigation an element can belong to the page being left: look again too.
+    def check(d):
+        try:
+            return condition(d)
+        except WebDriverException as error:
+            if "does not belong to the document" in str(error):
+                return False
+            raise
     return WebDriverWait(driver, timeout, poll_frequency=0.05,
-                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
+                         ignored_exceptions=(StaleElementReferenceException,)).until(check)
 
 
 def passkey_count(driver):
