@@ -344,34 +344,12 @@ def probe_postgres_outage():
 def probe_postgres_crash(rounds):
     """PostgreSQL killed (`pg_ctl stop -m immediate`) `rounds` times under sign-ups, sign-ins,
     sign_event and Polkadot approvals: every acknowledged item is there afterwards."""
-    from test_postgres import Cluster, MixedLoad, instance
-    cluster = Cluster(durability="full")
-    cluster.start()
-    server = instance(cluster.url, "--sign-rate", "1000000").start()
-    load = MixedLoad(server)
-    try:
-        load.start()
-        for _ in range(rounds):
-            time.sleep(2.0)
-            cluster.crash()
-            time.sleep(0.5)
-            cluster.start()
-            deadline = time.time() + 30
-            while time.time() < deadline and not healthy(server.port):
-                time.sleep(0.2)
-        time.sleep(1.0)
-        load.finish()
-        lost = load.lost()
-        counts = {kind: len(getattr(load, kind)) for kind in ("sessions", "signatures", "approvals")}
-        ok = not any(lost.values()) and not load.errors and server.process.poll() is None and counts["sessions"] > 0
-        return ok, (f"{rounds}× crash: lost {len(lost['sessions'])} of {counts['sessions']} sessions, {len(lost['signatures'])} of "
-                    f"{counts['signatures']} signatures, {len(lost['approvals'])} of {counts['approvals']} Polkadot approvals; "
-                    f"{len(load.errors)} unexpected answers")
-    finally:
-        load.stop.set()
-        server.stop()
-        cluster.stop()
-        shutil.rmtree(cluster.dir, ignore_errors=True)
+    from test_postgres import crash_under_mixed_load
+    load, alive, counts, lost = crash_under_mixed_load(rounds)
+    ok = not any(lost.values()) and not load.errors and alive and counts["sessions"] > 0
+    return ok, (f"{rounds}× crash: lost {len(lost['sessions'])} of {counts['sessions']} sessions, {len(lost['signatures'])} of "
+                f"{counts['signatures']} signatures, {len(lost['approvals'])} of {counts['approvals']} Polkadot approvals; "
+                f"{len(load.errors)} unexpected answers")
 
 
 def probe_audit_write_fails():

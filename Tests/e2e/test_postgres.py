@@ -563,20 +563,17 @@ class MixedLoad:
         return lost
 
 
-def test_no_acknowledged_write_is_lost_when_postgres_crashes():
-    """Acknowledged means committed: PostgreSQL at its own durability defaults is killed
-    (`pg_ctl stop -m immediate`, no checkpoint) three times under mixed load — sign-ups, sign-ins,
-    `sign_event`, Polkadot approvals — and started again. Afterwards every session a client was
-    given opens, every signature answered has its audit entry, and every Polkadot approval answered
-    is stored approved with the signature the client got. While the database is away, every answer
-    is a 503 (`store_unavailable`): nothing is answered as done that was not."""
+def crash_under_mixed_load(rounds):
+    """PostgreSQL at its own durability defaults killed (`pg_ctl stop -m immediate`) `rounds` times
+    under `MixedLoad` and started again each time: (the load, finished; whether keyfob is still
+    running; what each kind acknowledged; what of it is lost). The e2e test and `make chaos` both."""
     cluster = Cluster(durability="full")
     cluster.start()
     server = instance(cluster.url, "--sign-rate", "1000000").start()
     load = MixedLoad(server)
     try:
         load.start()
-        for _ in range(3):
+        for _ in range(rounds):
             time.sleep(2.0)
             cluster.crash()
             time.sleep(0.5)
@@ -586,15 +583,26 @@ def test_no_acknowledged_write_is_lost_when_postgres_crashes():
                 time.sleep(0.2)
         time.sleep(1.0)
         load.finish()
-        assert server.process.poll() is None, "keyfob exited"
-        assert not load.errors, load.errors[:5]
+        alive = server.process.poll() is None
         counts = {kind: len(getattr(load, kind)) for kind in ("sessions", "signatures", "approvals")}
-        assert counts["sessions"] >= 50 and counts["signatures"] >= 30 and counts["approvals"] >= 5, counts
-        lost = load.lost()
-        print(f"acknowledged: {counts}; lost: { {kind: len(items) for kind, items in lost.items()} }")
-        assert not any(lost.values()), f"acknowledged but lost after the crashes: {lost} (of {counts})"
+        return load, alive, counts, load.lost()
     finally:
         load.stop.set()
         server.stop()
         cluster.stop()
         shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def test_no_acknowledged_write_is_lost_when_postgres_crashes():
+    """Acknowledged means committed: PostgreSQL at its own durability defaults is killed
+    (`pg_ctl stop -m immediate`, no checkpoint) three times under mixed load — sign-ups, sign-ins,
+    `sign_event`, Polkadot approvals — and started again. Afterwards every session a client was
+    given opens, every signature answered has its audit entry, and every Polkadot approval answered
+    is stored approved with the signature the client got. While the database is away, every answer
+    is a 503 (`store_unavailable`): nothing is answered as done that was not."""
+    load, alive, counts, lost = crash_under_mixed_load(3)
+    assert alive, "keyfob exited"
+    assert not load.errors, load.errors[:5]
+    assert counts["sessions"] >= 50 and counts["signatures"] >= 30 and counts["approvals"] >= 5, counts
+    print(f"acknowledged: {counts}; lost: { {kind: len(items) for kind, items in lost.items()} }")
+    assert not any(lost.values()), f"acknowledged but lost after the crashes: {lost} (of {counts})"
