@@ -135,7 +135,7 @@ def test_the_account_page_keeps_up_with_apps_and_says_what_each_grant_lasts(serv
     after Approve on a long request the result is in view (not under the sticky bar); each app's
     grants say their own end; sealing says, before and after, that connected apps need a new URL."""
     from selenium.webdriver.support.ui import Select
-    from test_sealing import add_authenticator as add_prf_authenticator
+    from test_sealing import add_authenticator as add_prf_authenticator, make_the_backup_step
 
     driver.get(server.url + "/?signedout")
     add_prf_authenticator(driver, prf=True)
@@ -175,13 +175,7 @@ def test_the_account_page_keeps_up_with_apps_and_says_what_each_grant_lasts(serv
     driver.save_screenshot(f"{shots(server)}/grant-durations-390.png")
 
     # Sealing: the backup first, then a word before and after about the connected app.
-    driver.find_element(By.ID, "seal-export").click()
-    wait_for(driver, lambda d: d.find_element(By.ID, "export-password").is_displayed())
-    driver.find_element(By.ID, "export-password").send_keys("a long password")
-    driver.find_element(By.ID, "export-password-again").send_keys("a long password")
-    driver.find_element(By.ID, "export").click()
-    wait_for(driver, lambda d: d.find_element(By.ID, "seal").is_enabled())
-    driver.execute_script("document.getElementById('seal').scrollIntoView({block: 'center'})")
+    make_the_backup_step(driver)
     driver.find_element(By.ID, "seal").click()
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline"))
     assert "1 connected app will be disconnected" in driver.find_element(By.CSS_SELECTOR, ".ask-inline").text

@@ -28,6 +28,18 @@ def remove_authenticator(driver, authenticator_id):
     driver.execute_cdp_cmd("WebAuthn.removeVirtualAuthenticator", {"authenticatorId": authenticator_id})
 
 
+def make_the_backup_step(driver):
+    """Sealing's first step on the account page: the encrypted backup, exported there; then Seal
+    opens, and is in view."""
+    driver.find_element(By.ID, "seal-export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "export-password").is_displayed())
+    driver.find_element(By.ID, "export-password").send_keys("a long password")
+    driver.find_element(By.ID, "export-password-again").send_keys("a long password")
+    driver.find_element(By.ID, "export").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "seal").is_enabled())
+    driver.execute_script("document.getElementById('seal').scrollIntoView({block: 'center'})")
+
+
 def status(driver):
     element = driver.find_element(By.ID, "status")
     return element.get_attribute("data-status"), element.text
@@ -87,14 +99,8 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     assert not driver.find_element(By.ID, "seal").is_enabled()
     driver.execute_script("document.getElementById('protection-title').scrollIntoView()")
     save(driver, "seal-offer.png")
-    driver.find_element(By.ID, "seal-export").click()
-    wait_for(driver, lambda d: d.find_element(By.ID, "export-password").is_displayed())
-    driver.find_element(By.ID, "export-password").send_keys("a long password")
-    driver.find_element(By.ID, "export-password-again").send_keys("a long password")
-    driver.find_element(By.ID, "export").click()
-    wait_for(driver, lambda d: d.find_element(By.ID, "seal").is_enabled())
+    make_the_backup_step(driver)
     assert driver.find_element(By.ID, "ncryptsec").text.startswith("ncryptsec1")
-    driver.execute_script("document.getElementById('seal').scrollIntoView({block: 'center'})")
     driver.find_element(By.ID, "seal").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
     assert "Opens your sealed key" in driver.find_element(By.ID, "passkeys").text
