@@ -62,6 +62,7 @@ struct AccountController: Sendable {
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let cleared: HTTPFields = [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))]
         if let auth = try await sessions.authenticate(request) {
             if let everywhere = request.queryValue("everywhere"), ["1", "true"].contains(everywhere) {
                 // Signing every device out is an account change: confirmed with a passkey.
@@ -81,7 +82,7 @@ struct AccountController: Sendable {
                     detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants)")
                 return jsonResponse(
                     SignedOutReply(signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants),
-                    headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
+                    headers: cleared)
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.
@@ -91,8 +92,7 @@ struct AccountController: Sendable {
                 events.record(.signedOut, username: auth.user.username)
             }
         }
-        return jsonResponse(
-            ["signedOut": true], headers: [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))])
+        return jsonResponse(["signedOut": true], headers: cleared)
     }
 
     /// What signing out everywhere ended, for the page to say so.

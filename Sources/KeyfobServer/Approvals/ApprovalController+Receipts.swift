@@ -67,14 +67,14 @@ extension ApprovalController {
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        let (receipt, credential, _) = try await Receipt.confirm(
+        let (receipt, credential, challenge) = try await Receipt.confirm(
             assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
         return Confirmation(
             receipt: receipt, credentialID: credential.id,
             prf: PRFOutputs(
                 first: SharedSecret(assertion.clientExtensionResults?.prfFirst),
                 second: SharedSecret(assertion.clientExtensionResults?.prfSecond)),
-            challenge: sha256(Array(committed.utf8)))
+            challenge: challenge)
     }
 
     @Sendable func receipt(_ request: Request, context: KeyfobRequestContext) async throws -> Response {

@@ -65,11 +65,11 @@ struct Receipt: Encodable {
     let assertion: AuthenticationCredential
 
     /// Verifies `assertion` from one of `user`'s passkeys over SHA-256 of `committed`; returns the
-    /// receipt (no PRF output in it: that is a secret), the passkey and the assertion as sent.
+    /// receipt (no PRF output in it: that is a secret), the passkey and the challenge it signed.
     static func confirm(
         _ assertion: AuthenticationCredential, committed: String, user: UserRecord, store: any CredentialStore & CeremonyStore,
         configuration: ServerConfiguration, keys: CredentialKeyCache, at now: Date
-    ) async throws -> (receipt: String, credential: CredentialRecord, assertion: AuthenticationCredential) {
+    ) async throws -> (receipt: String, credential: CredentialRecord, challenge: [UInt8]) {
         guard let credentialID = Base64URL.decode(assertion.rawId),
             let credential = try await store.credential(id: credentialID), credential.userID == user.id
         else {
@@ -84,7 +84,7 @@ struct Receipt: Encodable {
             version: 1, committed: committed, challenge: Base64URL.encode(challenge), credentialId: Base64URL.encode(credential.id),
             publicKey: Base64URL.encode(credential.publicKey), algorithm: credential.algorithm, rpId: configuration.rpID,
             assertion: signed)
-        return (String(decoding: jsonBytes(receipt), as: UTF8.self), credential, assertion)
+        return (String(decoding: jsonBytes(receipt), as: UTF8.self), credential, challenge)
     }
 }
 

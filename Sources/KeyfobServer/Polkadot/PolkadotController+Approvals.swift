@@ -318,8 +318,8 @@ extension PolkadotController {
                 .userVerificationRequired, "signing this needs your passkey: ask for a challenge first", status: .forbidden)
         }
         let committed = committedBytes(record, parsed, nonce: nonce)
-        let (receipt, credential, _) = try await Receipt.confirm(
+        let (receipt, credential, challenge) = try await Receipt.confirm(
             assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
-        return (receipt, credential, assertion, sha256(Array(committed.utf8)))
+        return (receipt, credential, assertion, challenge)
     }
 }
