@@ -111,12 +111,14 @@ struct AccountController: Sendable {
     /// signer elsewhere shuts on its next request when it finds no unlocked session.
     @Sendable func lock(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let locked = try await store.lockSessions(ofUser: auth.user.id)
-        custody.unlockedSigners.close(userID: auth.user.id)
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "account", transport: "rest",
             limitKey: SignerController.limitKey(auth), ip: context.clientAddress)
-        try await dispatcher.audit(caller, method: "lock", outcome: .approved)
+        let locked = try await dispatcher.perform("lock", for: caller, limit: .uncounted) { _ in
+            let locked = try await store.lockSessions(ofUser: auth.user.id)
+            custody.unlockedSigners.close(userID: auth.user.id)
+            return locked
+        }
         return jsonResponse(LockReply(locked: true, sessions: locked))
     }
 

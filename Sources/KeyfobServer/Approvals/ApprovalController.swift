@@ -133,7 +133,7 @@ struct ApprovalController: Sendable {
                 outcome = .failure(code: error.code.rawValue, message: error.message)
             }
         } else {
-            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: .rejected, code: .userRejected)
+            try await dispatcher.rejection(call.method.rawValue, kind: call.kind, for: caller)
             outcome = .rejected
         }
         switch incoming.reply {

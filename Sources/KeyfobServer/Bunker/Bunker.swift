@@ -278,6 +278,11 @@ final class Bunker: Sendable, Service {
             default:
                 return NIP46.Response(id: request.id, result: nil, error: "unknown method \(request.method.prefix(32))")
             }
+        } catch StoreError.unavailable, StoreError.database {
+            // Nothing was done (a signature is never answered without its audit entry): the
+            // client may send it again, as an HTTP client retries a 503.
+            logger.warning("nip46.store_unavailable", metadata: ["method": "\(request.method.prefix(32))"])
+            return Self.errorResponse(request.id, KeyfobError.databaseUnavailable)
         } catch {
             logger.warning("nip46.failed", metadata: ["method": "\(request.method.prefix(32))"])
             return NIP46.Response(id: request.id, result: nil, error: "the signer failed; try again")
@@ -333,12 +338,11 @@ final class Bunker: Sendable, Service {
             limitKey: address.clientIdentifier)
         let call: SignerCall
         do { call = try address.call(now: now()) } catch {
-            try await dispatcher.audit(caller, method: address.method, outcome: .failed, code: error.code)
-            return Self.errorResponse(address.requestID, error)
+            return Self.errorResponse(address.requestID, try await dispatcher.refusal(error, method: address.method, for: caller))
         }
         let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
         if decision == .deny {
-            try await dispatcher.audit(caller, method: call.method.rawValue, kind: call.kind, outcome: .rejected, code: .userRejected)
+            try await dispatcher.rejection(call.method.rawValue, kind: call.kind, for: caller)
             return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
         }
         if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),

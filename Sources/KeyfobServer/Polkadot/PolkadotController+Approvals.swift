@@ -222,15 +222,13 @@ extension PolkadotController {
         // A locked signer (the kill switch, the unlock window over) signs only with this request's
         // passkey confirmation, which unlocks it — as a nostr approval does.
         guard auth.session.isUnlocked(at: now()) || body.assertion != nil else {
-            try await dispatcher.audit(who, method: method, outcome: .failed, code: .signerLocked)
-            throw KeyfobError.signerLocked
+            throw try await dispatcher.refusal(.signerLocked, method: method, for: who)
         }
-        if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
-        let sealedShut = try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)
-        let confirmation = try await confirm(body.assertion, record: record, parsed: parsed, user: auth.user)
-        var unlock = auth.unlock
-        if sealedShut || !auth.session.isUnlocked(at: now()) {
-            do {
+        let outcome = try await dispatcher.perform(method, for: who) { operation in
+            let sealedShut = try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)
+            let confirmation = try await confirm(body.assertion, record: record, parsed: parsed, user: auth.user)
+            var unlock = auth.unlock
+            if sealedShut || !auth.session.isUnlocked(at: now()) {
                 unlock = try await substrate.custody.unlock(
                     auth, until: now().addingTimeInterval(TimeInterval(configuration.signerUnlockTTL)), sealedShut: sealedShut,
                     credentialID: confirmation.credential.id,
@@ -238,44 +236,35 @@ extension PolkadotController {
                         first: SharedSecret(confirmation.assertion.clientExtensionResults?.prfFirst),
                         second: SharedSecret(confirmation.assertion.clientExtensionResults?.prfSecond)),
                     challenge: confirmation.challenge)
-            } catch let error as KeyfobError {
-                try await dispatcher.audit(who, method: method, outcome: .failed, code: error.code)
-                throw error
             }
+            operation.receipt = confirmation.receipt
+            guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
+                throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
+            }
+            let key = try await substrate.open(accountRecord, unlock: unlock)
+            var signature = key.sign(parsed.signingBytes)
+            // polkadot-js: an extrinsic's signature carries its MultiSignature variant; raw bytes do not.
+            if parsed.extrinsic != nil { signature = [key.type.multiSignatureTag] + signature }
+            let outcome = StoredOutcome(
+                type: record.messageType,
+                result: SignerResultJSON(id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature)))
+            let json = String(decoding: jsonBytes(outcome), as: UTF8.self)
+            // The signature (which the dapp collects from the stored result) and its audit entry are
+            // one transaction: neither is kept without the other.
+            operation.eventID = Hex.encode(blake2b256(parsed.signingBytes))
+            let entry = operation.entryWrittenWithChange(by: dispatcher)
+            let decided: Bool
+            do {
+                decided = try await store.finishPolkadotRequest(
+                    id: record.id, userID: auth.user.id, state: "approved", result: json, now: now(), audit: entry)
+            } catch {
+                throw SignerDispatcher.writeFailed(error, method: method, logger: dispatcher.logger)
+            }
+            guard decided else {
+                throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
+            }
+            return outcome
         }
-        let receipt = confirmation.receipt
-        guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
-            throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
-        }
-        let key: SubstrateKey
-        do {
-            key = try await substrate.open(accountRecord, unlock: unlock)
-        } catch let error as KeyfobError {
-            try await dispatcher.audit(who, method: method, outcome: .failed, code: error.code)
-            throw error
-        }
-        var signature = key.sign(parsed.signingBytes)
-        // polkadot-js: an extrinsic's signature carries its MultiSignature variant; raw bytes do not.
-        if parsed.extrinsic != nil { signature = [key.type.multiSignatureTag] + signature }
-        let outcome = StoredOutcome(
-            type: record.messageType,
-            result: SignerResultJSON(id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature)))
-        let json = String(decoding: jsonBytes(outcome), as: UTF8.self)
-        // The signature (which the dapp collects from the stored result) and its audit entry are
-        // one transaction: neither is kept without the other.
-        let entry = dispatcher.entry(
-            who, method: method, eventID: Hex.encode(blake2b256(parsed.signingBytes)), outcome: .approved, receipt: receipt)
-        let decided: Bool
-        do {
-            decided = try await store.finishPolkadotRequest(
-                id: record.id, userID: auth.user.id, state: "approved", result: json, now: now(), audit: entry)
-        } catch {
-            throw SignerDispatcher.writeFailed(error, method: method, logger: dispatcher.logger)
-        }
-        guard decided else {
-            throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
-        }
-        dispatcher.announce(entry, caller: who)
         return jsonResponse(outcome)
     }
 
@@ -287,14 +276,17 @@ extension PolkadotController {
         }
         // What polkadot-js extensions answer a refusal with: `Rejected`.
         let outcome = StoredOutcome(type: record.messageType, error: "Rejected")
-        guard
-            try await store.finishPolkadotRequest(
-                id: id, userID: auth.user.id, state: "rejected", result: String(decoding: jsonBytes(outcome), as: UTF8.self), now: now())
-        else {
-            throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
-        }
         let who = caller(auth, origin: record.origin, transport: record.transport, request: request, context: context)
-        try await dispatcher.audit(who, method: Self.auditMethod(record.messageType), outcome: .rejected, code: .userRejected)
+        try await dispatcher.perform(Self.auditMethod(record.messageType), for: who, limit: .uncounted) { operation in
+            guard
+                try await store.finishPolkadotRequest(
+                    id: id, userID: auth.user.id, state: "rejected", result: String(decoding: jsonBytes(outcome), as: UTF8.self),
+                    now: now())
+            else {
+                throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
+            }
+            operation.rejected()
+        }
         return jsonResponse(outcome)
     }
 

@@ -77,11 +77,12 @@ extension PolkadotController {
         case "pub(authorize.tab)":
             // The app (Nova's own prompt) or Keyfob's popup asked the user before sending this.
             if try await !isAuthorized(origin, userID: auth.user.id) {
-                try await store.insertGrant(
-                    GrantRecord(
-                        id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
-                        kind: nil, allow: true, createdAt: now(), expiresAt: nil))
-                try await dispatcher.audit(who, method: Self.authorizeMethod, outcome: .approved)
+                try await dispatcher.perform(Self.authorizeMethod, for: who, limit: .uncounted) { _ in
+                    try await store.insertGrant(
+                        GrantRecord(
+                            id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
+                            kind: nil, allow: true, createdAt: now(), expiresAt: nil))
+                }
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(accounts.list)":
@@ -102,16 +103,15 @@ extension PolkadotController {
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(bytes.sign)", "pub(extrinsic.sign)":
             try await requireAuthorized(origin, who)
-            if let retry = dispatcher.limiter.take(who.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
             guard let object = body["request"] as? [String: Any] else { throw KeyfobError.invalid("request must be a JSON object") }
-            do {
+            // Queuing a request is not yet the signature (that is audited when it is decided), but
+            // it spends the dapp's limit, and a malformed one is audited as the failure it is.
+            try await dispatcher.perform(Self.auditMethod(type), for: who) { operation in
                 let parsed = try SigningRequest(type: type, request: object)
                 guard try await accountRecord(for: parsed.accountId, userID: auth.user.id) != nil else {
                     throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
                 }
-            } catch let error as PolkadotError {
-                try await dispatcher.audit(who, method: Self.auditMethod(type), outcome: .failed, code: error.kind.errorCode)
-                throw KeyfobError(error)
+                operation.queued()
             }
             let json = try JSONText.string(object, sortedKeys: true)
             let record = PolkadotRequestRecord(

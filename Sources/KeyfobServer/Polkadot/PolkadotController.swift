@@ -90,10 +90,17 @@ struct PolkadotController: Sendable {
     /// derivation path) or a polkadot-js JSON backup. The signer must be unlocked.
     @Sendable func addAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
-        if let retry = dispatcher.limiter.take(Hex.encode(auth.session.tokenHash), now: now()) {
-            throw KeyfobError.rateLimited(retryAfter: retry)
-        }
         let body = try await request.decodeJSON(AddAccount.self, limit: 64 * 1024, emptyIsObject: true)
+        let who = caller(auth, origin: "account", transport: "rest", request: request, context: context)
+        let record = try await dispatcher.perform("polkadot.account_added", for: who) { _ in
+            try await add(body, auth: auth)
+        }
+        events.changed(auth.user.id)
+        return jsonResponse(Self.reply(record), status: .created)
+    }
+
+    /// A new or imported account, checked and stored.
+    private func add(_ body: AddAccount, auth: Sessions.Authenticated) async throws -> SubstrateAccountRecord {
         let name = body.name?.trimmingCharacters(in: .whitespaces) ?? ""
         guard name.utf8.count <= 64, !name.contains(where: { $0.isNewline }) else {
             throw KeyfobError.invalid("name is at most 64 bytes on one line")
@@ -133,12 +140,8 @@ struct PolkadotController: Sendable {
             throw KeyfobError(error)
         }
         let defaultName = body.backup != nil ? "Imported" : "Polkadot account"
-        let record = try await substrate.add(
+        return try await substrate.add(
             key, name: name.isEmpty ? defaultName : name, network: UInt16(network), userID: auth.user.id, unlock: auth.unlock)
-        let entryCaller = caller(auth, origin: "account", transport: "rest", request: request, context: context)
-        try await dispatcher.audit(entryCaller, method: "polkadot.account_added", outcome: .approved)
-        events.changed(auth.user.id)
-        return jsonResponse(Self.reply(record), status: .created)
     }
 
     /// `POST /api/polkadot/accounts`: every field optional, each of one type (a wrong one is a 400,
@@ -174,18 +177,19 @@ struct PolkadotController: Sendable {
         let auth = try await sessions.requireUnlocked(request)
         let id = context.parameters.get("id") ?? ""
         let body = try await request.decodeJSON(ExportAccount.self, limit: 16 * 1024, emptyIsObject: true)
-        try await confirmations.verify(body.confirmation, .exportPolkadot, target: id, for: auth)
-        guard let password = body.password, password.count >= 8 else {
-            throw KeyfobError.invalid("choose a password of at least 8 characters for the backup")
+        let who = caller(auth, origin: "account", transport: "rest", request: request, context: context)
+        let file = try await dispatcher.perform("polkadot.export", for: who) { _ in
+            try await confirmations.verify(body.confirmation, .exportPolkadot, target: id, for: auth)
+            guard let password = body.password, password.count >= 8 else {
+                throw KeyfobError.invalid("choose a password of at least 8 characters for the backup")
+            }
+            let record = try await account(id, of: auth.user.id)
+            let key = try await substrate.open(record, unlock: auth.unlock)
+            let (name, prefix) = (record.name, UInt16(clamping: record.network))
+            return try await scryptSlots.run {
+                try JSONText.data(JSONBackup.export(key, password: password, name: name, prefix: prefix), sortedKeys: true)
+            }
         }
-        let record = try await account(id, of: auth.user.id)
-        let key = try await substrate.open(record, unlock: auth.unlock)
-        let (name, prefix) = (record.name, UInt16(clamping: record.network))
-        let file = try await scryptSlots.run {
-            try JSONText.data(JSONBackup.export(key, password: password, name: name, prefix: prefix), sortedKeys: true)
-        }
-        try await dispatcher.audit(
-            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.export", outcome: .approved)
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
             body: .init(byteBuffer: ByteBuffer(bytes: file)))
@@ -195,13 +199,14 @@ struct PolkadotController: Sendable {
     @Sendable func removeAccount(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
         let id = context.parameters.get("id") ?? ""
-        try await confirmations.verify(try await ActionConfirmations.assertion(in: request), .removePolkadot, target: id, for: auth)
-        guard try await store.deleteSubstrateAccount(id: id, ofUser: auth.user.id) else {
-            throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
+        let assertion = try await ActionConfirmations.assertion(in: request)
+        let who = caller(auth, origin: "account", transport: "rest", request: request, context: context)
+        try await dispatcher.perform("polkadot.account_removed", for: who, limit: .uncounted) { _ in
+            try await confirmations.verify(assertion, .removePolkadot, target: id, for: auth)
+            guard try await store.deleteSubstrateAccount(id: id, ofUser: auth.user.id) else {
+                throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
+            }
         }
-        try await dispatcher.audit(
-            caller(auth, origin: "account", transport: "rest", request: request, context: context), method: "polkadot.account_removed",
-            outcome: .approved)
         events.changed(auth.user.id)
         return jsonResponse(["removed": true])
     }

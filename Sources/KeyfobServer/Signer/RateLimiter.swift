@@ -4,7 +4,19 @@ import NIOConcurrencyHelpers
 /// Token buckets by key (a session, an IP): `rate` per `period`, bursts up to `burst` (default `rate`).
 /// In memory, per instance; with several instances each holds its own buckets.
 final class RateLimiter: Sendable {
-    private struct Bucket { var tokens: Double; var updated: Date }
+    private struct Bucket {
+        var tokens: Double
+        var updated: Date
+        /// A take was refused since the last one allowed: later refusals are not the first.
+        var refused = false
+    }
+
+    /// A refused take: when to try again, and whether it is the first refusal since the last
+    /// allowed take (what is worth an audit entry; a flood of refusals writes one, not one each).
+    struct Refusal: Equatable {
+        let retryAfter: Int
+        let isFirst: Bool
+    }
     private struct State {
         var buckets: [String: Bucket] = [:]
         /// Full passes over the buckets so far (tests count work with it, not time).
@@ -24,16 +36,22 @@ final class RateLimiter: Sendable {
     }
 
     /// Takes one token for `key`. Returns nil when allowed, else the seconds until one is free.
-    func take(_ key: String, now: Date) -> Int? {
+    func take(_ key: String, now: Date) -> Int? { refusal(key, now: now)?.retryAfter }
+
+    /// Takes one token for `key`. Returns nil when allowed, else the refusal.
+    func refusal(_ key: String, now: Date) -> Refusal? {
         state.withLockedValue { state in
             var bucket = state.buckets[key] ?? Bucket(tokens: capacity, updated: now)
             bucket.tokens = min(capacity, bucket.tokens + max(0, now.timeIntervalSince(bucket.updated)) * perSecond)
             bucket.updated = now
             guard bucket.tokens >= 1 else {
+                let first = !bucket.refused
+                bucket.refused = true
                 state.buckets[key] = bucket
-                return max(1, Int(((1 - bucket.tokens) / perSecond).rounded(.up)))
+                return Refusal(retryAfter: max(1, Int(((1 - bucket.tokens) / perSecond).rounded(.up))), isFirst: first)
             }
             bucket.tokens -= 1
+            bucket.refused = false
             if state.buckets[key] == nil, state.buckets.count >= maxKeys { prune(&state, now: now) }
             state.buckets[key] = bucket
             return nil

@@ -71,12 +71,17 @@ struct SealController: Sendable {
 
     @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let proof = try await proven(request, context: context, .seal)
+        try await dispatcher.perform("seal_key", for: proof.caller) { _ in try await seal(proof) }
+        return jsonResponse(try await custody.protection(of: proof.auth.user.id, unlock: nil))
+    }
+
+    /// Seals the key under this passkey, or adds it to the passkeys that seal it.
+    private func seal(_ proof: Proof) async throws {
         let userID = proof.auth.user.id
         let credentialID = proof.credential.id
         let current = try await custody.record(for: userID)
         if !current.passkeySealed {
             guard let output = proof.prf.first else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .invalidRequest)
                 throw Self.noPRF
             }
             let key = try custody.open(current)
@@ -115,7 +120,6 @@ struct SealController: Sendable {
             // This passkey seals the key already, but its PRF output did not open its wrap (a wrong
             // or forged output): nothing is replaced — a new wrap from that output would no longer
             // open the key, and its owner would be locked out in two clicks.
-            try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .decryptFailed)
             throw KeyfobError(
                 .decryptFailed,
                 "this passkey already protects your key, but its answer did not open the seal; nothing was changed. Try again with the same passkey",
@@ -123,11 +127,9 @@ struct SealController: Sendable {
         } else {
             // Sealed: this passkey joins the seal, with the data key the session holds.
             guard let output = proof.prf.first else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .invalidRequest)
                 throw Self.noPRF
             }
             guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
-                try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .failed, code: .signerLocked)
                 throw KeyfobError.signerSealed
             }
             _ = try await store.putKeyWrap(
@@ -135,15 +137,21 @@ struct SealController: Sendable {
                     dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
                     challenge: proof.challenge, at: now()))
         }
-        try await dispatcher.audit(proof.caller, method: "seal_key", outcome: .approved)
-        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 
     @Sendable func unseal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let proof = try await proven(request, context: context, .unseal)
         let userID = proof.auth.user.id
         let current = try await custody.record(for: userID)
-        guard current.passkeySealed else { return jsonResponse(try await custody.protection(of: userID, unlock: nil)) }
+        if current.passkeySealed {
+            try await dispatcher.perform("unseal_key", for: proof.caller) { _ in try await unseal(current, proof) }
+        }
+        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
+    }
+
+    /// Back to the master key alone: the data key from the session or this passkey's wrap.
+    private func unseal(_ current: NostrKeyRecord, _ proof: Proof) async throws {
+        let userID = proof.auth.user.id
         let dataKey: SecretBytes
         if let held = proof.auth.unlock.dataKey(at: now()) {
             dataKey = held
@@ -153,7 +161,6 @@ struct SealController: Sendable {
         {
             dataKey = opened
         } else {
-            try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: .failed, code: .signerLocked)
             throw KeyfobError.signerSealed
         }
         let key = try custody.open(current, dataKey: dataKey)
@@ -175,8 +182,6 @@ struct SealController: Sendable {
             throw Self.conflict
         }
         custody.unlockedSigners.close(userID: userID)
-        try await dispatcher.audit(proof.caller, method: "unseal_key", outcome: .approved)
-        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
     }
 
     struct Unlocked: Encodable {

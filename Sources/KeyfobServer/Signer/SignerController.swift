@@ -42,14 +42,7 @@ struct SignerController: Sendable {
         let caller = try await unlockedCaller(request, context: context)
         let body = try await request.jsonObject(limit: configuration.maxBodySize)
         let id = try echoedID(body)
-        let call: SignerCall
-        do {
-            call = try SignerCall.parse(method: method, body: body, now: now())
-        } catch {
-            try await dispatcher.audit(caller, method: method.rawValue, outcome: .failed, code: error.code)
-            throw error
-        }
-        let result = try await dispatcher.run(call, for: caller)
+        let result = try await dispatcher.run(method, for: caller) { try SignerCall.parse(method: method, body: body, now: now()) }
 
         var reply = SignerReply(result: result.result, id: id)
         switch method {
@@ -73,17 +66,20 @@ struct SignerController: Sendable {
         -> (auth: Sessions.Authenticated, caller: SignerCaller)
     {
         let auth = try await sessions.require(request)
-        let caller = SignerCaller(
+        let caller = caller(auth, request: request, context: context)
+        guard auth.session.isUnlocked(at: now()) else {
+            throw try await dispatcher.refusal(
+                .signerLocked, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "", for: caller)
+        }
+        return (auth, caller)
+    }
+
+    /// The signed-in app's session as the dispatcher's caller.
+    func caller(_ auth: Sessions.Authenticated, request: Request, context: KeyfobRequestContext) -> SignerCaller {
+        SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
             limitKey: Self.limitKey(auth),
             ip: sessions.client.resolve(request, context: context), unlock: auth.unlock)
-        guard auth.session.isUnlocked(at: now()) else {
-            try await dispatcher.audit(
-                caller, method: request.uri.path.split(separator: "/").last.map(String.init) ?? "",
-                outcome: .failed, code: .signerLocked)
-            throw KeyfobError.signerLocked
-        }
-        return (auth, caller)
     }
 
     /// The signer's rate-limit key for a REST session: the one limit its calls, imports and checks share.
@@ -102,20 +98,14 @@ struct SignerController: Sendable {
 
     @Sendable func importKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
-        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
-        try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
         let body = try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true)
-        // Replacing the key is an account change: an assertion made for it, by an older passkey.
-        _ = try await confirmations.verify(body.confirmation, .importKey, target: "", for: auth)
-        let key: SecretKey
-        do {
-            key = try await importedKey(in: body)
-        } catch let error as KeyfobError {
-            try await dispatcher.audit(caller, method: "import_key", outcome: .failed, code: error.code)
-            throw error
+        let record = try await dispatcher.perform("import_key", for: caller) { _ in
+            try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
+            // Replacing the key is an account change: an assertion made for it, by an older passkey.
+            _ = try await confirmations.verify(body.confirmation, .importKey, target: "", for: auth)
+            let key = try await importedKey(in: body)
+            return try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
         }
-        let record = try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
-        try await dispatcher.audit(caller, method: "import_key", outcome: .approved)
         let pubkey = try PublicKey(hex: record.pubkey)
         return jsonResponse(["pubkey": pubkey.hex, "npub": NIP19.npub(pubkey)])
     }
@@ -124,13 +114,13 @@ struct SignerController: Sendable {
     /// passkey confirms the replacement. Nothing is stored; the key is not kept.
     @Sendable func checkImport(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        // An ncryptsec costs an scrypt run: checks share the signer's per-session limit.
-        if let retry = dispatcher.limiter.take(Self.limitKey(auth), now: now()) {
-            throw KeyfobError.rateLimited(retryAfter: retry)
+        let body = try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true)
+        // An ncryptsec costs an scrypt run: checks share the signer's per-session limit, and are
+        // audited like the import they prepare (the key itself is not kept).
+        let key = try await dispatcher.perform("check_import", for: caller(auth, request: request, context: context)) { _ in
+            try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
+            return try await importedKey(in: body)
         }
-        try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
-        let key = try await importedKey(
-            in: try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true))
         let current = try await custody.record(for: auth.user.id)
         let pubkey = key.publicKey
         return jsonResponse(ImportCheck(pubkey: pubkey.hex, npub: NIP19.npub(pubkey), sameAsCurrent: pubkey.hex == current.pubkey))
@@ -191,16 +181,16 @@ struct SignerController: Sendable {
 
     @Sendable func exportKey(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let (auth, caller) = try await unlockedSession(request, context: context)
-        if let retry = dispatcher.limiter.take(caller.limitKey, now: now()) { throw KeyfobError.rateLimited(retryAfter: retry) }
         let body = try await request.decodeJSON(KeyTransfer.self, limit: configuration.maxBodySize, emptyIsObject: true)
-        guard let password = body.password, password.count >= 8, password.utf8.count <= 1024 else {
-            throw KeyfobError.invalid("choose a password of at least 8 characters to encrypt the backup with")
+        let ncryptsec = try await dispatcher.perform("export_key", for: caller) { _ in
+            guard let password = body.password, password.count >= 8, password.utf8.count <= 1024 else {
+                throw KeyfobError.invalid("choose a password of at least 8 characters to encrypt the backup with")
+            }
+            // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
+            _ = try await confirmations.verify(body.confirmation, .exportKey, target: "", for: auth)
+            let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
+            return try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
         }
-        // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
-        _ = try await confirmations.verify(body.confirmation, .exportKey, target: "", for: auth)
-        let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
-        let ncryptsec = try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
-        try await dispatcher.audit(caller, method: "export_key", outcome: .approved)
         return jsonResponse(["ncryptsec": ncryptsec])
     }
 

@@ -3,6 +3,7 @@ import HTTPTypes
 import KeyfobStore
 import Logging
 import Nostr
+import Polkadot
 
 /// Who asks the signer, through what: the key of limits and the name in the audit log.
 struct SignerCaller: Sendable {
@@ -40,32 +41,130 @@ struct SignerDispatcher: Sendable {
     var metrics: KeyfobMetrics? = nil
     var feed: ActivityFeed? = nil
 
+    /// A nostr signer method: `perform` around the key's own work.
     /// `receipt`: for passkey-confirmed approvals, stored with the audit entry.
     func run(_ call: SignerCall, for caller: SignerCaller, receipt: String? = nil) async throws -> SignerResult {
-        if let retry = limiter.take(caller.limitKey, now: now()) {
-            logger.notice("signer.rate_limited", metadata: ["user": "\(caller.username)", "client": "\(caller.client)"])
-            throw KeyfobError.rateLimited(retryAfter: retry)
-        }
-        do {
-            let result = try await perform(call, caller: caller)
-            try await audit(
-                caller, method: call.method.rawValue, kind: call.kind,
-                eventID: call.method == .signEvent ? result.event.map { Hex.encode($0.id) } : nil, outcome: .approved,
-                receipt: receipt)
+        try await run(call.method, for: caller, receipt: receipt) { call }
+    }
+
+    /// A nostr signer method whose request is read inside the operation, so a malformed one is
+    /// limited and audited like any other failure.
+    func run(
+        _ method: SignerMethod, for caller: SignerCaller, receipt: String? = nil, parse: () throws -> SignerCall
+    ) async throws -> SignerResult {
+        try await perform(method.rawValue, for: caller, receipt: receipt) { operation in
+            let call = try parse()
+            operation.kind = call.kind
+            let result = try await execute(call, caller: caller)
+            if call.method == .signEvent { operation.eventID = result.event.map { Hex.encode($0.id) } }
             return result
+        }
+    }
+
+    /// A key operation refused before it ran (a locked signer, a request that cannot be read):
+    /// audited like a failure inside `perform`, without spending the caller's limit. Returns the
+    /// error to throw or to answer with; throws only when the entry cannot be written.
+    func refusal(_ error: KeyfobError, method: String, kind: Int? = nil, for caller: SignerCaller) async throws -> KeyfobError {
+        do {
+            try await perform(method, kind: kind, for: caller, limit: .uncounted) { _ -> Void in throw error }
+        } catch let refused as KeyfobError {
+            return refused
+        }
+        return error
+    }
+
+    /// The user said no to a key operation: audited as rejected, without spending the limit.
+    func rejection(_ method: String, kind: Int? = nil, for caller: SignerCaller) async throws {
+        try await perform(method, kind: kind, for: caller, limit: .uncounted) { $0.rejected() }
+    }
+
+    /// The one entry for every key operation — nostr methods, Polkadot signatures, sealing,
+    /// imports and exports, locks and rejections: takes the caller's limit (unless `limit` is
+    /// `.uncounted`), runs `body`, and writes the audit entry of what happened. The entry is
+    /// part of the operation: when it cannot be written nothing is answered (503). Errors come
+    /// out as `KeyfobError`s, each audited with its code; a store outage is not audited (there
+    /// is nowhere to write it) and answers 503.
+    func perform<T>(
+        _ method: String, kind: Int? = nil, for caller: SignerCaller, receipt: String? = nil,
+        limit: OperationLimit = .counted, _ body: (inout KeyOperation) async throws -> T
+    ) async throws -> T {
+        var operation = KeyOperation(method: method, kind: kind, caller: caller, receipt: receipt)
+        if limit == .counted, let refusal = limiter.refusal(caller.limitKey, now: now()) {
+            logger.notice("signer.rate_limited", metadata: ["user": "\(caller.username)", "client": "\(caller.client)"])
+            // One entry for the first refusal of a burst: a flood of refused calls writes one row.
+            if refusal.isFirst {
+                try await audit(caller, method: method, kind: kind, outcome: .failed, code: .rateLimited)
+            } else {
+                metrics?.signer(method: method, outcome: AuditOutcome.failed.rawValue, code: ErrorCode.rateLimited.rawValue)
+            }
+            throw KeyfobError.rateLimited(retryAfter: refusal.retryAfter)
+        }
+        let value: T
+        do {
+            value = try await body(&operation)
         } catch {
             let apiError: KeyfobError
             switch error {
             case let error as KeyfobError: apiError = error
-            case StoreError.unavailable: throw error  // nothing to audit into; the error middleware answers 503
+            case let error as NostrError: apiError = KeyfobError(error)
+            case let error as PolkadotError: apiError = KeyfobError(error)
+            case StoreError.unavailable, StoreError.database: throw error  // nothing to audit into: 503
             default: apiError = KeyfobError(.internalError, "the signer failed", status: .internalServerError)
             }
-            try await audit(caller, method: call.method.rawValue, kind: call.kind, outcome: .failed, code: apiError.code)
+            try await audit(caller, method: method, kind: operation.kind, outcome: .failed, code: apiError.code)
             throw apiError
+        }
+        if operation.isQueued {
+            // Not done yet: its entry is written when it is decided.
+        } else if let written = operation.written {
+            announce(written, caller: caller)
+        } else {
+            try await audit(
+                caller, method: method, kind: operation.kind, eventID: operation.eventID, outcome: operation.outcome,
+                code: operation.code, receipt: operation.receipt)
+        }
+        return value
+    }
+
+    /// Whether a key operation spends one of the caller's tokens: every signature, import,
+    /// export and seal does; a refusal, a lock or a sign-out (which only take power away) do not.
+    enum OperationLimit: Sendable { case counted, uncounted }
+
+    /// One key operation under way in `perform`: what its audit entry will say.
+    struct KeyOperation {
+        let method: String
+        /// The event kind the entry names, once the request is read.
+        var kind: Int?
+        let caller: SignerCaller
+        /// The passkey receipt of a confirmed approval, once verified.
+        var receipt: String?
+        /// The id the entry names: a signed event's, a Polkadot payload's hash.
+        var eventID: String?
+        /// `.approved` unless the body settles otherwise (`rejected()`).
+        private(set) var outcome: AuditOutcome = .approved
+        private(set) var code: ErrorCode?
+        /// The entry the body wrote with its own change (`entryWrittenWithChange`).
+        fileprivate private(set) var written: AuditRecord?
+
+        /// Only queued for the user's decision: nothing is written now (the decision is audited).
+        private(set) var isQueued = false
+
+        /// The user said no: audited as rejected (`user_rejected`), not as a failure.
+        mutating func rejected() { (outcome, code) = (.rejected, .userRejected) }
+
+        /// The request waits for the user: limited and, if it fails, audited; done, it writes no entry.
+        mutating func queued() { isQueued = true }
+
+        /// The approved entry, for a store call that writes it in the same transaction as the
+        /// operation's result (neither kept without the other); `perform` then only announces it.
+        mutating func entryWrittenWithChange(by dispatcher: SignerDispatcher) -> AuditRecord {
+            let entry = dispatcher.entry(caller, method: method, kind: kind, eventID: eventID, outcome: outcome, code: code, receipt: receipt)
+            written = entry
+            return entry
         }
     }
 
-    private func perform(_ call: SignerCall, caller: SignerCaller) async throws -> SignerResult {
+    private func execute(_ call: SignerCall, caller: SignerCaller) async throws -> SignerResult {
         let userID = caller.userID
         switch call {
         case .getPublicKey:
@@ -109,8 +208,8 @@ struct SignerDispatcher: Sendable {
 
     /// Records one operation, as part of it: when the entry cannot be written the operation's
     /// answer must not go out, so this throws (`StoreError.unavailable`: 503 `store_unavailable`).
-    /// Never plaintext, ciphertext, keys or tokens: only what is named here.
-    func audit(
+    /// Never plaintext, ciphertext, keys or tokens: only what is named here. Only `perform` calls it.
+    private func audit(
         _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
         outcome: AuditOutcome, code errorCode: ErrorCode? = nil, receipt: String? = nil
     ) async throws {
@@ -129,7 +228,7 @@ struct SignerDispatcher: Sendable {
 
     /// The entry for one operation, for a store call that writes it with the operation's own
     /// change (then `announce` it once that call succeeded).
-    func entry(
+    private func entry(
         _ caller: SignerCaller, method: String, kind: Int? = nil, eventID: String? = nil,
         outcome: AuditOutcome, code errorCode: ErrorCode? = nil, receipt: String? = nil
     ) -> AuditRecord {
@@ -139,7 +238,7 @@ struct SignerDispatcher: Sendable {
     }
 
     /// A written entry in the log, the metrics and the operator's live stream.
-    func announce(_ entry: AuditRecord, caller: SignerCaller) {
+    private func announce(_ entry: AuditRecord, caller: SignerCaller) {
         let (method, outcome, code) = (entry.method, entry.outcome.rawValue, entry.code)
         var metadata: Logger.Metadata = [
             "event": "signer.\(outcome)", "user": "\(caller.username)", "client": "\(caller.client)",
