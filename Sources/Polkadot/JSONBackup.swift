@@ -16,10 +16,67 @@ public enum JSONBackup {
         SCALE.littleEndian(1 << UInt64(logN), width: 4) + SCALE.littleEndian(1, width: 4) + SCALE.littleEndian(8, width: 4)
     }
 
-    /// The file's JSON object. `name` and `genesisHash` go in `meta` as polkadot-js writes them.
+    /// The account file as JSON. Read leniently — a field of another type reads as missing, and
+    /// `importKey` refuses the file with `invalid_backup` naming it — so only a file that is not a
+    /// JSON object at all fails to decode. Members polkadot-js adds that Keyfob does not use are
+    /// ignored.
+    public struct File: Codable, Sendable, Equatable {
+        public var encoded: String?
+        public var encoding: Encoding?
+        public var address: String?
+        public var meta: Meta?
+
+        public struct Encoding: Codable, Sendable, Equatable {
+            public var content: [String]?
+            public var type: [String]?
+            public var version: String?
+
+            public init(content: [String]?, type: [String]?, version: String?) {
+                (self.content, self.type, self.version) = (content, type, version)
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                content = try? container.decodeIfPresent([String].self, forKey: .content)
+                type = try? container.decodeIfPresent([String].self, forKey: .type)
+                version = try? container.decodeIfPresent(String.self, forKey: .version)
+            }
+        }
+
+        public struct Meta: Codable, Sendable, Equatable {
+            public var genesisHash: String?
+            public var name: String?
+            public var whenCreated: Int?
+
+            public init(genesisHash: String?, name: String?, whenCreated: Int?) {
+                (self.genesisHash, self.name, self.whenCreated) = (genesisHash, name, whenCreated)
+            }
+
+            public init(from decoder: any Decoder) throws {
+                let container = try decoder.container(keyedBy: CodingKeys.self)
+                genesisHash = try? container.decodeIfPresent(String.self, forKey: .genesisHash)
+                name = try? container.decodeIfPresent(String.self, forKey: .name)
+                whenCreated = try? container.decodeIfPresent(Int.self, forKey: .whenCreated)
+            }
+        }
+
+        public init(encoded: String?, encoding: Encoding?, address: String?, meta: Meta?) {
+            (self.encoded, self.encoding, self.address, self.meta) = (encoded, encoding, address, meta)
+        }
+
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            encoded = try? container.decodeIfPresent(String.self, forKey: .encoded)
+            encoding = try? container.decodeIfPresent(Encoding.self, forKey: .encoding)
+            address = try? container.decodeIfPresent(String.self, forKey: .address)
+            meta = try? container.decodeIfPresent(Meta.self, forKey: .meta)
+        }
+    }
+
+    /// The account file. `name` and `genesisHash` go in `meta` as polkadot-js writes them.
     public static func export(
         _ key: SubstrateKey, password: String, name: String, prefix: UInt16 = SS58.generic, createdAt: Date = Date()
-    ) -> [String: Any] {
+    ) -> File {
         var secret = key.exposedSecret()
         var framed = pkcs8Header + secretKeyBytes(key, secret: secret) + pkcs8Divider + key.publicKey
         defer {
@@ -35,24 +92,23 @@ public enum JSONBackup {
         let encoded =
             salt + SCALE.littleEndian(1 << 15, width: 4) + SCALE.littleEndian(1, width: 4)
             + SCALE.littleEndian(8, width: 4) + nonce + sealed
-        return [
-            "encoded": Data(encoded).base64EncodedString(),
-            "encoding": ["content": ["pkcs8", key.type.rawValue], "type": ["scrypt", "xsalsa20-poly1305"], "version": "3"],
-            "address": key.address(prefix: prefix),
-            "meta": ["genesisHash": "", "name": name, "whenCreated": Int(createdAt.timeIntervalSince1970 * 1000)],
-        ]
+        return File(
+            encoded: Data(encoded).base64EncodedString(),
+            encoding: File.Encoding(content: ["pkcs8", key.type.rawValue], type: ["scrypt", "xsalsa20-poly1305"], version: "3"),
+            address: key.address(prefix: prefix),
+            meta: File.Meta(genesisHash: "", name: name, whenCreated: Int(createdAt.timeIntervalSince1970 * 1000)))
     }
 
     /// The key in a backup. Refuses other encodings, other scrypt parameters (a file must not choose
     /// the server's work), a wrong password, and a public key that does not match the secret.
-    public static func importKey(_ json: [String: Any], password: String) throws(PolkadotError) -> SubstrateKey {
-        guard let encoding = json["encoding"] as? [String: Any], let content = encoding["content"] as? [String],
+    public static func importKey(_ file: File, password: String) throws(PolkadotError) -> SubstrateKey {
+        guard let encoding = file.encoding, let content = encoding.content,
             content.count == 2, content[0] == "pkcs8", let type = KeyType(rawValue: content[1])
         else { throw PolkadotError(.invalidBackup, "not a polkadot-js account file (encoding.content is not pkcs8 with a key type)") }
-        guard encoding["type"] as? [String] == ["scrypt", "xsalsa20-poly1305"], encoding["version"] as? String == "3" else {
+        guard encoding.type == ["scrypt", "xsalsa20-poly1305"], encoding.version == "3" else {
             throw PolkadotError(.invalidBackup, "only password-protected files (scrypt, xsalsa20-poly1305, version 3) can be imported")
         }
-        guard let text = json["encoded"] as? String, text.utf8.count <= 4096, let data = Data(base64Encoded: text) else {
+        guard let text = file.encoded, text.utf8.count <= 4096, let data = Data(base64Encoded: text) else {
             throw PolkadotError(.invalidBackup, "encoded is not base64")
         }
         let bytes = [UInt8](data)

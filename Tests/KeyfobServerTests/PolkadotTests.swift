@@ -280,7 +280,8 @@ import WebAuthnTestSupport
             let body = try await client.confirmed(["password": "long enough"], "polkadot.export", target: id, by: &authenticator, token: token)
             let file = try await client.call(.post, "/api/polkadot/accounts/\(id)/export", json: body, headers: auth)
             #expect((file["encoding"] as? [String: Any])?["version"] as? String == "3")
-            let key = try JSONBackup.importKey(file.json, password: "long enough")
+            let key = try JSONBackup.importKey(
+                JSONDecoder().decode(JSONBackup.File.self, from: JSONSerialization.data(withJSONObject: file.json)), password: "long enough")
             #expect(key.address(prefix: 42) == "5DLU27is5iViNopQb2KxsTyPx6j4vCu8X3sk3j3NNLkPCqKM")
             // Imported back (as another account of the same user), the backup gives the same address.
             let again = try await client.call(

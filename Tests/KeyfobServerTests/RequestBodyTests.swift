@@ -42,6 +42,28 @@ import WebAuthnTestSupport
         }
     }
 
+    /// `remember` and `preset` are closed sets: another value is refused before anything is
+    /// decided, with a message that lists them (a preset for NIP-46 clients once failed on a
+    /// redirect request only after the request was decided).
+    @Test func rememberAndPresetAreClosedSetsCheckedBeforeDeciding() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("ida")
+            let auth = Client.bearer(token)
+            let request = try keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: .keyfobLink)
+            let (_, location, _) = try await client.open(serverTarget(SignerCodec.buildURL(request)), token: token)
+            let id = String(try #require(location).dropFirst("/approve/".count))
+            let week = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "week"], headers: auth)
+            #expect(week.status == .badRequest && (week["message"] as? String)?.contains("once, hour, day or forever") == true)
+            let rejectWeek = try await client.call(.post, "/api/requests/\(id)/reject", json: ["remember": "week"], headers: auth)
+            #expect(rejectWeek.status == .badRequest, "\(rejectWeek.json)")
+            let requested = try await client.call(.post, "/api/requests/\(id)/approve", json: ["preset": "requested"], headers: auth)
+            #expect(requested.status == .badRequest && (requested["message"] as? String)?.contains("NIP-46") == true)
+            #expect(try await client.call(.get, "/api/requests/\(id)", headers: auth).status == .ok)  // still pending
+            let approved = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "hour"], headers: auth)
+            #expect(approved.status == .ok, "\(approved.json)")
+        }
+    }
+
     @Test func aPolkadotApprovalsAssertionOfAnyOtherShapeIsA400() async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("paula")

@@ -170,10 +170,10 @@ import Testing
 
     @Test func aRealPolkadotJsExportImports() throws {
         let v = try PolkadotVectors.json("polkadot_js_backup_sr25519.json")
-        let file = v["file"] as! [String: Any]
+        let file = try JSONDecoder().decode(JSONBackup.File.self, from: JSONSerialization.data(withJSONObject: v["file"]!))
         let key = try JSONBackup.importKey(file, password: v["password"] as! String)
         #expect(hexString(key.publicKey) == v["publicKey"] as! String)
-        #expect(key.address(prefix: SS58.generic) == file["address"] as! String)
+        #expect(key.address(prefix: SS58.generic) == file.address)
         #expect(throws: PolkadotError(.wrongPassword, "the password does not open this file")) {
             try JSONBackup.importKey(file, password: "password123")
         }
@@ -183,18 +183,19 @@ import Testing
         for type in KeyType.allCases {
             let key = try SubstrateKey(type: type, seed: [UInt8](repeating: 3, count: 32))
             let file = JSONBackup.export(key, password: "correct horse", name: "test")
-            #expect((file["address"] as! String) == key.address(prefix: SS58.generic))
+            #expect(file.address == key.address(prefix: SS58.generic))
             let back = try JSONBackup.importKey(file, password: "correct horse")
             #expect(back.publicKey == key.publicKey && back.exposedSecret() == key.exposedSecret())
             #expect(throws: PolkadotError.self) { try JSONBackup.importKey(file, password: "wrong") }
         }
         let key = try SubstrateKey(type: .sr25519, seed: [UInt8](repeating: 3, count: 32))
         var file = JSONBackup.export(key, password: "pw", name: "test")
-        var bytes = [UInt8](Data(base64Encoded: file["encoded"] as! String)!)
+        var bytes = [UInt8](Data(base64Encoded: file.encoded!)!)
         bytes[32] = 0  // N = 2^15 → another N
         bytes[34] = 0x10
-        file["encoded"] = Data(bytes).base64EncodedString()
+        file.encoded = Data(bytes).base64EncodedString()
         #expect(throws: PolkadotError.self) { try JSONBackup.importKey(file, password: "pw") }
-        #expect(throws: PolkadotError.self) { try JSONBackup.importKey(["encoded": "x"], password: "pw") }
+        let bare = JSONBackup.File(encoded: "x", encoding: nil, address: nil, meta: nil)
+        #expect(throws: PolkadotError.self) { try JSONBackup.importKey(bare, password: "pw") }
     }
 }

@@ -53,7 +53,7 @@ import Testing
         let valid = JSONBackup.export(try! SubstrateKey(type: .sr25519, seed: [UInt8](repeating: 1, count: 32)), password: "pw", name: "x")
         for _ in 0..<40 {
             var file = valid
-            var bytes = [UInt8](Data(base64Encoded: valid["encoded"] as! String)!)
+            var bytes = [UInt8](Data(base64Encoded: valid.encoded!)!)
             // Truncated, or with one byte flipped past the scrypt parameters (the work stays fixed).
             if random.next() % 2 == 0 {
                 bytes = Array(bytes.prefix(Int(random.next() % UInt64(bytes.count))))
@@ -61,14 +61,15 @@ import Testing
                 let index = 44 + Int(random.next() % UInt64(bytes.count - 44))
                 bytes[index] ^= UInt8(1 + random.next() % 255)
             }
-            file["encoded"] = Data(bytes).base64EncodedString()
+            file.encoded = Data(bytes).base64EncodedString()
             #expect(throws: PolkadotError.self) { try JSONBackup.importKey(file, password: "pw") }
         }
         for encoding: Any in [
             NSNull(), "x", ["content": ["pkcs8"]], ["content": ["pkcs8", "rsa"]], ["content": ["pkcs8", "sr25519"], "type": ["none"]],
         ] {
-            var file = valid
-            file["encoding"] = encoding
+            // Read as polkadot-js files are read: a member of another type is missing.
+            let json = try! JSONSerialization.data(withJSONObject: ["encoded": valid.encoded!, "encoding": encoding])
+            let file = try! JSONDecoder().decode(JSONBackup.File.self, from: json)
             #expect(throws: PolkadotError.self) { try JSONBackup.importKey(file, password: "pw") }
         }
     }

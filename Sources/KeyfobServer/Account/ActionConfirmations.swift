@@ -163,6 +163,13 @@ struct ActionConfirmations: Sendable {
 
 /// `POST /api/confirmations`.
 struct ConfirmationController: Sendable {
+    /// `POST /api/confirmations`: the action to confirm and what it acts on (a passkey's id, an
+    /// account's); strings, or absent.
+    struct Asked: Decodable {
+        var action: String?
+        var target: String?
+    }
+
     let confirmations: ActionConfirmations
     let sessions: Sessions
     var limits: ClientLimits { confirmations.ceremonies.limits }
@@ -172,11 +179,11 @@ struct ConfirmationController: Sendable {
             let auth = try await sessions.require(request)
             let ip = limits.clientIP(request, context)
             try limits.check(limits.options, ip, now: confirmations.now())
-            let body = try await request.jsonObject(limit: 4096)
-            guard let name = body["action"] as? String, let action = ActionConfirmations.Action(rawValue: name) else {
+            let body = try await request.decodeJSON(Asked.self, limit: 4096)
+            guard let action = body.action.flatMap(ActionConfirmations.Action.init(rawValue:)) else {
                 throw KeyfobError.invalid("action must be one of \(ActionConfirmations.Action.allCases.map(\.rawValue).joined(separator: ", "))")
             }
-            let target = body["target"] as? String ?? ""
+            let target = body.target ?? ""
             guard target.utf8.count <= 256 else { throw KeyfobError.invalid("target is at most 256 bytes") }
             return try await confirmations.options(action, target: target, for: auth, ip: ip)
         }

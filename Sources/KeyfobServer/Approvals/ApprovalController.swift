@@ -269,7 +269,7 @@ struct ApprovalController: Sendable {
     @Sendable func approve(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let body = try await request.decodeJSON(Decision.self, limit: configuration.maxBodySize, emptyIsObject: true)
-        let remember = body.remember ?? "once"
+        let remember = body.remember ?? .once
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         // A locked session approves only with the passkey confirmation this request asks for
         // (which unlocks it: one prompt, not an unlock and then a confirmation).
@@ -277,8 +277,7 @@ struct ApprovalController: Sendable {
         var caller = caller(
             auth, client: record.client, transport: record.transport,
             ip: limits.clientIP(request, context))
-        guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
-        if remember != "once", Grants.isDangerous(record.method, kind: record.kind) {
+        if remember != .once, Grants.isDangerous(record.method, kind: record.kind) {
             throw KeyfobError(.permissionDenied, "this kind is asked every time: only a rejection can be remembered", status: .forbidden)
         }
         // A sealed key this session cannot open: a passkey confirmation from a sealing passkey opens
@@ -290,7 +289,10 @@ struct ApprovalController: Sendable {
         if sealedShut, !needsPasskey(record) { throw KeyfobError.signerSealed }
         // "Trusted" lets this client sign most kinds unattended from now on: confirmed with a
         // passkey for this client, before anything is decided.
-        if body.preset == "trusted" {
+        if body.preset == .requested, case .callback = incoming.reply {
+            throw KeyfobError.invalid("the requested preset is for NIP-46 clients, which ask for permissions when they connect")
+        }
+        if body.preset == .trusted {
             _ = try await confirmations.verify(body.confirmation, .trustClient, target: record.client, for: auth)
         }
         var receipt: String?
@@ -309,7 +311,7 @@ struct ApprovalController: Sendable {
         }
         try await grants.remember(remember, allow: true, userID: auth.user.id, client: record.client, method: record.method, kind: record.kind)
         if let preset = body.preset {
-            if preset == "requested", case .nip46(let address) = incoming.reply {
+            if preset == .requested, case .nip46(let address) = incoming.reply {
                 try await grants.apply(
                     requested: try await requestedPerms(address, userID: auth.user.id), userID: auth.user.id,
                     client: record.client)
@@ -323,8 +325,7 @@ struct ApprovalController: Sendable {
 
     @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        let remember = try await request.decodeJSON(Decision.self, limit: configuration.maxBodySize, emptyIsObject: true).remember ?? "once"
-        guard Grants.durations[remember] != nil else { throw KeyfobError.invalid("remember must be once, hour, day or forever") }
+        let remember = try await request.decodeJSON(Decision.self, limit: configuration.maxBodySize, emptyIsObject: true).remember ?? .once
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         guard try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "rejected", now: now()) else {
             throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
@@ -339,10 +340,9 @@ struct ApprovalController: Sendable {
 
     /// `POST /api/requests/:id/approve` and `…/reject`: every field optional, each of one type.
     struct Decision: Decodable {
-        /// once, hour, day or forever.
-        var remember: String?
+        var remember: Grants.Remember?
         /// A set of grants to apply with the approval (`trusted` needs `confirmation`).
-        var preset: String?
+        var preset: Grants.Preset?
         /// The passkey's assertion over the request's committed text (`…/challenge`).
         var assertion: AuthenticationCredential?
         /// The `grant.trusted` confirmation (`/api/confirmations`).

@@ -12,8 +12,40 @@ struct Grants: Sendable {
 
     enum Decision: Equatable { case allow, deny, ask }
 
-    /// "Remember" choices and how long each lasts (nil: until revoked).
-    static let durations: [String: TimeInterval?] = ["once": 0, "hour": 3600, "day": 86_400, "forever": nil]
+    /// How long a decision is remembered: `once` not at all, `forever` until revoked.
+    enum Remember: String, CaseIterable, Sendable, Decodable {
+        case once, hour, day, forever
+
+        /// Seconds; 0 for `once`, nil for `forever`.
+        var duration: TimeInterval? {
+            switch self {
+            case .once: 0
+            case .hour: 3600
+            case .day: 86_400
+            case .forever: nil
+            }
+        }
+
+        init(from decoder: any Decoder) throws {
+            guard let value = Self(rawValue: try decoder.singleValueContainer().decode(String.self)) else {
+                throw KeyfobError.invalid("remember must be once, hour, day or forever")
+            }
+            self = value
+        }
+    }
+
+    /// A set of grants given with a client's first approval (see `apply(preset:)`); `requested`
+    /// is what a NIP-46 client asked for in `connect`.
+    enum Preset: String, CaseIterable, Sendable, Decodable {
+        case ask, everyday, trusted, requested
+
+        init(from decoder: any Decoder) throws {
+            guard let value = Self(rawValue: try decoder.singleValueContainer().decode(String.self)) else {
+                throw KeyfobError.invalid("preset must be ask, everyday, trusted or requested")
+            }
+            self = value
+        }
+    }
 
     /// Kinds the "everyday use" preset allows for an hour: notes, reposts, reactions, zap requests,
     /// comments, long-form articles; plus the encrypt/decrypt methods.
@@ -38,10 +70,8 @@ struct Grants: Sendable {
     }
 
     /// Remembers one decision. `once` remembers nothing; an allow for a dangerous kind is refused.
-    func remember(_ choice: String, allow: Bool, userID: String, client: String, method: String, kind: Int?) async throws {
-        guard let duration = Self.durations[choice] else {
-            throw KeyfobError.invalid("remember must be once, hour, day or forever")
-        }
+    func remember(_ choice: Remember, allow: Bool, userID: String, client: String, method: String, kind: Int?) async throws {
+        let duration = choice.duration
         if duration == 0 { return }
         guard !allow || !Self.isDangerous(method, kind: kind) else {
             throw KeyfobError(
@@ -54,24 +84,24 @@ struct Grants: Sendable {
     }
 
     /// A preset for a client's first request: "everyday" or "trusted" (see `durations`, `everydayKinds`).
-    func apply(preset: String, userID: String, client: String) async throws {
+    func apply(preset: Preset, userID: String, client: String) async throws {
         let others: [SignerMethod] = [.getPublicKey, .nip04Encrypt, .nip04Decrypt, .nip44Encrypt, .nip44Decrypt]
         switch preset {
-        case "ask": return
-        case "everyday":
+        case .ask: return
+        case .everyday:
             for kind in Self.everydayKinds {
                 try await insert(userID: userID, client: client, method: SignerMethod.signEvent.rawValue, kind: kind, allow: true, duration: 3600)
             }
             for method in others {
                 try await insert(userID: userID, client: client, method: method.rawValue, kind: nil, allow: true, duration: 3600)
             }
-        case "trusted":
+        case .trusted:
             // Every kind that is not dangerous (kind nil), and every other method, until revoked.
             for method in [SignerMethod.signEvent, .decryptZapEvent] + others {
                 try await insert(userID: userID, client: client, method: method.rawValue, kind: nil, allow: true, duration: nil)
             }
-        default:
-            throw KeyfobError.invalid("preset must be ask, everyday or trusted")
+        case .requested:
+            throw KeyfobError.invalid("the requested preset is for NIP-46 clients, which ask for permissions when they connect")
         }
     }
 

@@ -23,11 +23,16 @@ struct BunkerController: Sendable {
         router.get("/connect/**") { _, _ in try htmlPage("connect.html", in: configuration.publicDirectory) }
     }
 
+    /// `POST /api/signer/nostrconnect`'s body.
+    struct Pasted: Decodable {
+        var url: String?
+    }
+
     /// A client's `nostrconnect://` URL, pasted by the user (DESIGN.md §4.7).
     @Sendable func nostrConnect(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.requireUnlocked(request)
-        let body = try await request.jsonObject(limit: configuration.maxBodySize)
-        guard let text = body["url"] as? String, text.utf8.count <= 8192 else {
+        let body = try await request.decodeJSON(Pasted.self, limit: configuration.maxBodySize)
+        guard let text = body.url, text.utf8.count <= 8192 else {
             throw KeyfobError.invalid("url must be the client's nostrconnect:// URL")
         }
         let url: NostrConnectURL

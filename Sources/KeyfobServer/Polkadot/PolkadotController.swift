@@ -129,7 +129,7 @@ struct PolkadotController: Sendable {
             } else if let backup = body.backup {
                 guard let password = body.password else { throw KeyfobError.invalid("the backup's password is missing") }
                 key = try await scryptSlots.run {
-                    try JSONBackup.importKey(JSONValue.object(backup).foundation as? [String: Any] ?? [:], password: password)
+                    try JSONBackup.importKey(backup, password: password)
                 }
             } else {
                 var seed = randomBytes(32)
@@ -153,7 +153,7 @@ struct PolkadotController: Sendable {
         var mnemonic: String?
         var path: String?
         /// A polkadot-js account file (a JSON object; anything else is refused as it is read).
-        var backup: [String: JSONValue]?
+        var backup: JSONBackup.File?
         var password: String?
         /// The `polkadot.import` confirmation a mnemonic or a backup needs.
         var confirmation: AuthenticationCredential?
@@ -187,7 +187,7 @@ struct PolkadotController: Sendable {
             let key = try await substrate.open(record, unlock: auth.unlock)
             let (name, prefix) = (record.name, UInt16(clamping: record.network))
             return try await scryptSlots.run {
-                try JSONText.data(JSONBackup.export(key, password: password, name: name, prefix: prefix), sortedKeys: true)
+                jsonBytes(JSONBackup.export(key, password: password, name: name, prefix: prefix))
             }
         }
         return Response(
