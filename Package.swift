@@ -7,6 +7,7 @@ let package = Package(
     name: "keyfob",
     platforms: [.macOS(.v14)],
     products: [
+        .library(name: "KeyfobCodecs", targets: ["KeyfobCodecs"]),
         .library(name: "WebAuthn", targets: ["WebAuthn"]),
         .library(name: "Nostr", targets: ["Nostr"]),
         .library(name: "Polkadot", targets: ["Polkadot"]),
@@ -39,14 +40,17 @@ let package = Package(
 
         // The one crypto layer over OpenSSL: digests, HMAC, HKDF, scrypt, AES-GCM/CBC, ChaCha20(-Poly1305),
         // randomness, wiping, and SecretBytes. Everything above calls these, never OpenSSL's symmetric API.
-        .target(name: "KeyfobCrypto", dependencies: ["COpenSSL"], swiftSettings: strict),
+        // The codec floor: hex, base64url, form decoding and the plain JSON reader, written once
+        // for both cores and the server.
+        .target(name: "KeyfobCodecs", swiftSettings: strict),
+        .target(name: "KeyfobCrypto", dependencies: ["COpenSSL", "CSodium"], swiftSettings: strict),
 
         // Pure cores: no HTTP, no database.
-        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL", "KeyfobCrypto"], swiftSettings: strict),
-        .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
+        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL", "KeyfobCodecs", "KeyfobCrypto"], swiftSettings: strict),
+        .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCodecs", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
         // Substrate accounts: sr25519 (Ristretto255 on libsodium, Merlin), ed25519 (OpenSSL), ecdsa
         // (libsecp256k1 through Nostr's one wrapper), SS58, BIP-39, SCALE signing payloads, JSON backups.
-        .target(name: "Polkadot", dependencies: ["CSodium", "COpenSSL", "KeyfobCrypto", "Nostr"], swiftSettings: strict),
+        .target(name: "Polkadot", dependencies: ["KeyfobCodecs", "KeyfobCrypto", "Nostr"], swiftSettings: strict),
 
         // Persistence behind protocols.
         .target(
@@ -69,7 +73,7 @@ let package = Package(
         .target(
             name: "KeyfobServer",
             dependencies: [
-                "WebAuthn", "Nostr", "Polkadot", "KeyfobStore", "KeyfobPostgres", "KeyfobCrypto",
+                "WebAuthn", "Nostr", "Polkadot", "KeyfobStore", "KeyfobPostgres", "KeyfobCodecs", "KeyfobCrypto",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "HummingbirdWSClient", package: "hummingbird-websocket"),
@@ -90,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "keyfob",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCrypto", "CMalloc",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCodecs", "KeyfobCrypto", "CMalloc",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
@@ -107,29 +111,33 @@ let package = Package(
             path: "Benchmarks/floor", swiftSettings: strict),
 
         // libFuzzer target (see README "Fuzzing"); an empty program in normal builds.
-        .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn"], swiftSettings: strict),
-        .executableTarget(name: "NostrFuzz", dependencies: ["Nostr"], swiftSettings: strict),
-        .executableTarget(name: "PolkadotFuzz", dependencies: ["Polkadot"], swiftSettings: strict),
+        .executableTarget(name: "WebAuthnFuzz", dependencies: ["WebAuthn", "KeyfobCodecs"], swiftSettings: strict),
+        .executableTarget(name: "NostrFuzz", dependencies: ["Nostr", "KeyfobCodecs"], swiftSettings: strict),
+        .executableTarget(name: "PolkadotFuzz", dependencies: ["Polkadot", "KeyfobCodecs"], swiftSettings: strict),
 
         // A software authenticator for tests (ES256, RS256, EdDSA; none and packed self attestation).
         .target(
-            name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "KeyfobCrypto", "COpenSSL"],
+            name: "WebAuthnTestSupport", dependencies: ["WebAuthn", "KeyfobCodecs", "KeyfobCrypto", "COpenSSL"],
             path: "Tests/WebAuthnTestSupport", swiftSettings: strict),
         // Generic helpers the robustness tests share.
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
-            name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
+            name: "WebAuthnTests", dependencies: ["WebAuthn", "KeyfobCodecs", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport", "COpenSSL"],
             swiftSettings: strict),
-        .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto"], swiftSettings: strict),
-        .testTarget(name: "PolkadotTests", dependencies: ["Polkadot", "KeyfobCrypto", "Nostr", "COpenSSL", "TestSupport"], swiftSettings: strict),
-        .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
+        .testTarget(name: "KeyfobCodecsTests", dependencies: ["KeyfobCodecs"], swiftSettings: strict),
+        .testTarget(name: "KeyfobCryptoTests", dependencies: ["KeyfobCrypto", "KeyfobCodecs"], swiftSettings: strict),
+        .testTarget(
+            name: "PolkadotTests", dependencies: ["Polkadot", "KeyfobCodecs", "KeyfobCrypto", "Nostr", "COpenSSL", "TestSupport"],
+            swiftSettings: strict),
+        .testTarget(name: "NostrTests", dependencies: ["Nostr", "KeyfobCodecs", "KeyfobCrypto", "TestSupport"], swiftSettings: strict),
         .testTarget(
             name: "KeyfobStoreTests", dependencies: ["KeyfobStore", "KeyfobPostgres", .product(name: "PostgresNIO", package: "postgres-nio")],
             swiftSettings: strict),
         .testTarget(
             name: "KeyfobServerTests",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "Polkadot", "KeyfobCrypto", "WebAuthnTestSupport", "TestSupport",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "Nostr", "Polkadot", "KeyfobCodecs", "KeyfobCrypto", "WebAuthnTestSupport",
+                "TestSupport",
                 "COpenSSL",
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdWSTesting", package: "hummingbird-websocket"),

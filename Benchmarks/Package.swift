@@ -21,7 +21,10 @@ let package = Package(
 func benchmark(_ name: String, of library: String) -> Target {
     .executableTarget(
         name: name,
-        dependencies: [.product(name: library, package: "keyfob"), .product(name: "Benchmark", package: "benchmark")],
+        dependencies: [
+            .product(name: library, package: "keyfob"), .product(name: "KeyfobCodecs", package: "keyfob"),
+            .product(name: "Benchmark", package: "benchmark"),
+        ],
         path: name,
         plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")])
 }

@@ -1,5 +1,6 @@
 import Benchmark
 import Foundation
+import KeyfobCodecs
 import WebAuthn
 
 // Hot paths of the WebAuthn core, on real authenticator responses from

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 
 /// An event before it is signed: what a client asks the signer to sign.

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 
 /// NIP-01's relay protocol, the frames only: what a client sends a relay (`EVENT`, `REQ`,
 /// `CLOSE`), filters and whether an event matches one, and what a relay answers (`EVENT`, `OK`,

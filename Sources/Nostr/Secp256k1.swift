@@ -1,4 +1,5 @@
 import CSecp256k1
+import KeyfobCodecs
 import KeyfobCrypto
 
 // The only file that calls libsecp256k1: keys, BIP-340 Schnorr signatures, x-only ECDH, and the

@@ -1,4 +1,3 @@
-import CSodium
 import Foundation
 import KeyfobCrypto
 
@@ -87,8 +86,7 @@ public enum JSONBackup {
         var symmetric = scrypt(password: Array(password.utf8), salt: salt, logN: scryptLogN, length: 32) ?? []
         defer { wipe(&symmetric) }
         let nonce = randomBytes(24)
-        var sealed = [UInt8](repeating: 0, count: framed.count + Int(crypto_secretbox_MACBYTES))
-        precondition(Sodium.ready && crypto_secretbox_easy(&sealed, framed, UInt64(framed.count), nonce, symmetric) == 0)
+        let sealed = SecretBox.seal(framed, key: symmetric, nonce: nonce)
         let encoded =
             salt + SCALE.littleEndian(1 << 15, width: 4) + SCALE.littleEndian(1, width: 4)
             + SCALE.littleEndian(8, width: 4) + nonce + sealed
@@ -113,7 +111,7 @@ public enum JSONBackup {
         }
         let bytes = [UInt8](data)
         let header = 32 + 12 + 24
-        guard bytes.count > header + Int(crypto_secretbox_MACBYTES) else { throw PolkadotError(.invalidBackup, "encoded is too short") }
+        guard bytes.count > header + SecretBox.tagLength else { throw PolkadotError(.invalidBackup, "encoded is too short") }
         // N, p, r as written: polkadot-js writes N 2^15, Nova 2^17; p 1, r 8. Nothing else is read, so
         // a file cannot choose the server's work (2^17 is 128 MiB).
         let parameters = Array(bytes[32..<44])
@@ -123,11 +121,10 @@ public enum JSONBackup {
         var symmetric = scrypt(password: Array(password.utf8), salt: Array(bytes[0..<32]), logN: logN, length: 32) ?? []
         defer { wipe(&symmetric) }
         let sealed = Array(bytes[header...])
-        var framed = [UInt8](repeating: 0, count: sealed.count - Int(crypto_secretbox_MACBYTES))
+        guard var framed = SecretBox.open(sealed, key: symmetric, nonce: Array(bytes[44..<68])) else {
+            throw PolkadotError(.wrongPassword, "the password does not open this file")
+        }
         defer { wipe(&framed) }
-        guard Sodium.ready,
-            crypto_secretbox_open_easy(&framed, sealed, UInt64(sealed.count), Array(bytes[44..<68]), symmetric) == 0
-        else { throw PolkadotError(.wrongPassword, "the password does not open this file") }
         guard framed.starts(with: pkcs8Header) else { throw PolkadotError(.invalidBackup, "the file's key is not PKCS#8-framed") }
         // polkadot-js's decodePair: a 64-byte secret, else (old files, ecdsa) a 32-byte one.
         let body = Array(framed[pkcs8Header.count...])

@@ -1,3 +1,5 @@
+import KeyfobCrypto
+
 /// SS58 addresses (docs.substrate.io "SS58 address format"): base58 of the network prefix, the
 /// 32-byte account id and the first two bytes of BLAKE2b-512("SS58PRE" ‖ prefix ‖ id).
 public enum SS58 {

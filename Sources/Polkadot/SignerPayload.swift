@@ -1,3 +1,5 @@
+import KeyfobCodecs
+import KeyfobCrypto
 import Nostr
 
 /// polkadot-js's `SignerPayloadJSON` (what `signPayload` and `pub(extrinsic.sign)` carry), checked

@@ -1,3 +1,4 @@
+import KeyfobCodecs
 import KeyfobCrypto
 import Nostr
 

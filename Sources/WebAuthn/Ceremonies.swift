@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 
 /// A response's clientDataJSON, decoded and parsed once: finding the pending ceremony by its

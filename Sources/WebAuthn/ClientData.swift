@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 
 /// Collected client data (WebAuthn Level 3 §5.8.1), parsed from the exact
 /// bytes the browser sent. Never compare it as a string: browsers may add keys.

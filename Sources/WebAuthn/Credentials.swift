@@ -1,3 +1,5 @@
+import KeyfobCodecs
+
 /// A registration response in the WebAuthn JSON form (`RegistrationResponseJSON`).
 public struct RegistrationCredential: Sendable, Codable {
     public struct Response: Sendable, Codable {

@@ -255,8 +255,23 @@ final class Certificate: @unchecked Sendable {
     /// Basic constraints say CA:TRUE.
     var isCA: Bool { X509_check_ca(x509) != 0 }
 
-    /// Subject attribute values for a NID (e.g. NID_organizationalUnitName).
-    func subject(_ nid: Int32) -> [String] {
+    /// The subject attributes attestation statements check (§8.2.1).
+    enum SubjectField {
+        case country, organization, organizationalUnit, commonName
+
+        var nid: Int32 {
+            switch self {
+            case .country: NID_countryName
+            case .organization: NID_organizationName
+            case .organizationalUnit: NID_organizationalUnitName
+            case .commonName: NID_commonName
+            }
+        }
+    }
+
+    /// Subject attribute values for one field.
+    func subject(_ field: SubjectField) -> [String] {
+        let nid = field.nid
         guard let name = X509_get_subject_name(x509) else { return [] }
         var out: [String] = []
         var index: Int32 = -1

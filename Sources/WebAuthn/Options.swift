@@ -1,3 +1,4 @@
+import KeyfobCodecs
 import KeyfobCrypto
 
 /// `PublicKeyCredentialCreationOptionsJSON` (WebAuthn Level 3 §5.4), base64url fields.

@@ -1,3 +1,5 @@
+import KeyfobCodecs
+
 /// Why a WebAuthn ceremony or parse failed.
 ///
 /// Every failure of this module is one of these values. `code` is the stable
@@ -35,5 +37,13 @@ public struct WebAuthnError: Error, Sendable, Equatable, CustomStringConvertible
     static func malformed(_ what: String) -> WebAuthnError { .init(.invalidRequest, what) }
     static func attestation(_ format: String, _ what: String) -> WebAuthnError {
         .init(.attestationInvalid, "\(what) (\(format))")
+    }
+}
+
+extension Base64URL {
+    /// Decodes a required field, naming it in the error.
+    static func decode(_ string: String, field: String) throws(WebAuthnError) -> [UInt8] {
+        guard let bytes = decode(string) else { throw .malformed("\(field) is not valid base64url") }
+        return bytes
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import WebAuthn
 
 // libFuzzer entry point: every WebAuthn parser on the same bytes, then the

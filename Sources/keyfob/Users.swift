@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import KeyfobCodecs
 import KeyfobServer
 import KeyfobStore
 import WebAuthn

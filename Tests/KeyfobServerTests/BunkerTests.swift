@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import KeyfobCodecs
 import KeyfobStore
 import Logging
 import NIOConcurrencyHelpers

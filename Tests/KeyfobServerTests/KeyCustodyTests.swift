@@ -1,6 +1,7 @@
 import COpenSSL
 import Foundation
 import HTTPTypes
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
 import Logging

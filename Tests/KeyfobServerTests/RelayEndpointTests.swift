@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import HummingbirdTesting
 import HummingbirdWSTesting
+import KeyfobCodecs
 import Logging
 import Nostr
 import Testing

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import Nostr
 
 /// The nostr vectors in `Tests/Vectors/nostr/` (public sources; see its README).

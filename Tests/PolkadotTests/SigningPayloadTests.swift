@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCrypto
 import Testing
 
 @testable import Polkadot

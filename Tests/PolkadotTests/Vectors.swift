@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import Nostr
 
 /// Tests/Vectors/polkadot: public vectors, each file's source in its README.

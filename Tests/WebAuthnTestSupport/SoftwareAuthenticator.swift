@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 import WebAuthn
 

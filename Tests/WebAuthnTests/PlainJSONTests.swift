@@ -2,6 +2,7 @@ import Foundation
 import TestSupport
 import Testing
 
+@testable import KeyfobCodecs
 @testable import WebAuthn
 
 /// `PlainJSON` skips Foundation on a sign-in's hot path. It may answer nil for anything (the caller

@@ -1,3 +1,4 @@
+import KeyfobCodecs
 import Testing
 import WebAuthn
 import WebAuthnTestSupport

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import Testing
 
 @testable import WebAuthn

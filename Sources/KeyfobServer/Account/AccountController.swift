@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCodecs
 import KeyfobStore
 import Nostr
 import WebAuthn

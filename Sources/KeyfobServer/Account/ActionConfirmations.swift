@@ -1,8 +1,8 @@
 import Foundation
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
-import Nostr
 import WebAuthn
 
 /// What could hand an account to someone else needs a passkey assertion made for that action, not

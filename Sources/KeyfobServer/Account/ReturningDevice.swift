@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
-import Nostr
 import WebAuthn
 
 /// A browser that has signed in here before: a long-lived cookie holding a random value and the

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import Nostr
 
 /// A redirect-flow request as it arrived (`/app/sign?…`, `/app/pubkey?…`, `/nostrsigner/<content>?…`),

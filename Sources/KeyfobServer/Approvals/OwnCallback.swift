@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import Nostr
 
 /// Keyfob's own NIP-07 callback page, `/callback.html`, as a redirect flow's callback. The page

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
 import Logging

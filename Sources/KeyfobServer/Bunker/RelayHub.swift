@@ -1,5 +1,6 @@
 import DequeModule
 import Foundation
+import KeyfobCodecs
 import NIOConcurrencyHelpers
 import Nostr
 

@@ -1,10 +1,10 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
 import Logging
-import Nostr
 import WebAuthn
 
 /// Sign-in (authentication options and verification), keys sealed by passkeys, and the one way a

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyfobCodecs
 import WebAuthn
 
 /// The sign-in options answer, encoded once. It is the same document for every request but for

@@ -1,7 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import Nostr
+import KeyfobCodecs
 import WebAuthn
 
 /// A body type a hot path reads from `PlainJSON` without Foundation. `init(plain:)` gives the

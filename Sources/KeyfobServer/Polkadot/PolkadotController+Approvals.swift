@@ -1,9 +1,9 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
-import Nostr
 import Polkadot
 import WebAuthn
 

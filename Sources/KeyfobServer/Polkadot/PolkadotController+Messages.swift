@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
 import NIOCore

@@ -1,7 +1,7 @@
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
-import Nostr
 import Polkadot
 import WebAuthn
 

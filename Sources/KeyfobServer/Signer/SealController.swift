@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
 import Nostr

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import KeyfobCodecs
 import KeyfobStore
 import Logging
 import Nostr

@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 
 /// Parsing the three request forms into `SignerRequest`, and writing callbacks back.
 public enum SignerCodec {
@@ -83,7 +84,7 @@ public enum SignerCodec {
         let callback = try CallbackURL(cb)
         switch action {
         case "sign":
-            guard let payload = value("payload"), let bytes = base64URLDecode(payload) else {
+            guard let payload = value("payload"), let bytes = Base64URL.decode(payload) else {
                 throw .content("payload must be a base64url-encoded event")
             }
             guard bytes.count <= SignerRequest.maxContentLength else { throw .init(.payloadTooLarge, "payload is too large") }
@@ -264,11 +265,6 @@ public enum SignerCodec {
         return string
     }
 
-    static func base64URLDecode(_ s: String) -> [UInt8]? {
-        var t = s.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        while t.count % 4 != 0 { t += "=" }
-        return Data(base64Encoded: t).map { [UInt8]($0) }
-    }
 }
 
 extension Callbacks {

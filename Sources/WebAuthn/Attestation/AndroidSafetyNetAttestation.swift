@@ -1,4 +1,5 @@
 import Foundation
+import KeyfobCodecs
 import KeyfobCrypto
 
 /// §8.5 Android SafetyNet: a JWS from Google's attestation service whose nonce

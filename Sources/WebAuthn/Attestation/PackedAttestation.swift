@@ -1,5 +1,3 @@
-import COpenSSL
-
 /// §8.2 Packed: either a certificate chain (basic/AttCA) or self attestation.
 enum PackedAttestation: AttestationFormat {
     static let name = "packed"
@@ -32,9 +30,9 @@ enum PackedAttestation: AttestationFormat {
     /// §8.2.1 Packed attestation statement certificate requirements.
     private static func checkCertificate(_ cert: Certificate) throws(WebAuthnError) {
         guard cert.version == 3 else { throw .attestation(name, "attestation certificate is not X.509 v3") }
-        guard !cert.subject(NID_countryName).isEmpty, !cert.subject(NID_organizationName).isEmpty,
-            !cert.subject(NID_commonName).isEmpty,
-            cert.subject(NID_organizationalUnitName) == ["Authenticator Attestation"]
+        guard !cert.subject(.country).isEmpty, !cert.subject(.organization).isEmpty,
+            !cert.subject(.commonName).isEmpty,
+            cert.subject(.organizationalUnit) == ["Authenticator Attestation"]
         else {
             throw .attestation(name, "attestation certificate subject lacks C, O, OU=\"Authenticator Attestation\" or CN")
         }

@@ -68,10 +68,4 @@ public enum Base64URL {
         table[Int(UInt8(ascii: "/"))] = 63
         return table
     }()
-
-    /// Decodes a required field, naming it in the error.
-    static func decode(_ string: String, field: String) throws(WebAuthnError) -> [UInt8] {
-        guard let bytes = decode(string) else { throw .malformed("\(field) is not valid base64url") }
-        return bytes
-    }
 }
