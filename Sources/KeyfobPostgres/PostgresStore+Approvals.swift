@@ -47,11 +47,13 @@ extension PostgresStore {
         }
     }
 
-    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
+    public func setConfirmationNonce(
+        _ approval: PendingApproval, id: String, userID: String, nonce: [UInt8], now: Date
+    ) async throws -> Bool {
         try await call { [self] in
             try await touched(
                 """
-                UPDATE signer_requests SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
+                UPDATE \(unescaped: approval.table) SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
                 WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
                 """) == 1
         }

@@ -61,16 +61,6 @@ extension PostgresStore {
         }
     }
 
-    public func setPolkadotConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
-        try await call { [self] in
-            try await touched(
-                """
-                UPDATE polkadot_requests SET confirmation_nonce = \(ByteBuffer(bytes: nonce))
-                WHERE id = \(id) AND user_id = \(userID) AND state = 'pending' AND expires_at > \(now.timeIntervalSince1970) RETURNING 1
-                """) == 1
-        }
-    }
-
     public func finishPolkadotRequest(
         id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?
     ) async throws -> Bool {

@@ -234,11 +234,11 @@ public func buildRouter(
         custody: custody, store: store,
         limiter: RateLimiter(rate: configuration.signRate, per: 60), logger: logger, now: clock,
         metrics: metrics, feed: feed)
-    let keys = CredentialKeyCache()
+    let passkeys = PasskeyCheck(store: store, configuration: configuration, metrics: metrics, now: clock)
     let limits = ClientLimits(configuration: configuration)
     let device = ReturningDevice(vault: vault)
     let ceremonies = CeremonyController(
-        store: store, configuration: configuration, sessions: sessions, keys: keys,
+        store: store, configuration: configuration, sessions: sessions, passkeys: passkeys,
         events: events, challenges: challenges, custody: custody,
         limits: limits, now: clock, metrics: metrics, device: device)
     ceremonies.addRoutes(to: router)
@@ -257,7 +257,7 @@ public func buildRouter(
     let accountStreams = SubstrateAccountEvents()
     ApprovalController(
         store: store, configuration: configuration, sessions: sessions, dispatcher: dispatcher, custody: custody,
-        grants: grants, keys: keys, limits: limits, confirmations: confirmations, pending: pending,
+        grants: grants, passkeys: passkeys, limits: limits, confirmations: confirmations, pending: pending,
         bunker: bunker, streams: accountStreams, now: clock
     ).addRoutes(to: router)
     let names = PasskeyNames(publicDirectory: configuration.publicDirectory)
@@ -273,8 +273,8 @@ public func buildRouter(
     BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
     SealController(
-        sessions: sessions, ceremonies: ceremonies, custody: custody, dispatcher: dispatcher, store: store,
-        configuration: configuration, now: clock
+        sessions: sessions, confirmations: confirmations, custody: custody, dispatcher: dispatcher, store: store,
+        configuration: configuration, logger: logger, now: clock
     ).addRoutes(to: router)
     SignerController(
         sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,
@@ -282,7 +282,7 @@ public func buildRouter(
     ).addRoutes(to: router)
     PolkadotController(
         store: store, sessions: sessions, substrate: SubstrateCustody(custody: custody, store: store, now: clock),
-        dispatcher: dispatcher, confirmations: confirmations, configuration: configuration, keys: keys,
+        dispatcher: dispatcher, confirmations: confirmations, configuration: configuration, passkeys: passkeys,
         events: accountStreams, now: clock
     ).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)

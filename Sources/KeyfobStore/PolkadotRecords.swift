@@ -94,7 +94,7 @@ public struct PolkadotMetadataRecord: Sendable, Equatable {
 }
 
 /// Substrate accounts, Polkadot signing requests and dapp metadata.
-public protocol PolkadotStore: Sendable {
+public protocol PolkadotStore: ConfirmationNonceStore {
     func substrateAccounts(ofUser userID: String) async throws -> [SubstrateAccountRecord]
     /// Stores `account`; `limitReached` when the user has `maxPerUser` already.
     func insertSubstrateAccount(_ account: SubstrateAccountRecord, maxPerUser: Int) async throws
@@ -103,8 +103,6 @@ public protocol PolkadotStore: Sendable {
     /// of this user older than a day go at the same time.
     func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws
     func polkadotRequest(id: String, ofUser userID: String) async throws -> PolkadotRequestRecord?
-    /// A fresh confirmation nonce on a live pending request; false when it is not one.
-    func setPolkadotConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
     /// pending → `state` with its result, once; false when it was decided already or has expired.
     /// `audit`, when given, is appended in the same transaction: a result (a signature the dapp
     /// collects) is never stored without its entry, nor the entry without it.

@@ -49,10 +49,12 @@ extension SQLiteStore {
         }
     }
 
-    public func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
+    public func setConfirmationNonce(
+        _ approval: PendingApproval, id: String, userID: String, nonce: [UInt8], now: Date
+    ) async throws -> Bool {
         try write {
             try connection.query(
-                "UPDATE signer_requests SET confirmation_nonce = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
+                "UPDATE \(approval.table) SET confirmation_nonce = ? WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?",
                 [.blob(nonce), .text(id), .text(userID), .date(now)])
             return connection.changes == 1
         }

@@ -67,17 +67,6 @@ extension SQLiteStore {
         }
     }
 
-    public func setPolkadotConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool {
-        try write {
-            try connection.query(
-                """
-                UPDATE polkadot_requests SET confirmation_nonce = ?
-                WHERE id = ? AND user_id = ? AND state = 'pending' AND expires_at > ?
-                """, [.blob(nonce), .text(id), .text(userID), .date(now)])
-            return connection.changes == 1
-        }
-    }
-
     public func finishPolkadotRequest(
         id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?
     ) async throws -> Bool {

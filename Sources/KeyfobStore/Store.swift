@@ -171,7 +171,24 @@ extension MetaStore {
 }
 
 /// Pending signer requests and grants (redirect flows, NIP-07, later NIP-46).
-public protocol ApprovalStore: Sendable {
+/// The two kinds of request a user approves with a passkey, each in its own table: a nostr
+/// signer request (REST redirect flows, NIP-07, NIP-46) and a Polkadot dapp's.
+public enum PendingApproval: String, Sendable, CaseIterable {
+    case signer = "signer_requests"
+    case polkadot = "polkadot_requests"
+
+    /// The table's name (a fixed identifier, never input).
+    public var table: String { rawValue }
+}
+
+/// What both approval flows share in the store: the nonce a passkey confirmation commits to.
+public protocol ConfirmationNonceStore: Sendable {
+    /// A fresh confirmation nonce on a live pending request of `userID`; false when it is not one
+    /// (decided, expired, or another user's).
+    func setConfirmationNonce(_ approval: PendingApproval, id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
+}
+
+public protocol ApprovalStore: ConfirmationNonceStore {
     /// Stores a request; `limitReached` when its owner (or requester) already has `maxPending`
     /// undecided, unexpired requests from the same client.
     func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int) async throws
@@ -181,8 +198,6 @@ public protocol ApprovalStore: Sendable {
     /// The request `id` in whatever state, expired too, when it is `userID`'s or nobody's yet (what
     /// the approval page says of one that is gone, with the way back to its app). Nil otherwise.
     func signerRequest(id: String, visibleTo userID: String) async throws -> PendingRequestRecord?
-    /// Sets the confirmation nonce of a pending request of `userID`.
-    func setConfirmationNonce(id: String, userID: String, nonce: [UInt8], now: Date) async throws -> Bool
     /// Marks the request decided (`approved`/`rejected`) once; false when it was not pending,
     /// expired or not `userID`'s.
     func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool

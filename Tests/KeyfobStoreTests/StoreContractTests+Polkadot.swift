@@ -42,8 +42,8 @@ extension StoreContractTests {
         second.id = "r2"
         await #expect(throws: StoreError.limitReached) { try await store.insertPolkadotRequest(second, now: t0, maxPending: 1) }
         #expect(try await store.polkadotRequest(id: "r1", ofUser: bob.id) == nil)
-        #expect(try await store.setPolkadotConfirmationNonce(id: "r1", userID: alice.id, nonce: [7], now: t0))
-        #expect(try await store.setPolkadotConfirmationNonce(id: "r1", userID: bob.id, nonce: [7], now: t0) == false)
+        #expect(try await store.setConfirmationNonce(.polkadot, id: "r1", userID: alice.id, nonce: [7], now: t0))
+        #expect(try await store.setConfirmationNonce(.polkadot, id: "r1", userID: bob.id, nonce: [7], now: t0) == false)
         #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id)?.confirmationNonce == [7])
         #expect(try await store.finishPolkadotRequest(id: "r1", userID: alice.id, state: "approved", result: "{}", now: t0))
         #expect(try await store.finishPolkadotRequest(id: "r1", userID: alice.id, state: "rejected", result: "{}", now: t0) == false)

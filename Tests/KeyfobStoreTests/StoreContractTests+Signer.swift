@@ -138,8 +138,8 @@ extension StoreContractTests {
         #expect(try await store.claimPendingRequest(id: "r1", userID: bob.id, now: t0) == nil)
         #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0)?.userID == alice.id)
         #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0 + 301) == nil)  // expired
-        #expect(try await store.setConfirmationNonce(id: "r1", userID: alice.id, nonce: [4], now: t0))
-        #expect(try await store.setConfirmationNonce(id: "r1", userID: bob.id, nonce: [4], now: t0) == false)
+        #expect(try await store.setConfirmationNonce(.signer, id: "r1", userID: alice.id, nonce: [4], now: t0))
+        #expect(try await store.setConfirmationNonce(.signer, id: "r1", userID: bob.id, nonce: [4], now: t0) == false)
         #expect(try await store.claimPendingRequest(id: "r1", userID: alice.id, now: t0)?.confirmationNonce == [4])
         #expect(try await store.decidePendingRequest(id: "r1", userID: bob.id, state: "approved", now: t0) == false)
         #expect(try await store.decidePendingRequest(id: "r1", userID: alice.id, state: "approved", now: t0))

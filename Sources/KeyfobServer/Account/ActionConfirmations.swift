@@ -44,9 +44,11 @@ struct ActionConfirmations: Sendable {
     static let keyPrefix = "confirm:"
 
     /// Its challenges are ceremonies' challenges: issued, capped and consumed the same way.
-    let ceremonies: CeremonyController
-    var store: any CredentialStore & KeyWrapStore & ChallengeStore & CeremonyStore { ceremonies.store }
-    var now: @Sendable () -> Date { ceremonies.now }
+    let passkeys: PasskeyCheck
+    let store: any CredentialStore & KeyWrapStore & ChallengeStore & CeremonyStore
+    let custody: KeyCustody
+    let limits: ClientLimits
+    let now: @Sendable () -> Date
 
     static let required = KeyfobError(
         .confirmationRequired,
@@ -80,7 +82,7 @@ struct ActionConfirmations: Sendable {
         // PRF per passkey: the salt of its wrap (random per wrap), or a fresh one for a passkey that
         // joins the seal now. A sealed key unlocks only with a passkey that has a wrap.
         let wraps = action.needsPRF ? try await store.keyWraps(ofUser: auth.user.id) : []
-        if action == .unlock, try await ceremonies.custody.record(for: auth.user.id).passkeySealed {
+        if action == .unlock, try await custody.record(for: auth.user.id).passkeySealed {
             allowed = allowed.filter { credential in wraps.contains { $0.credentialID == credential.id } }
             guard !allowed.isEmpty else {
                 throw KeyfobError(
@@ -95,14 +97,12 @@ struct ActionConfirmations: Sendable {
             key: Self.binding(action, target: target, session: auth.session), userID: auth.user.id,
             expiresAt: now().addingTimeInterval(Self.lifetime), clientIP: ip)
         record.mayUseReserve = true
-        try await ceremonies.limits.insert(record, into: store, now: now())
+        try await limits.insert(record, into: store, now: now())
         let allow = allowed.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
         let prf =
             action.needsPRF
-            ? ceremonies.seal.inputs(for: allow, wraps: wraps, challenge: challenge, newWraps: action == .seal) : nil
-        let options = ceremonies.relyingParty.requestOptions(
-            challenge: challenge, allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: Int(Self.lifetime), prf: prf)
+            ? passkeys.seal.inputs(for: allow, wraps: wraps, challenge: challenge, newWraps: action == .seal) : nil
+        let options = passkeys.requestOptions(challenge: challenge, allow: allow, timeoutSeconds: Int(Self.lifetime), prf: prf)
         return jsonResponse(Confirmation(action: action.rawValue, target: target, expiresIn: Int(Self.lifetime), options: options))
     }
 
@@ -124,7 +124,7 @@ struct ActionConfirmations: Sendable {
     ) async throws -> (credential: CredentialRecord, challenge: [UInt8]) {
         guard let assertion else { throw Self.required }
         // Consumed once whatever follows, and unexpired (2 minutes), like any ceremony's challenge.
-        let pending = try await ceremonies.consumeChallenge(
+        let pending = try await passkeys.consumeChallenge(
             clientDataJSON: assertion.response.clientDataJSON,
             ceremony: .authentication, key: nil)
         guard pending.key == Self.binding(action, target: target, session: auth.session) else {
@@ -143,9 +143,7 @@ struct ActionConfirmations: Sendable {
                 .permissionDenied, "this passkey was added after this session signed in; sign in with it first",
                 status: .forbidden)
         }
-        try await store.verifyAssertion(
-            assertion, by: record, challenge: pending.challenge, relyingParty: ceremonies.relyingParty,
-            keys: ceremonies.keys, at: now())
+        try await passkeys.verify(assertion, by: record, challenge: pending.challenge)
         return (record, pending.challenge)
     }
 
@@ -172,7 +170,7 @@ struct ConfirmationController: Sendable {
 
     let confirmations: ActionConfirmations
     let sessions: Sessions
-    var limits: ClientLimits { confirmations.ceremonies.limits }
+    var limits: ClientLimits { confirmations.limits }
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.post("/api/confirmations") { request, context in

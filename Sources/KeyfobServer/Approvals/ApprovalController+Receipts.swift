@@ -27,25 +27,15 @@ extension ApprovalController {
         let auth = try await sessions.require(request)
         let (record, incoming) = try await load(context.parameters.get("id") ?? "", auth: auth)
         let nonce = randomBytes(16)
-        guard try await store.setConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
+        guard try await store.setConfirmationNonce(.signer, id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
             throw KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
         }
         let pubkey = try await custody.publicKey(of: auth.user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        // PRF for a sealed key this session cannot open: each sealing passkey's own salt, so the
-        // confirmation opens the key too (one prompt, not two).
-        var prf: PRFInputs?
-        if try await !custody.canOpen(auth.user.id, unlock: auth.unlock) {
-            let challenge = sha256(Array(committed.utf8))
-            prf = confirmations.ceremonies.seal.inputs(
-                for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id),
-                challenge: challenge, newWraps: false)
-        }
-        let options = configuration.relyingParty.requestOptions(
-            challenge: sha256(Array(committed.utf8)), allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: configuration.challengeTimeout, prf: prf)
-        return jsonResponse(WithField(options: options, name: .committed, value: committed))
+        return jsonResponse(
+            try await passkeys.approvalOptions(
+                committed: committed, userID: auth.user.id,
+                opensSealedKey: try await !custody.canOpen(auth.user.id, unlock: auth.unlock)))
     }
 
     /// What a passkey confirmation proved: the receipt, which passkey, its PRF outputs if it gave
@@ -68,8 +58,7 @@ extension ApprovalController {
         }
         let pubkey = try await custody.publicKey(of: user.id)
         let committed = committedBytes(record, incoming, pubkey: pubkey, nonce: nonce)
-        let (receipt, credential, challenge) = try await Receipt.confirm(
-            assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
+        let (receipt, credential, challenge) = try await passkeys.receipt(for: assertion, committed: committed, user: user)
         return Confirmation(
             receipt: receipt, credentialID: credential.id,
             prf: PRFOutputs(

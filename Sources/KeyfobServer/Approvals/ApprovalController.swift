@@ -22,7 +22,7 @@ struct ApprovalController: Sendable {
     let dispatcher: SignerDispatcher
     let custody: KeyCustody
     let grants: Grants
-    let keys: CredentialKeyCache
+    let passkeys: PasskeyCheck
     let limits: ClientLimits
     let confirmations: ActionConfirmations
     let pending: PendingRequests

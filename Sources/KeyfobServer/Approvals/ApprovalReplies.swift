@@ -64,29 +64,6 @@ struct Receipt: Encodable {
     let algorithm: Int
     let rpId: String
     let assertion: AuthenticationCredential
-
-    /// Verifies `assertion` from one of `user`'s passkeys over SHA-256 of `committed`; returns the
-    /// receipt (no PRF output in it: that is a secret), the passkey and the challenge it signed.
-    static func confirm(
-        _ assertion: AuthenticationCredential, committed: String, user: UserRecord, store: any CredentialStore & CeremonyStore,
-        configuration: ServerConfiguration, keys: CredentialKeyCache, at now: Date
-    ) async throws -> (receipt: String, credential: CredentialRecord, challenge: [UInt8]) {
-        guard let credentialID = Base64URL.decode(assertion.rawId),
-            let credential = try await store.credential(id: credentialID), credential.userID == user.id
-        else {
-            throw KeyfobError(.signatureInvalid, "the assertion is not from one of your passkeys", status: .unauthorized)
-        }
-        let challenge = sha256(Array(committed.utf8))
-        try await store.verifyAssertion(
-            assertion, by: credential, challenge: challenge, relyingParty: configuration.relyingParty, keys: keys, at: now)
-        var signed = assertion
-        signed.clientExtensionResults = nil
-        let receipt = Receipt(
-            version: 1, committed: committed, challenge: Base64URL.encode(challenge), credentialId: Base64URL.encode(credential.id),
-            publicKey: Base64URL.encode(credential.publicKey), algorithm: credential.algorithm, rpId: configuration.rpID,
-            assertion: signed)
-        return (String(decoding: jsonBytes(receipt), as: UTF8.self), credential, challenge)
-    }
 }
 
 /// A nostr event as a JSON object in NIP-01's field names (`sig` absent before signing).

@@ -87,7 +87,7 @@ extension CeremonyController {
         // store call (one round trip on PostgreSQL); the challenge is checked first, as it is
         // consumed whether or not the rest holds.
         let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
-        let (pending, owner) = try await consumeChallenge(
+        let (pending, owner) = try await passkeys.consumeChallenge(
             clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
@@ -189,42 +189,4 @@ extension CeremonyController {
     }
 
     // MARK: - Challenges
-
-    /// Finds the pending ceremony by the challenge inside the client data and consumes it,
-    /// so a challenge is used once whether or not verification succeeds.
-    func consumeChallenge(clientDataJSON: String, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
-        let clientData: ClientDataJSON
-        do { clientData = try ClientDataJSON(clientDataJSON) } catch { throw KeyfobError(error) }
-        return try await consumeChallenge(clientData, ceremony: ceremony, key: key)
-    }
-
-    func consumeChallenge(_ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?) async throws -> ChallengeRecord {
-        try await consumeChallenge(clientData, ceremony: ceremony, key: key, credentialID: nil).challenge
-    }
-
-    /// `consumeChallenge`, and with `credentialID` the passkey of that id with its owner, read in
-    /// the same store call (nil when no passkey has it).
-    func consumeChallenge(
-        _ clientData: ClientDataJSON, ceremony: ChallengeRecord.Ceremony, key: String?, credentialID: [UInt8]?
-    ) async throws -> (challenge: ChallengeRecord, owner: CredentialOwner?) {
-        let value: [UInt8]
-        do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
-        let found: (ChallengeRecord, CredentialOwner?)? =
-            if let credentialID {
-                try await metrics.store("consume_challenge") { try await store.consumeChallenge(value, credentialID: credentialID) }
-            } else {
-                try await metrics.store("consume_challenge") { try await store.consumeChallenge(value) }.map { ($0, nil) }
-            }
-        guard let found, found.0.ceremony == ceremony else {
-            throw KeyfobError(.challengeNotFound, "no pending \(ceremony.rawValue) has this challenge; request new options")
-        }
-        let (pending, owner) = found
-        guard pending.expiresAt > now() else {
-            throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
-        }
-        if let key, !key.isEmpty, key != pending.key {
-            throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
-        }
-        return (pending, owner)
-    }
 }

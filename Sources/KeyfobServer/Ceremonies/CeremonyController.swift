@@ -25,33 +25,35 @@ struct CeremonyController: Sendable {
     let store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore
     let configuration: ServerConfiguration
     let sessions: Sessions
-    let keys: CredentialKeyCache
+    /// The relying party, decoded keys, challenge consumption and the sign counter.
+    let passkeys: PasskeyCheck
     let events: EventLog
     let challenges: ChallengeGenerator
     let custody: KeyCustody
     let limits: ClientLimits
     let now: @Sendable () -> Date
     var metrics = KeyfobMetrics()
-    let relyingParty: RelyingParty
-    let seal: PasskeySeal
+    var relyingParty: RelyingParty { passkeys.relyingParty }
+    var seal: PasskeySeal { passkeys.seal }
+    var keys: CredentialKeyCache { passkeys.keys }
     /// Sign-in options are the same but for two values: encoded once (nil: encode each).
     let signInOptions: SignInOptionsTemplate?
     /// Browsers that finished a ceremony here before (they may use the challenge cap's reserve).
     let device: ReturningDevice
     /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
-    var confirmations: ActionConfirmations { ActionConfirmations(ceremonies: self) }
+    let confirmations: ActionConfirmations
 
     init(
         store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
-        configuration: ServerConfiguration, sessions: Sessions, keys: CredentialKeyCache,
+        configuration: ServerConfiguration, sessions: Sessions, passkeys: PasskeyCheck,
         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
         now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice
     ) {
         self.device = device
-        (self.store, self.configuration, self.sessions, self.keys, self.events) = (store, configuration, sessions, keys, events)
+        (self.store, self.configuration, self.sessions, self.passkeys, self.events) = (store, configuration, sessions, passkeys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
-        let relyingParty = configuration.relyingParty
-        (self.relyingParty, self.seal) = (relyingParty, PasskeySeal(rpID: configuration.rpID))
+        confirmations = ActionConfirmations(passkeys: passkeys, store: store, custody: custody, limits: limits, now: now)
+        let relyingParty = passkeys.relyingParty
         signInOptions = SignInOptionsTemplate { challenge, key in
             jsonBytes(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
         }
@@ -221,7 +223,7 @@ struct CeremonyController: Sendable {
         try limits.check(limits.verify, ip, now: now())
         let body = try await request.decodeJSON(VerifyRegistrationRequest.self, limit: configuration.maxBodySize)
         let passkeyName = try PasskeyNames.validated(body.passkeyName)
-        let pending = try await consumeChallenge(
+        let pending = try await passkeys.consumeChallenge(
             clientDataJSON: body.cred.response.clientDataJSON,
             ceremony: .registration, key: body.challengeKey)
         guard let userID = pending.userID, let username = pending.username else {

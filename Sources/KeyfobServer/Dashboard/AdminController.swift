@@ -166,7 +166,7 @@ struct AdminController: Sendable {
     @Sendable func lockAll(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let who = try await authorize(request)
         let locked = try await store.lockAllSessions()
-        confirmations.ceremonies.custody.unlockedSigners.closeAll()
+        confirmations.custody.unlockedSigners.closeAll()
         feed.publish(
             Activity(
                 time: now(), category: "session", event: "signers.locked", user: who, client: nil, method: nil,
@@ -178,7 +178,7 @@ struct AdminController: Sendable {
         let user = try await named(context)
         let who = try await authorizeDestructive(request, .adminRevokeSessions, target: user.username)
         try await store.deleteSessions(ofUser: user.id)
-        confirmations.ceremonies.custody.unlockedSigners.close(userID: user.id)
+        confirmations.custody.unlockedSigners.close(userID: user.id)
         record("admin.sessions_revoked", by: who, target: user.username)
         return jsonResponse(["revoked": true])
     }
@@ -187,7 +187,7 @@ struct AdminController: Sendable {
         let user = try await named(context)
         let who = try await authorizeDestructive(request, .adminRemoveUser, target: user.username)
         _ = try await store.deleteUser(id: user.id)
-        confirmations.ceremonies.custody.unlockedSigners.close(userID: user.id)
+        confirmations.custody.unlockedSigners.close(userID: user.id)
         record("admin.user_removed", by: who, target: user.username)
         return jsonResponse(["removed": true])
     }

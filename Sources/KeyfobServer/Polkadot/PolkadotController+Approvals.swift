@@ -192,23 +192,13 @@ extension PolkadotController {
         let auth = try await sessions.require(request)
         let (record, parsed) = try await load(context.parameters.get("id") ?? "", userID: auth.user.id)
         let nonce = randomBytes(16)
-        guard try await store.setPolkadotConfirmationNonce(id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
+        guard try await store.setConfirmationNonce(.polkadot, id: record.id, userID: auth.user.id, nonce: nonce, now: now()) else {
             throw KeyfobError(.requestNotFound, "this request was decided already or has expired", status: .notFound)
         }
-        let committed = committedBytes(record, parsed, nonce: nonce)
-        let challenge = sha256(Array(committed.utf8))
-        let allow = try await store.credentials(ofUser: auth.user.id).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
-        // A sealed key this session cannot open: each sealing passkey's PRF salt, so the one
-        // confirmation also opens the key (one prompt, as for nostr approvals).
-        var prf: PRFInputs?
-        if try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock) {
-            prf = confirmations.ceremonies.seal.inputs(
-                for: allow, wraps: try await store.keyWraps(ofUser: auth.user.id), challenge: challenge, newWraps: false)
-        }
-        let options = configuration.relyingParty.requestOptions(
-            challenge: challenge, allowCredentials: allow, userVerification: .required,
-            timeoutSeconds: configuration.challengeTimeout, prf: prf)
-        return jsonResponse(WithField(options: options, name: .committed, value: committed))
+        return jsonResponse(
+            try await passkeys.approvalOptions(
+                committed: committedBytes(record, parsed, nonce: nonce), userID: auth.user.id,
+                opensSealedKey: try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)))
     }
 
     /// Signs once the passkey confirmed this payload. The signer must be unlocked (the same lock as
@@ -310,8 +300,7 @@ extension PolkadotController {
                 .userVerificationRequired, "signing this needs your passkey: ask for a challenge first", status: .forbidden)
         }
         let committed = committedBytes(record, parsed, nonce: nonce)
-        let (receipt, credential, challenge) = try await Receipt.confirm(
-            assertion, committed: committed, user: user, store: store, configuration: configuration, keys: keys, at: now())
+        let (receipt, credential, challenge) = try await passkeys.receipt(for: assertion, committed: committed, user: user)
         return (receipt, credential, assertion, challenge)
     }
 }

@@ -30,7 +30,7 @@ struct PolkadotController: Sendable {
     let dispatcher: SignerDispatcher
     let confirmations: ActionConfirmations
     let configuration: ServerConfiguration
-    let keys: CredentialKeyCache
+    let passkeys: PasskeyCheck
     let events: SubstrateAccountEvents
     let now: @Sendable () -> Date
     /// scrypt for JSON backups (32 MiB a call): at most two at once.

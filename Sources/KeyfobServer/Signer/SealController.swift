@@ -3,6 +3,7 @@ import Hummingbird
 import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
+import Logging
 import Nostr
 import WebAuthn
 
@@ -19,11 +20,12 @@ import WebAuthn
 ///                                                  data key opened by this passkey's wrap)
 struct SealController: Sendable {
     let sessions: Sessions
-    let ceremonies: CeremonyController
+    let confirmations: ActionConfirmations
     let custody: KeyCustody
     let dispatcher: SignerDispatcher
     let store: any BunkerStore & KeyWrapStore & SessionStore
     let configuration: ServerConfiguration
+    let logger: Logger
     let now: @Sendable () -> Date
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
@@ -52,7 +54,7 @@ struct SealController: Sendable {
         let auth = try await sessions.require(request)
         let body = try await request.decodeJSON(Body.self, limit: configuration.maxBodySize)
         let first = try CeremonyController.prfOutput(body.prfOutput, body.cred.clientExtensionResults)
-        let (credential, challenge) = try await ceremonies.confirmations.verify(body.cred, action, target: "", for: auth)
+        let (credential, challenge) = try await confirmations.verify(body.cred, action, target: "", for: auth)
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "api", transport: "rest",
             limitKey: Hex.encode(auth.session.tokenHash),
@@ -202,7 +204,7 @@ struct SealController: Sendable {
                     userID: userID, credentialID: proof.credential.id, prf: proof.prf,
                     challenge: proof.challenge)
             else {
-                ceremonies.events.logger.notice(
+                logger.notice(
                     "an unlock did not open the sealed key (no PRF output, or another one)",
                     metadata: ["credential": "\(Base64URL.encode(proof.credential.id))"])
                 throw proof.prf.first == nil ? Self.noPRF : KeyfobError.signerSealed
