@@ -14,16 +14,16 @@ struct MigrateStore: AsyncParsableCommand {
             instance with --database postgres://… and the same master key (the file, or KEYFOB_MASTER_KEY).
             """)
 
-    @Option(help: "The SQLite database: sqlite (the file in --data-dir) or sqlite:/path/to/keyfob.sqlite.")
-    var from = "sqlite"
+    /// Where the SQLite database is: the settings every operator command reads.
+    @OptionGroup var store: StoreOptions
+    @Option(help: "The SQLite database to copy, when it is not --database's: sqlite (the file in --data-dir) or sqlite:/path/to/keyfob.sqlite.")
+    var from: String?
     @Option(help: "The PostgreSQL database: postgres://user:password@host:5432/db[?sslmode=require].")
     var to: String
-    @Option(name: .customLong("data-dir"), help: ArgumentHelp("With --from sqlite: " + SettingsReference.helpLine("data-dir")))
-    var dataDir: String?
 
     func run() async throws {
-        var source = try ServerConfiguration.forCommand(["data-dir": dataDir], validate: false)
-        source.database = from
+        var source = try store.configuration(validate: false)
+        if let from { source.database = from }
         var target = source
         target.database = to
         do {

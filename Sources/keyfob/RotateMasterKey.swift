@@ -14,10 +14,7 @@ struct RotateMasterKey: AsyncParsableCommand {
             With KEYFOB_MASTER_KEY the new key is written to --new-master-key-file and you update the variable.
             """)
 
-    @Option(name: .customLong("data-dir"), help: ArgumentHelp(SettingsReference.helpLine("data-dir")))
-    var dataDir: String?
-    @Option(help: ArgumentHelp(SettingsReference.helpLine("database")))
-    var database: String?
+    @OptionGroup var store: StoreOptions
     @Option(name: .customLong("master-key-file"), help: ArgumentHelp("The current master key. " + SettingsReference.helpLine("master-key-file")))
     var masterKeyFile: String?
     @Option(
@@ -27,8 +24,7 @@ struct RotateMasterKey: AsyncParsableCommand {
 
     func run() async throws {
         do throws(any Error) {
-            let c = try ServerConfiguration.forCommand(
-                ["data-dir": dataDir, "database": database, "master-key-file": masterKeyFile], validate: false)
+            let c = try self.store.configuration(adding: ["master-key-file": masterKeyFile], validate: false)
             if c.masterKey != nil {
                 guard newMasterKeyFile != nil else {
                     throw ServerConfiguration.Invalid(description: "with KEYFOB_MASTER_KEY, name where the new key goes: --new-master-key-file PATH")

@@ -11,9 +11,16 @@ struct StoreOptions: ParsableArguments {
     @Option(help: ArgumentHelp(SettingsReference.helpLine("database")))
     var database: String?
 
+    /// The settings these options and `extra` name, from flags, the environment and the config
+    /// file, as `keyfob serve` reads them.
+    func configuration(adding extra: [String: String?] = [:], validate: Bool = true) throws -> ServerConfiguration {
+        try ServerConfiguration.forCommand(
+            ["data-dir": dataDir, "database": database].merging(extra) { ours, _ in ours }, validate: validate)
+    }
+
     /// Opens the store a running server uses (SQLite in WAL mode or PostgreSQL: both may work at once).
     func open() async throws -> any KeyfobStore {
-        let c = try ServerConfiguration.forCommand(["data-dir": dataDir, "database": database])
+        let c = try configuration()
         if !c.isPostgres {
             guard FileManager.default.fileExists(atPath: c.sqlitePath) else {
                 throw ValidationError("no database at \(c.sqlitePath) (set --data-dir or --database)")

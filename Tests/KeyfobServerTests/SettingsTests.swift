@@ -52,6 +52,29 @@ import Testing
         }
     }
 
+    /// A default is written twice: its value in `ServerConfiguration` and its text in the settings
+    /// table (`--help`, docs/configuration.md). Every default that is a plain value, given as the
+    /// flag, must leave the configuration exactly as `ServerConfiguration()` has it.
+    @Test func everyLiteralDefaultInTheTableIsTheConfigurationsOwn() throws {
+        var checked: [String] = []
+        for setting in Setting.all where setting.sources.contains(.flag) && !setting.hidden {
+            guard let text = setting.defaultValue else { continue }
+            switch setting.kind {
+            case .number: guard Int(text) != nil else { continue }
+            case .text: guard !text.contains(" "), !text.contains("<"), !text.contains(",") else { continue }
+            case .list, .flag: continue
+            }
+            let given = try ServerConfiguration.resolve(arguments: [setting.flag, text], environment: [:])
+            #expect(
+                String(reflecting: given) == String(reflecting: ServerConfiguration()),
+                "\(setting.flag): the settings table says \(text), ServerConfiguration() has another value")
+            checked.append(setting.name)
+        }
+        // The table's descriptive defaults ("--port + 10", "a quarter of the HTTP share") are the
+        // rest; the literal ones are most of it.
+        #expect(checked.count >= 15, "\(checked)")
+    }
+
     @Test func flagsBeatVariablesAndVariablesBeatTheFile() throws {
         let path = try Self.configFile(["port": 1111, "host": "10.0.0.1", "rp-name": "From file"])
         defer { unlink(path) }

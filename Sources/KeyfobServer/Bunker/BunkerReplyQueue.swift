@@ -26,25 +26,22 @@ struct BunkerReplyQueue: Service {
         // With PostgreSQL a NOTIFY wakes the reader at once; the timer stays as a safety net.
         let signals = store.bunkerReplySignals()
         let (wakes, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
-        let relay = Task {
-            guard let signals else { return }
-            for await _ in signals { wake.yield() }
-        }
-        let timer = Task {
-            while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(signals == nil ? interval : interval * 4))
-                wake.yield()
-            }
-        }
-        defer {
-            relay.cancel()
-            timer.cancel()
-        }
+        let sleep = signals == nil ? interval : interval * 4
         try? await cancelWhenGracefulShutdown {
-            var seen = started
-            // Always read: the external relays' outlet is installed on every instance (whether it
-            // holds them or not), so "is anyone listening here" cannot be told from the hub.
-            for await _ in wakes { await pollOnce(&seen) }
+            await withTaskGroup(of: Void.self) { group in
+                if let signals { group.addTask { for await _ in signals { wake.yield() } } }
+                group.addTask {
+                    while !Task.isCancelled {
+                        try? await Task.sleep(for: .seconds(sleep))
+                        wake.yield()
+                    }
+                }
+                var seen = started
+                // Always read: the external relays' outlet is installed on every instance (whether it
+                // holds them or not), so "is anyone listening here" cannot be told from the hub.
+                for await _ in wakes { await pollOnce(&seen) }
+                group.cancelAll()
+            }
         }
     }
 

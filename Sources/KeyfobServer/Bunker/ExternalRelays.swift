@@ -34,6 +34,9 @@ public final class ExternalRelays: Service, Sendable {
         var signerOfUser: [String: String] = [:]
         /// Starts links; set while this instance holds the role (nil: another holds it).
         var starter: AsyncStream<RelayLink>.Continuation?
+        /// Replies to clients whose relays this instance has not read yet, waiting for that read:
+        /// one reader works through them, and at most `pendingLookups` wait (the newest are kept).
+        var lookups: AsyncStream<Lookup>.Continuation?
         /// The cap on links was logged (once a run).
         var warnedAtCap = false
 
@@ -68,6 +71,17 @@ public final class ExternalRelays: Service, Sendable {
 
     static func clientKey(signer: String, client: String) -> String { signer + ":" + client }
 
+    /// A reply to a client whose relays are not known here yet.
+    struct Lookup: Sendable {
+        let signer: String
+        let client: String
+        let frame: String
+    }
+
+    /// Replies that may wait for their client's relays to be read: beyond this the oldest are
+    /// dropped (they went to the configured relays already).
+    static let pendingLookups = 256
+
     public func run() async throws {
         hub.addOutlet { [self] event in self.send(event) }
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -96,8 +110,12 @@ public final class ExternalRelays: Service, Sendable {
     /// While this instance holds the role: keeps the links and their subscriptions current.
     private func hold() async throws {
         let (starts, starter) = AsyncStream.makeStream(of: RelayLink.self)
-        state.withLockedValue { $0.starter = starter }
-        defer { state.withLockedValue { $0.starter = nil } }
+        let (lookups, lookup) = AsyncStream.makeStream(of: Lookup.self, bufferingPolicy: .bufferingNewest(Self.pendingLookups))
+        state.withLockedValue { ($0.starter, $0.lookups) = (starter, lookup) }
+        defer {
+            state.withLockedValue { ($0.starter, $0.lookups) = (nil, nil) }
+            lookup.finish()
+        }
         logger.info("holding the external NIP-46 relays", metadata: ["relays": "\(configured.joined(separator: " "))"])
         try await withThrowingTaskGroup(of: Void.self) { group in
             defer { group.cancelAll() }
@@ -107,6 +125,9 @@ public final class ExternalRelays: Service, Sendable {
                     try await Task.sleep(for: .seconds(refreshInterval))
                 }
                 starter.finish()
+            }
+            group.addTask { [self] in
+                for await waiting in lookups { await deliver(waiting) }
             }
             for await link in starts { group.addTask { await link.run() } }
             try await group.next()
@@ -181,16 +202,25 @@ public final class ExternalRelays: Service, Sendable {
         }
         for link in links { link.send(frame) }
         guard !known, let client else { return }
-        Task {
-            guard let owner = try? await store.bunkerSigner(pubkey: signer),
-                let record = try? await store.bunkerClient(userID: owner.userID, clientPubkey: client), !record.relays.isEmpty
+        _ = state.withLockedValue { $0.lookups }?.yield(Lookup(signer: signer, client: client, frame: frame))
+    }
+
+    /// A reply to a client new to this instance, once its relays are read (once per client: the
+    /// next replies find them known).
+    private func deliver(_ waiting: Lookup) async {
+        let key = Self.clientKey(signer: waiting.signer, client: waiting.client)
+        var relays = state.withLockedValue { $0.clientRelays[key] }
+        if relays == nil {
+            guard let owner = try? await store.bunkerSigner(pubkey: waiting.signer),
+                let record = try? await store.bunkerClient(userID: owner.userID, clientPubkey: waiting.client), !record.relays.isEmpty
             else { return }
-            let links: [RelayLink] = state.withLockedValue { state in
-                state.clientRelays[Self.clientKey(signer: signer, client: client)] = record.relays
-                return record.relays.filter { !configured.contains($0) }.compactMap { link(to: $0, in: &state) }
-            }
-            for link in links { link.send(frame) }
+            relays = record.relays
         }
+        let links: [RelayLink] = state.withLockedValue { state in
+            state.clientRelays[key] = relays
+            return (relays ?? []).filter { !configured.contains($0) }.compactMap { link(to: $0, in: &state) }
+        }
+        for link in links { link.send(waiting.frame) }
     }
 
     /// Links to a client's relays at once (it just connected through them) and the client's
