@@ -6,6 +6,7 @@ import Foundation
 public enum Base64URL {
     /// Unpadded base64url in one pass into the string's own buffer (the Foundation route — base64
     /// then two `replacingOccurrences` — was a visible share of every sign-in's profile).
+    @inlinable
     public static func encode<Bytes: Collection<UInt8>>(_ bytes: Bytes) -> String {
         let count = bytes.count
         let length = count / 3 * 4 + [0, 2, 3][count % 3]
@@ -30,10 +31,12 @@ public enum Base64URL {
         }
     }
 
-    private static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    @usableFromInline
+    static let encodeTable: [UInt8] = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Decodes base64url; returns nil for anything that is not base64url.
     /// One pass, one allocation: this runs on every assertion.
+    @inlinable
     public static func decode(_ string: String) -> [UInt8]? {
         var string = string
         return string.withUTF8 { input -> [UInt8]? in
@@ -59,7 +62,8 @@ public enum Base64URL {
     }
 
     /// Sextet value of each byte; 0xff for bytes outside both alphabets.
-    private static let decodeTable: [UInt8] = {
+    @usableFromInline
+    static let decodeTable: [UInt8] = {
         var table = [UInt8](repeating: 0xff, count: 256)
         for (i, c) in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789".utf8.enumerated() { table[Int(c)] = UInt8(i) }
         table[Int(UInt8(ascii: "-"))] = 62
