@@ -27,7 +27,25 @@ public struct RuntimeMetadata: Sendable {
         case tuple([Int])
         case primitive(Primitive)
         case compact(Int)
-        case bitSequence
+        /// The store type (u8…u64) and the order type (`Lsb0` or `Msb0`).
+        case bitSequence(store: Int, order: Int)
+    }
+
+    /// How the runtime's extrinsics are made: the call type and the signed extensions in the
+    /// order they appear in a transaction and in its signing payload.
+    public struct Extrinsic: Sendable {
+        public struct SignedExtension: Sendable {
+            public let identifier: String
+            /// What the extension adds to the extrinsic (`extra`).
+            public let type: Int
+            /// What it adds to the signed data only (`additionalSigned`, `implicit`).
+            public let additionalSigned: Int
+        }
+
+        public let version: UInt8
+        /// V15 only (V14 names the unchecked-extrinsic type instead).
+        public let addressType, callType, signatureType: Int?
+        public let signedExtensions: [SignedExtension]
     }
 
     public struct TypeInfo: Sendable {
@@ -39,6 +57,11 @@ public struct RuntimeMetadata: Sendable {
     public let types: [Int: TypeInfo]
     /// Pallet index → (name, the type id of its call enum).
     public let callPallets: [UInt8: (name: String, callType: Int)]
+    /// Nil when the metadata carries none (polkadot-js's calls-only form may cut it).
+    public let extrinsic: Extrinsic?
+    /// The runtime's own name and version, from the `System` pallet's `Version` constant (nil in
+    /// calls-only metadata, whose constants are emptied).
+    public let runtimeVersion: (specName: String, specVersion: UInt32)?
 
     public init(_ bytes: [UInt8]) throws(PolkadotError) {
         var r = ScaleReader(bytes)
@@ -62,17 +85,27 @@ public struct RuntimeMetadata: Sendable {
         }
         self.types = types
         var pallets: [UInt8: (name: String, callType: Int)] = [:]
+        var runtimeVersion: (String, UInt32)?
         let palletCount = try r.length()
         for _ in 0..<palletCount {
             let name = try r.text()
             _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try Self.skipStorage(&r) }
             let calls = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }
             _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }  // events
-            _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in  // constants
-                _ = try r.text()
+            let constants = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+                let constant = try r.text()
                 _ = try r.compact()
-                _ = try r.take(try r.length())
+                let value = try r.take(try r.length())
                 _ = try Self.docs(&r)
+                return (constant, value)
+            }
+            if name == "System", let value = constants.first(where: { $0.0 == "Version" })?.1 {
+                // sp_version's RuntimeVersion: spec_name, impl_name, authoring_version, spec_version, …
+                var v = ScaleReader(value)
+                let specName = try v.text()
+                _ = try v.text()
+                _ = try v.u32()
+                runtimeVersion = (specName, try v.u32())
             }
             _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }  // errors
             let index = try r.byte()
@@ -80,7 +113,27 @@ public struct RuntimeMetadata: Sendable {
             if let calls { pallets[index] = (name, calls) }
         }
         callPallets = pallets
-        // The extrinsic, runtime APIs and outer enums follow: nothing a call's decoding needs.
+        self.runtimeVersion = runtimeVersion
+        // The runtime APIs and outer enums follow the extrinsic: nothing Keyfob reads.
+        extrinsic = try? Self.extrinsic(&r, version: version)
+    }
+
+    private static func extrinsic(_ r: inout ScaleReader, version: UInt8) throws(PolkadotError) -> Extrinsic {
+        var (address, call, signature): (Int?, Int?, Int?) = (nil, nil, nil)
+        let extrinsicVersion: UInt8
+        if version == 15 {
+            extrinsicVersion = try r.byte()
+            (address, call, signature) = (try r.compact(), try r.compact(), try r.compact())
+            _ = try r.compact()  // extra_ty: the extensions' tuple, listed one by one below
+        } else {
+            _ = try r.compact()  // the unchecked extrinsic's type
+            extrinsicVersion = try r.byte()
+        }
+        let extensions = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+            Extrinsic.SignedExtension(identifier: try r.text(), type: try r.compact(), additionalSigned: try r.compact())
+        }
+        return Extrinsic(
+            version: extrinsicVersion, addressType: address, callType: call, signatureType: signature, signedExtensions: extensions)
     }
 
     private static func docs(_ r: inout ScaleReader) throws(PolkadotError) -> [String] {
@@ -116,10 +169,7 @@ public struct RuntimeMetadata: Sendable {
             guard let primitive = Primitive(rawValue: try r.byte()) else { throw PolkadotError(.invalidPayload, "unknown primitive type") }
             return .primitive(primitive)
         case 6: return .compact(try r.compact())
-        case 7:
-            _ = try r.compact()
-            _ = try r.compact()
-            return .bitSequence
+        case 7: return .bitSequence(store: try r.compact(), order: try r.compact())
         default: throw PolkadotError(.invalidPayload, "unknown type definition")
         }
     }

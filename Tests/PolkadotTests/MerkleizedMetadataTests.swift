@@ -1,0 +1,95 @@
+import Foundation
+import KeyfobCrypto
+import Testing
+
+@testable import Polkadot
+
+/// RFC-0078's metadata hash. These tests build a small V15 metadata and derive what the RFC says
+/// its leaves, tree and digest are, byte by byte, independently of `MerkleizedMetadata`'s own
+/// encoder. (The published digests of the `merkleized-metadata` crate's six chain fixtures were
+/// matched locally, fixtures outside the repository: see the #42 note; they belong in
+/// `Tests/Vectors/polkadot/` once the steering folder carries them.)
+@Suite struct MerkleizedMetadataTests {
+    static func h(_ bytes: [UInt8]) -> [UInt8] { BLAKE3.hash(bytes) }
+    static func text(_ s: String) -> [UInt8] { c(s.utf8.count) + Array(s.utf8) }
+    /// SCALE's compact integer: every length and the leaves' ids.
+    static func c(_ n: Int) -> [UInt8] { SCALE.compact(UInt64(n)) }
+
+    /// The tree: the last two of the queue become a node put at the front, until one is left.
+    @Test func theTreeJoinsTheLastTwoAndPutsTheNodeInFront() {
+        let leaves = (0..<5).map { Self.h([UInt8($0)]) }
+        let (a, b, c, d, e) = (leaves[0], leaves[1], leaves[2], leaves[3], leaves[4])
+        #expect(MerkleizedMetadata.merkleRoot([]) == [UInt8](repeating: 0, count: 32))
+        #expect(MerkleizedMetadata.merkleRoot([a]) == a)
+        #expect(MerkleizedMetadata.merkleRoot([a, b]) == Self.h(a + b))
+        #expect(MerkleizedMetadata.merkleRoot([a, b, c]) == Self.h(Self.h(b + c) + a))
+        let n1 = Self.h(d + e)
+        let n2 = Self.h(b + c)
+        let n3 = Self.h(n1 + a)
+        #expect(MerkleizedMetadata.merkleRoot([a, b, c, d, e]) == Self.h(n3 + n2))
+    }
+
+    /// A V15 metadata: type 0 u8; 1 `Compact<u32>`; 2 u32; 3 `T { a: u8 }`; 4 the call enum
+    /// `Call { x(T) = 1, y = 0 }`; 5 `()`; 6 `[u8; 32]` (unreachable); extrinsic v4, address and
+    /// signature `T`, one extension `CheckNonce` with extra `Compact<u32>` and implicit `()`.
+    static let registryAndPallets: [UInt8] = {
+        func type(_ id: Int, path: [String], _ definition: [UInt8]) -> [UInt8] {
+            SCALE.compact(UInt64(id)) + SCALE.compact(UInt64(path.count)) + path.flatMap(text) + [0] + definition + [0]
+        }
+        func field(_ name: String?, _ type: Int, _ typeName: String?) -> [UInt8] {
+            (name.map { [1] + text($0) } ?? [0]) + SCALE.compact(UInt64(type)) + (typeName.map { [1] + text($0) } ?? [0]) + [0]
+        }
+        let types: [[UInt8]] = [
+            type(0, path: [], [5, 3]),
+            type(1, path: [], [6] + SCALE.compact(2)),
+            type(2, path: [], [5, 5]),
+            type(3, path: ["m", "T"], [0] + c(1) + field("a", 0, "u8")),
+            type(4, path: ["m", "Call"], [1] + c(2) + text("x") + c(1) + field(nil, 3, "T") + [1, 0] + text("y") + [0, 0, 0]),
+            type(5, path: [], [4, 0]),
+            type(6, path: [], [3] + SCALE.littleEndian(32, width: 4) + SCALE.compact(0)),
+        ]
+        return Array("meta".utf8) + [15] + c(types.count) + types.flatMap { $0 } + [0]  // no pallets
+    }()
+
+    /// Version 4, address 3, call 4, signature 3, extra 5; [CheckNonce: extra 1, implicit 5].
+    static let extrinsic: [UInt8] = [4] + c(3) + c(4) + c(3) + c(5) + c(1) + text("CheckNonce") + c(1) + c(5)
+
+    static let metadata = registryAndPallets + extrinsic
+
+    @Test func aSmallMetadatasDigestIsWhatTheRFCSays() throws {
+        let metadata = try RuntimeMetadata(Self.metadata)
+        #expect(metadata.extrinsic?.signedExtensions.map(\.identifier) == ["CheckNonce"])
+        let extra = MerkleizedMetadata.ExtraInfo(specVersion: 7, specName: "test", base58Prefix: 42, decimals: 12, tokenSymbol: "UNIT")
+        // Reachable leaves, renumbered by registry id: T (3) → 0, Call (4) → 1 (one leaf a variant,
+        // by variant index). u8, Compact<u32>, u32 and () are folded into references; [u8; 32] is
+        // not reachable.
+        let fieldA: [UInt8] = [1] + Self.text("a") + [3] + [1] + Self.text("u8")  // name, TypeRef::U8, type name
+        let path = { (last: String) in Self.c(2) + Self.text("m") + Self.text(last) }
+        let leafT = path("T") + [0] + Self.c(1) + fieldA + Self.c(0)  // Composite, one field; type id 0
+        let fieldT: [UInt8] = [0] + [22] + Self.c(0) + [1] + Self.text("T")  // TypeRef::ById(0)
+        let leafY = path("Call") + [1] + Self.text("y") + Self.c(0) + Self.c(0) + Self.c(1)  // Enumeration; index 0; type id 1
+        let leafX = path("Call") + [1] + Self.text("x") + Self.c(1) + fieldT + Self.c(1) + Self.c(1)
+        let root = MerkleizedMetadata.merkleRoot([leafT, leafY, leafX].map(Self.h))
+        // Extrinsic: version, address ById(0), call ById(1), signature ById(0), [CheckNonce: CompactU32, Void].
+        let described: [UInt8] = [4, 22] + Self.c(0) + [22] + Self.c(1) + [22] + Self.c(0) + Self.c(1) + Self.text("CheckNonce") + [17, 21]
+        let digest =
+            [1] + root + Self.h(described) + SCALE.littleEndian(7, width: 4) + Self.text("test")
+            + SCALE.littleEndian(42, width: 2) + [12] + Self.text("UNIT")
+        #expect(try MerkleizedMetadata.hash(metadata, extra) == Self.h(digest))
+        // Every field of the extra information is part of it.
+        var other = extra
+        other.specVersion = 8
+        #expect(try MerkleizedMetadata.hash(metadata, other) != Self.h(digest))
+    }
+
+    @Test func v14AndCallsOnlyMetadataHaveNoDigest() throws {
+        var v14 = Self.metadata
+        v14[4] = 14
+        let extra = MerkleizedMetadata.ExtraInfo(specVersion: 1, specName: "x", base58Prefix: 0, decimals: 10, tokenSymbol: "DOT")
+        #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(try RuntimeMetadata(v14), extra) }
+        // Cut after the pallets: no extrinsic description, nothing to hash.
+        let callsOnly = try RuntimeMetadata(Self.registryAndPallets)
+        #expect(callsOnly.extrinsic == nil)
+        #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(callsOnly, extra) }
+    }
+}
