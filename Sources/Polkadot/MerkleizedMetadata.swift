@@ -14,7 +14,7 @@ import KeyfobCrypto
 ///   and the chain's SS58 prefix, decimals and token symbol, hashed with BLAKE3.
 public enum MerkleizedMetadata {
     /// What the digest holds beside the metadata: the runtime's version and the chain's token.
-    public struct ExtraInfo: Sendable, Equatable {
+    public struct ExtraInfo: Sendable, Hashable {
         public var specVersion: UInt32
         public var specName: String
         public var base58Prefix: UInt16

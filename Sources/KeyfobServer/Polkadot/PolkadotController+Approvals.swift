@@ -144,7 +144,12 @@ extension PolkadotController {
             let prefix = UInt16(clamping: def?["ss58Format"] as? Int ?? account.network)
             var decoded: DecodedCall?
             let note: String
-            if let calls = (def?["metaCalls"] as? String).flatMap({ Data(base64Encoded: $0) }) {
+            let checked = Self.checkedMetadata(payload, definition: def)
+            if let checked {
+                decoded = try? CallDecoder(metadata: checked, ss58Prefix: prefix, decimals: decimals, token: token).decode(payload.method)
+                note =
+                    "Checked: this payload carries the hash of the chain's own metadata (RFC-0078), which Keyfob computed from the metadata \(record.origin) provided; the chain refuses the signature if this description is wrong."
+            } else if let calls = (def?["metaCalls"] as? String).flatMap({ Data(base64Encoded: $0) }) {
                 do {
                     let metadata = try RuntimeMetadata([UInt8](calls))
                     decoded = try CallDecoder(metadata: metadata, ss58Prefix: prefix, decimals: decimals, token: token)
@@ -165,12 +170,35 @@ extension PolkadotController {
                 tip: Amount.format(payload.tip, decimals: decimals, token: token),
                 nonce: Amount.decimal(payload.nonce), era: era, specVersion: payload.specVersion,
                 transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
-                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: payload.mode == 1)
+                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: checked != nil)
         } else if let data = parsed.data {
             let visible = BytesDetails.visibleText(data)
             reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false)
         }
         return jsonResponse(reply)
+    }
+
+    /// The metadata a payload is bound to, or nil: the payload checks the metadata hash (mode 1,
+    /// `CheckMetadataHash` among its extensions), lists exactly the runtime's own extensions in the
+    /// runtime's order, has the runtime's spec version, and its hash is the one Keyfob computes
+    /// (RFC-0078) from the V15 metadata the dapp provided with its SS58 prefix, decimals and token.
+    /// Then the chain itself refuses a signature made from a wrong description: what the page
+    /// says of the call is bound to what is signed. A mode-0 payload, a calls-only or V14
+    /// metadata, or any difference: nil (nothing claimed).
+    static func checkedMetadata(_ payload: SignerPayload, definition def: [String: Any]?) -> RuntimeMetadata? {
+        guard payload.mode == 1, let claimed = payload.metadataHash, payload.signedExtensions.contains("CheckMetadataHash"),
+            let text = def?["rawMetadata"] as? String, let bytes = PolkadotHex.decode(text),
+            let decimals = def?["tokenDecimals"] as? Int, let symbol = def?["tokenSymbol"] as? String,
+            let prefix = def?["ss58Format"] as? Int, let prefix16 = UInt16(exactly: prefix), let decimals8 = UInt8(exactly: decimals)
+        else { return nil }
+        guard let metadata = MetadataHashes.shared.metadata(bytes), let runtime = metadata.runtimeVersion,
+            runtime.specVersion == payload.specVersion,
+            metadata.extrinsic?.signedExtensions.map(\.identifier) == payload.signedExtensions
+        else { return nil }
+        let extra = MerkleizedMetadata.ExtraInfo(
+            specVersion: runtime.specVersion, specName: runtime.specName, base58Prefix: prefix16, decimals: decimals8, tokenSymbol: symbol)
+        guard let computed = MetadataHashes.shared.hash(bytes, metadata, extra), constantTimeEqual(computed, claimed) else { return nil }
+        return metadata
     }
 
     // MARK: Confirmation and signing

@@ -185,6 +185,22 @@ extension PolkadotController {
             if let text = def[name] as? String { kept[name] = String(text.prefix(64)) }
         }
         for name in ["tokenDecimals", "ss58Format"] { if let n = def[name] as? Int { kept[name] = n } }
+        // The runtime's full V15 metadata (polkadot-js's `rawMetadata`, hex): what the RFC-0078
+        // metadata hash is computed from, so a payload carrying that hash can be checked.
+        if let raw = def["rawMetadata"] {
+            guard let text = raw as? String, let bytes = PolkadotHex.decode(text),
+                let metadata = try? RuntimeMetadata(bytes), metadata.version == 15, metadata.extrinsic != nil,
+                let runtime = metadata.runtimeVersion
+            else {
+                throw KeyfobError(
+                    .invalidContent, "rawMetadata must be the runtime's V15 metadata as 0x-hex (state_call Metadata_metadata_at_version 15)")
+            }
+            guard Int(runtime.specVersion) == specVersion else {
+                throw KeyfobError(
+                    .invalidContent, "rawMetadata is the runtime of spec version \(runtime.specVersion), but specVersion says \(specVersion)")
+            }
+            kept["rawMetadata"] = text.lowercased()
+        }
         // The calls' metadata, checked now so a bad one is refused here rather than on the approval page.
         if let calls = def["metaCalls"] as? String, !calls.isEmpty {
             guard let bytes = Data(base64Encoded: calls), (try? RuntimeMetadata([UInt8](bytes))) != nil else {
