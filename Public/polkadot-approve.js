@@ -47,7 +47,9 @@ function render(d) {
   if (d.extrinsic) {
     const x = d.extrinsic;
     $("title").textContent = `Sign a transaction for ${host}`;
-    const chain = x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
+    const chain = !x.genesisSigned
+      ? "On any chain: the payload does not sign a genesis hash"
+      : x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
     // The common calls in a sentence first; the decoded call stays below as what is signed.
     $("what").textContent = x.summary ? `${x.summary} · ${chain}` : chain;
     const call = document.createElement("span");
@@ -64,6 +66,7 @@ function render(d) {
     detail("Signed extensions", x.signedExtensions.join(", "));
     if (x.assetId) detail("Fee paid in asset", x.assetId);
     detail("Metadata hash checked", x.metadataHashChecked ? "yes" : "no");
+    if (x.notSigned && x.notSigned.length) detail("Not signed (bound by nothing)", x.notSigned.join(", "));
   } else {
     $("title").textContent = `Sign a message for ${host}`;
     $("what").textContent = d.bytes.text !== null && d.bytes.text !== undefined ? "This text:" : "These bytes:";

@@ -24,7 +24,17 @@ public struct SignerPayload: Sendable, Equatable {
     public let metadataHash: [UInt8]?
 
     /// The fields signed extensions add, by polkadot-js's names.
-    enum Field: Hashable { case era, nonce, tip, assetId, mode, specVersion, transactionVersion, genesisHash, blockHash, metadataHash }
+    public enum Field: Hashable, Sendable {
+        case era, nonce, tip, assetId, mode, specVersion, transactionVersion, genesisHash, blockHash, metadataHash
+    }
+
+    /// Whether one of the listed extensions puts `field` in the signed bytes. A field none of them
+    /// encodes is not signed: the page must not present it as part of the transaction.
+    public func signs(_ field: Field) -> Bool {
+        signedExtensions.contains { name in
+            Self.knownExtensions[name].map { $0.extra.contains(field) || $0.additional.contains(field) } ?? false
+        }
+    }
 
     /// Every signed extension Keyfob can encode (polkadot-js's `allExtensions`, plus `CheckMetadataHash`
     /// and Cumulus's `StorageWeightReclaim`): its extra fields and its additional-signed fields.

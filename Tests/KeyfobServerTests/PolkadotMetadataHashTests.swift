@@ -115,6 +115,25 @@ import Testing
         }
     }
 
+    /// A field no listed extension encodes is not in the signed bytes: the page must not say it
+    /// (a hidden tip once showed as "Tip 0 DOT", a Polkadot transfer as "On Westend").
+    @Test func fieldsNoExtensionSignsAreNotShownAsPartOfTheTransaction() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("xena")
+            let address = try await client.connectedPolkadotAccount(token: token)
+            let bare = PolkadotBridgeTests.payload(address: address, extensions: ["CheckSpecVersion", "CheckTxVersion", "CheckWeight"])
+            let shown = try await Self.shown(bare, client, token: token)
+            let unsigned = "not part of what is signed"
+            #expect(shown["tip"] as? String == unsigned && shown["nonce"] as? String == unsigned && shown["era"] as? String == unsigned)
+            #expect(shown["genesisSigned"] as? Bool == false && shown["chain"] == nil && shown["summary"] == nil, "\(shown)")
+            #expect(shown["notSigned"] as? [String] == ["genesis hash (the chain)", "era", "nonce", "tip"], "\(shown)")
+            // The usual list signs them all.
+            let full = try await Self.shown(PolkadotBridgeTests.payload(address: address), client, token: token)
+            #expect(full["genesisSigned"] as? Bool == true && full["chain"] as? String == "Polkadot" && full["tip"] as? String != unsigned)
+            #expect(full["notSigned"] as? [String] == [])
+        }
+    }
+
     @Test func rawMetadataMustBeV15OfTheStatedSpecVersion() async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("walt")

@@ -66,6 +66,8 @@ extension PolkadotController {
         let chain: String?
         let chainFromDapp: String?
         let genesisHash: String
+        /// The genesis hash is in the signed bytes (`CheckGenesis`): the signature binds the chain.
+        let genesisSigned: Bool
         let call: String
         /// `Pallet.call(arguments)`, decoded with the metadata this dapp provided.
         let decodedCall: String?
@@ -81,6 +83,8 @@ extension PolkadotController {
         let signedExtensions: [String]
         let assetId: String?
         let metadataHashChecked: Bool
+        /// Fields the site sent that no listed extension signs (shown as the site sent them, bound by nothing).
+        let notSigned: [String]
     }
 
     struct BytesDetails: Encodable {
@@ -161,16 +165,28 @@ extension PolkadotController {
             } else {
                 note = "call \(callHex)… — this site gave no metadata; check the call in your dapp"
             }
+            // Only what the listed extensions put in the signed bytes is said as part of the
+            // transaction: a tip, nonce, era or chain no extension encodes binds nothing.
+            let notSigned = "not part of what is signed"
             let era =
-                payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
+                !payload.signs(.era)
+                ? notSigned
+                : payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
+            let genesisSigned = payload.signs(.genesisHash)
+            let unsigned: [(SignerPayload.Field, String)] = [
+                (.genesisHash, "genesis hash (the chain)"), (.era, "era"), (.nonce, "nonce"), (.tip, "tip"),
+                (.specVersion, "spec version"), (.transactionVersion, "transaction version"),
+            ]
             reply.extrinsic = ExtrinsicDetails(
-                chain: known?.name, chainFromDapp: def?["chain"] as? String, genesisHash: genesis,
-                call: PolkadotHex.encode(payload.method), decodedCall: decoded?.text, summary: decoded?.summary,
+                chain: genesisSigned ? known?.name : nil, chainFromDapp: genesisSigned ? def?["chain"] as? String : nil,
+                genesisHash: genesis, genesisSigned: genesisSigned,
+                call: PolkadotHex.encode(payload.method), decodedCall: decoded?.text, summary: genesisSigned ? decoded?.summary : nil,
                 callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
-                tip: Amount.format(payload.tip, decimals: decimals, token: token),
-                nonce: Amount.decimal(payload.nonce), era: era, specVersion: payload.specVersion,
+                tip: payload.signs(.tip) ? Amount.format(payload.tip, decimals: decimals, token: token) : notSigned,
+                nonce: payload.signs(.nonce) ? Amount.decimal(payload.nonce) : notSigned, era: era, specVersion: payload.specVersion,
                 transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
-                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: checked != nil)
+                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: checked != nil,
+                notSigned: unsigned.filter { !payload.signs($0.0) }.map(\.1))
         } else if let data = parsed.data {
             let visible = BytesDetails.visibleText(data)
             reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false)
