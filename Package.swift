@@ -36,7 +36,6 @@ let package = Package(
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
-        .systemLibrary(name: "CMalloc"),
 
         // The one crypto layer over OpenSSL: digests, HMAC, HKDF, scrypt, AES-GCM/CBC, ChaCha20(-Poly1305),
         // randomness, wiping, and SecretBytes. Everything above calls these, never OpenSSL's symmetric API.
@@ -94,7 +93,7 @@ let package = Package(
         .executableTarget(
             name: "keyfob",
             dependencies: [
-                "KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCodecs", "KeyfobCrypto", "CMalloc",
+                "KeyfobServer", "KeyfobStore", "WebAuthn", "KeyfobCodecs", "KeyfobCrypto",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),

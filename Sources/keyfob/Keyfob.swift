@@ -1,5 +1,4 @@
 import ArgumentParser
-import CMalloc
 import Foundation
 import Hummingbird
 import KeyfobServer
@@ -26,8 +25,20 @@ struct Keyfob: AsyncParsableCommand {
             // on their own and go back to the system when freed. glibc otherwise raises the threshold
             // after the first such free, and later ones stay in the heap for good (an options flood
             // peaked at 157 MB of RSS instead of 137).
-            mallopt(M_MMAP_THRESHOLD, 128 * 1024)
+            fixMmapThreshold(128 * 1024)
         #endif
         await main(nil)
     }
+
+    #if os(Linux)
+        /// glibc's `mallopt(M_MMAP_THRESHOLD, bytes)`. Swift's Glibc module leaves `mallopt` out, and
+        /// a C module for one call would be the only C import outside the crypto layer, the cores'
+        /// wrappers and the store: the symbol is looked up instead (`M_MMAP_THRESHOLD` is -3 in
+        /// glibc's ABI). Where it is missing, nothing changes.
+        static func fixMmapThreshold(_ bytes: Int32) {
+            typealias Mallopt = @convention(c) (Int32, Int32) -> Int32
+            guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "mallopt") else { return }  // RTLD_DEFAULT
+            _ = unsafeBitCast(symbol, to: Mallopt.self)(-3, bytes)
+        }
+    #endif
 }

@@ -1,4 +1,0 @@
-// glibc's malloc tuning (mallopt), which Swift's Glibc module leaves out.
-#if defined(__linux__)
-#include <malloc.h>
-#endif
