@@ -74,7 +74,9 @@
       },
       metadata: {
         get: async () => [...provided.values()].map((def) => ({ genesisHash: def.genesisHash, specVersion: def.specVersion })),
-        // Kept in this page and sent along with the next signature on that chain.
+        // Kept in this page and sent along with the next signature on that chain. A MetadataDef
+        // with `rawMetadata` (the runtime's V15 metadata, 0x-hex) lets Keyfob check a payload's
+        // CheckMetadataHash itself (RFC-0078): docs/api.md, "A checked transaction".
         async provide(def) {
           if (!def || typeof def.genesisHash !== "string") return false;
           provided.set(def.genesisHash, def);
