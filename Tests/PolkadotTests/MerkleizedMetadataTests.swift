@@ -82,6 +82,29 @@ import Testing
         #expect(try MerkleizedMetadata.hash(metadata, other) != Self.h(digest))
     }
 
+    /// Many compacts over one long chain of structs: every reference walks the chain, which would
+    /// be quadratic; the walks share a bound, so such metadata is refused at once.
+    @Test func deepTypesUnderManyCompactsAreRefusedNotWalkedQuadratically() throws {
+        let (chain, compacts) = (1000, 200)
+        func type(_ id: Int, _ definition: [UInt8]) -> [UInt8] { Self.c(id) + [0, 0] + definition + [0] }
+        func field(_ type: Int) -> [UInt8] { [0] + Self.c(type) + [0, 0] }
+        var types: [[UInt8]] = [type(0, [5, 3])]  // u8
+        for id in 1...chain { types.append(type(id, [0] + Self.c(1) + field(id == chain ? 0 : id + 1))) }
+        for id in (chain + 1)...(chain + compacts) { types.append(type(id, [6] + Self.c(1))) }
+        let call = chain + compacts + 1
+        // The call: a struct with one field per compact.
+        let fields: [UInt8] = (0..<compacts).flatMap { field(chain + 1 + $0) }
+        types.append(type(call, [0] + Self.c(compacts) + fields))
+        let bytes =
+            Array("meta".utf8) + [15] + Self.c(types.count) + types.flatMap { $0 } + [0]
+            + [4] + Self.c(0) + Self.c(call) + Self.c(0) + Self.c(0) + Self.c(0)
+        let metadata = try RuntimeMetadata(bytes)
+        let extra = MerkleizedMetadata.ExtraInfo(specVersion: 1, specName: "x", base58Prefix: 0, decimals: 10, tokenSymbol: "DOT")
+        let started = Date()
+        #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(metadata, extra) }
+        #expect(Date().timeIntervalSince(started) < 10)
+    }
+
     @Test func v14AndCallsOnlyMetadataHaveNoDigest() throws {
         var v14 = Self.metadata
         v14[4] = 14
