@@ -272,9 +272,7 @@ public enum MerkleizedMetadata {
         /// struct of one); the limit is 200 times that.
         final class Work {
             private var left: Int
-            let limit: Int
-            init(limit: Int) { (left, self.limit) = (limit, limit) }
-            var used: Int { limit - left }
+            init(limit: Int) { left = limit }
             func spend() throws(PolkadotError) {
                 left -= 1
                 guard left >= 0 else { throw PolkadotError(.invalidPayload, "the metadata's types nest too deeply under its compacts") }

@@ -37,12 +37,7 @@ import WebAuthn
         let hub = RelayHub()
         try await Harness { $0.signRate = 2 }.run(hub: hub) { client in
             let (token, _) = try await client.newAccount("nina")
-            let nip46 = try await client.connectedClient(token: token, hub: hub)
-            // The first through the approval page, remembered; then the grant runs at once.
-            let id = try approvalID(try await nip46.call("sign_event", [RedirectFlowTests.note]))
-            let approved = try await client.call(
-                .post, "/api/requests/\(id)/approve", json: ["remember": "forever"], headers: Client.bearer(token))
-            #expect(approved.status == .ok, "\(approved.json)")
+            let nip46 = try await client.clientSigningForever(token: token, hub: hub)
             // The client's own limit (its key): two more run, the third is refused.
             for expected in ["\"sig\"", "\"sig\"", "rate_limited"] {
                 let reply = try await nip46.call("sign_event", [#"{"kind":1,"content":"again","tags":[]}"#])
@@ -95,11 +90,7 @@ import WebAuthn
         let harness = try Harness()
         try await harness.run(hub: hub) { client in
             let (token, _) = try await client.newAccount("nell")
-            let nip46 = try await client.connectedClient(token: token, hub: hub)
-            let id = try approvalID(try await nip46.call("sign_event", [RedirectFlowTests.note]))
-            let approved = try await client.call(
-                .post, "/api/requests/\(id)/approve", json: ["remember": "forever"], headers: Client.bearer(token))
-            #expect(approved.status == .ok, "\(approved.json)")
+            let nip46 = try await client.clientSigningForever(token: token, hub: hub)
             try AuditFailureTests.breakAudit(harness.store)
             // The grant would run it at once; with no entry it answers no signature.
             let reply = try await nip46.reply(to: try nip46.send("sign_event", [#"{"kind":1,"content":"unrecorded","tags":[]}"#]), wait: 3)
@@ -110,6 +101,16 @@ import WebAuthn
 }
 
 extension Client {
+    /// A connected NIP-46 client whose first kind-1 signature was approved "forever" on the
+    /// approval page: the next ones run at once, through the grant.
+    func clientSigningForever(token: String, hub: RelayHub) async throws -> NIP46TestClient {
+        let nip46 = try await connectedClient(token: token, hub: hub)
+        let id = try approvalID(try await nip46.call("sign_event", [RedirectFlowTests.note]))
+        let approved = try await call(.post, "/api/requests/\(id)/approve", json: ["remember": "forever"], headers: Client.bearer(token))
+        #expect(approved.status == .ok, "\(approved.json)")
+        return nip46
+    }
+
     /// The address of the account's first Polkadot account.
     func polkadotAddress(token: String) async throws -> String {
         let listed = try await call(.get, "/api/polkadot/accounts", headers: Client.bearer(token))

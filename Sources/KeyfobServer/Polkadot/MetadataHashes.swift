@@ -5,10 +5,17 @@ import Polkadot
 
 /// Runtime metadata read and hashed once: a chain's metadata is half a megabyte and its RFC-0078
 /// hash a walk over every type the extrinsic reaches, while the approval page asks for the same
-/// few runtimes again and again. A handful of runtimes are kept (the newest used), by the SHA-256
-/// of their bytes; anything that does not read is not kept.
+/// few runtimes again and again (and `metadata.provide` reads each one first). A handful of
+/// runtimes are kept (the newest used), by the SHA-256 of their bytes; anything that does not read
+/// is not kept.
 final class MetadataHashes: Sendable {
     static let shared = MetadataHashes(capacity: 4)
+
+    /// One runtime's metadata, with the key it is kept under (its bytes are hashed once a call).
+    struct Runtime: Sendable {
+        let key: [UInt8]
+        let metadata: RuntimeMetadata
+    }
 
     private struct Entry {
         let metadata: RuntimeMetadata
@@ -22,9 +29,9 @@ final class MetadataHashes: Sendable {
     init(capacity: Int) { self.capacity = capacity }
 
     /// The metadata in `bytes`, or nil when it does not read.
-    func metadata(_ bytes: [UInt8]) -> RuntimeMetadata? {
+    func runtime(_ bytes: [UInt8]) -> Runtime? {
         let key = sha256(bytes)
-        if let known = touch(key) { return known.metadata }
+        if let known = touch(key) { return Runtime(key: key, metadata: known.metadata) }
         guard let metadata = try? RuntimeMetadata(bytes) else { return nil }
         entries.withLockedValue { state in
             state.clock += 1
@@ -33,18 +40,17 @@ final class MetadataHashes: Sendable {
             }
             state.map[key] = Entry(metadata: metadata, used: state.clock)
         }
-        return metadata
+        return Runtime(key: key, metadata: metadata)
     }
 
-    /// The RFC-0078 hash of `metadata` (read from `bytes`) with `extra`; nil when it has none.
-    func hash(_ bytes: [UInt8], _ metadata: RuntimeMetadata, _ extra: MerkleizedMetadata.ExtraInfo) -> [UInt8]? {
-        let key = sha256(bytes)
-        if let known = touch(key)?.hashes[extra] { return known }
-        guard let hash = try? MerkleizedMetadata.hash(metadata, extra) else { return nil }
+    /// The RFC-0078 hash of `runtime` with `extra`; nil when it has none.
+    func hash(_ runtime: Runtime, _ extra: MerkleizedMetadata.ExtraInfo) -> [UInt8]? {
+        if let known = touch(runtime.key)?.hashes[extra] { return known }
+        guard let hash = try? MerkleizedMetadata.hash(runtime.metadata, extra) else { return nil }
         entries.withLockedValue { state in
             // A few chains' tokens per runtime at most: a dapp varying them cannot grow this.
-            if state.map[key]?.hashes.count ?? 0 >= 8 { state.map[key]?.hashes.removeAll() }
-            state.map[key]?.hashes[extra] = hash
+            if state.map[runtime.key]?.hashes.count ?? 0 >= 8 { state.map[runtime.key]?.hashes.removeAll() }
+            state.map[runtime.key]?.hashes[extra] = hash
         }
         return hash
     }

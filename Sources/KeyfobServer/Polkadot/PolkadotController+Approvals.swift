@@ -207,14 +207,14 @@ extension PolkadotController {
             let decimals = def?["tokenDecimals"] as? Int, let symbol = def?["tokenSymbol"] as? String,
             let prefix = def?["ss58Format"] as? Int, let prefix16 = UInt16(exactly: prefix), let decimals8 = UInt8(exactly: decimals)
         else { return nil }
-        guard let metadata = MetadataHashes.shared.metadata(bytes), let runtime = metadata.runtimeVersion,
-            runtime.specVersion == payload.specVersion,
-            metadata.extrinsic?.signedExtensions.map(\.identifier) == payload.signedExtensions
+        guard let known = MetadataHashes.shared.runtime(bytes), let version = known.metadata.runtimeVersion,
+            version.specVersion == payload.specVersion,
+            known.metadata.extrinsic?.signedExtensions.map(\.identifier) == payload.signedExtensions
         else { return nil }
         let extra = MerkleizedMetadata.ExtraInfo(
-            specVersion: runtime.specVersion, specName: runtime.specName, base58Prefix: prefix16, decimals: decimals8, tokenSymbol: symbol)
-        guard let computed = MetadataHashes.shared.hash(bytes, metadata, extra), constantTimeEqual(computed, claimed) else { return nil }
-        return metadata
+            specVersion: version.specVersion, specName: version.specName, base58Prefix: prefix16, decimals: decimals8, tokenSymbol: symbol)
+        guard let computed = MetadataHashes.shared.hash(known, extra), constantTimeEqual(computed, claimed) else { return nil }
+        return known.metadata
     }
 
     // MARK: Confirmation and signing

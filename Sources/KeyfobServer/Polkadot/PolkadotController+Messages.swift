@@ -188,8 +188,9 @@ extension PolkadotController {
         // The runtime's full V15 metadata (polkadot-js's `rawMetadata`, hex): what the RFC-0078
         // metadata hash is computed from, so a payload carrying that hash can be checked.
         if let raw = def["rawMetadata"] {
+            // Read through the cache the approval page uses: the page finds it read already.
             guard let text = raw as? String, let bytes = PolkadotHex.decode(text),
-                let metadata = try? RuntimeMetadata(bytes), metadata.version == 15, metadata.extrinsic != nil,
+                let metadata = MetadataHashes.shared.runtime(bytes)?.metadata, metadata.version == 15, metadata.extrinsic != nil,
                 let runtime = metadata.runtimeVersion
             else {
                 throw KeyfobError(
