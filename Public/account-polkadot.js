@@ -50,10 +50,14 @@ function polkadotRow(a) {
   exportButton.type = "button";
   exportButton.className = "secondary small";
   exportButton.textContent = "Export JSON";
-  exportButton.addEventListener("click", () => {
+  // Also the last step of creating an account: its only copy is in Keyfob until it is saved.
+  const openExport = (backupStep) => {
     const hint = document.createElement("p");
     hint.className = "hint";
     hint.textContent = "A password for the file, at least 8 characters. Polkadot.js, Nova, Talisman and SubWallet ask for it when importing.";
+    const lead = document.createElement("p");
+    lead.className = "backup-step";
+    lead.textContent = `Back up “${a.name}” now: save it as a JSON file with a password, and keep both somewhere safe. Without a backup, the account is lost with your Keyfob.`;
     const first = passwordField(`polkadot-export-${a.id}`, "Password");
     const second = passwordField(`polkadot-export-again-${a.id}`, "The same password again");
     const save = document.createElement("button");
@@ -71,14 +75,19 @@ function polkadotRow(a) {
     }));
     const actions = document.createElement("div");
     actions.className = "actions row";
-    actions.append(save, cancel());
-    openPanel(hint, first.label, first.input, second.label, second.input, actions);
+    const later = cancel();
+    if (backupStep) later.textContent = "Later";
+    actions.append(save, later);
+    openPanel(...(backupStep ? [lead] : []), hint, first.label, first.input, second.label, second.input, actions);
     first.input.focus();
-  });
+  };
+  exportButton.addEventListener("click", () => openExport(false));
+  row.backUp = () => openExport(true);
 
   const remove = document.createElement("button");
   remove.type = "button";
-  remove.className = "secondary small danger";
+  // Secondary, after the everyday buttons: removing asks again in the row, then for the passkey.
+  remove.className = "secondary small remove";
   remove.textContent = "Remove";
   remove.addEventListener("click", () => guarded(async () => {
     panel.hidden = true;
@@ -89,7 +98,24 @@ function polkadotRow(a) {
     showStatus("ok", `“${a.name}” was removed.`);
     await loadPolkadot();
   }));
-  row.append(name, meta, address, copy, exportButton, remove, qrBox, panel);
+  // Blind signing: off unless the owner turns it on, with the passkey, for this account only.
+  const unchecked = document.createElement("label");
+  unchecked.className = "unchecked-setting";
+  const box = document.createElement("input");
+  box.type = "checkbox";
+  box.checked = Boolean(a.acceptsUnverified);
+  unchecked.append(box, " Also sign transactions Keyfob cannot check (blind signing)");
+  box.addEventListener("change", () => guarded(async () => {
+    const wanted = box.checked;
+    box.checked = !wanted;  // until the passkey said so
+    const confirmation = await confirmAction("polkadot.accept_unverified", a.id);
+    const updated = await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/settings`, { method: "POST", body: { acceptUnverified: wanted, confirmation } });
+    box.checked = updated.acceptsUnverified;
+    showStatus("ok", updated.acceptsUnverified
+      ? `“${a.name}” may now sign transactions Keyfob cannot check; their page warns you each time.`
+      : `“${a.name}” signs only transactions Keyfob checked against the chain.`);
+  }));
+  row.append(name, meta, address, copy, exportButton, qrBox, unchecked, remove, panel);
   return row;
 }
 
@@ -141,8 +167,12 @@ async function addPolkadot(body, done) {
   return created;
 }
 
-document.getElementById("polkadot-create").addEventListener("click", () => guarded(() =>
-  addPolkadot({ network: Number(document.getElementById("polkadot-network").value) }, "Created")));
+// A new account ends with its backup step, in its row.
+document.getElementById("polkadot-create").addEventListener("click", () => guarded(async () => {
+  const created = await addPolkadot({ network: Number(document.getElementById("polkadot-network").value) }, "Created");
+  const row = [...document.querySelectorAll("#polkadot-list .polkadot-account")].find((r) => r.dataset.address === created.address);
+  if (row && row.backUp) row.backUp();
+}));
 
 document.getElementById("polkadot-import-phrase").addEventListener("click", () => guarded(async () => {
   const phrase = document.getElementById("polkadot-phrase");

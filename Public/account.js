@@ -295,6 +295,7 @@ function historySentence(e) {
     "polkadot.account_added": ["added a Polkadot account", "add a Polkadot account"],
     "polkadot.account_removed": ["removed a Polkadot account", "remove a Polkadot account"],
     "polkadot.export": ["exported a Polkadot account (JSON backup)", "export a Polkadot account"],
+    "polkadot.accept_unverified": ["changed whether a Polkadot account signs unchecked transactions", "change whether a Polkadot account signs unchecked transactions"],
   }[e.method] || [e.method.replace(/_/g, " "), e.method.replace(/_/g, " ")];
   const who = historyActor(e);
   if (e.outcome === "approved") return `${who} ${done}`;

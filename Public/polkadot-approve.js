@@ -34,6 +34,26 @@ function answer(outcome) {
   }
 }
 
+/** The summary with its recipient as start…end: a tap shows the whole address (it is also whole under "To"). */
+function sentence(x) {
+  const at = x.recipient ? x.summary?.indexOf(x.recipient) ?? -1 : -1;
+  if (!x.summary) return [x.decodedCall ? "This call" : "A call"];
+  if (at < 0) return [x.summary];
+  const short = `${x.recipient.slice(0, 6)}…${x.recipient.slice(-6)}`;
+  const address = document.createElement("button");
+  address.type = "button";
+  address.className = "address";
+  address.textContent = short;
+  address.title = "Show the whole address";
+  address.setAttribute("aria-label", `recipient ${x.recipient}, show the whole address`);
+  address.addEventListener("click", () => {
+    const whole = address.textContent === short;
+    address.textContent = whole ? x.recipient : short;
+    address.classList.toggle("whole", whole);
+  });
+  return [x.summary.slice(0, at), address, x.summary.slice(at + x.recipient.length)];
+}
+
 function render(d) {
   current = d;
   const host = new URL(d.origin).host;
@@ -44,28 +64,62 @@ function render(d) {
   const fields = $("fields");
   fields.replaceChildren();
   $("details").replaceChildren();
+  $("unchecked").hidden = true;
+  $("unchecked").replaceChildren();
   if (d.extrinsic) {
     const x = d.extrinsic;
     $("title").textContent = `Sign a transaction for ${host}`;
     const chain = !x.genesisSigned
       ? "On any chain: the payload does not sign a genesis hash"
-      : x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…${x.chainFromDapp ? ` (the site calls it ${x.chainFromDapp})` : ""}`;
-    // The common calls in a sentence first; the decoded call stays below as what is signed.
-    $("what").textContent = x.summary ? `${x.summary} · ${chain}` : chain;
+      : x.chain ? `On ${x.chain}` : `On chain ${x.genesisHash.slice(0, 10)}…`;
     const call = document.createElement("span");
     call.className = "wrap";
-    call.textContent = x.decodedCall || `${x.call.slice(0, 18)}${x.call.length > 18 ? "…" : ""}`;
-    item(fields, "Call", call);
+    if (x.verified) {
+      // Checked against the chain's metadata (RFC-0078): the sentence and the call are facts.
+      $("what").replaceChildren(...sentence(x), ` · ${chain}`);
+      call.textContent = x.decodedCall || x.call;
+      item(fields, "Call", call);
+      if (x.recipient) {
+        const to = document.createElement("code");
+        to.className = "wrap";
+        to.id = "recipient";
+        to.textContent = x.recipient;
+        item(fields, "To", to);
+      }
+      $("call-note").textContent = x.callNote;
+    } else {
+      // Unchecked: no sentence, the call as hex, and the site's words marked as its own.
+      $("what").textContent = `A transaction Keyfob could not check · ${chain}`;
+      call.textContent = x.call;
+      item(fields, "Call (hex)", call);
+      const warning = $("unchecked");
+      const head = document.createElement("strong");
+      head.textContent = "Keyfob cannot check what this transaction does.";
+      const body = document.createElement("p");
+      body.textContent = "Its call, amount, recipient and chain are unchecked: sign only if you trust this site and checked the transaction there.";
+      warning.append(head, body);
+      if (x.siteDescription) {
+        const said = document.createElement("p");
+        said.className = "wrap";
+        said.textContent = `The site describes it as ${x.siteDescription}`;
+        warning.append(said);
+      }
+      const why = document.createElement("p");
+      why.className = "meta";
+      why.textContent = x.callNote;
+      warning.append(why);
+      warning.hidden = false;
+      $("call-note").textContent = "";
+    }
     item(fields, "Tip", x.tip);
     item(fields, "Nonce", x.nonce);
     item(fields, "Valid", x.era);
-    $("call-note").textContent = x.callNote;
     detail("Whole call", x.call);
     detail("Genesis hash", x.genesisHash);
     detail("Runtime", `spec ${x.specVersion}, transaction version ${x.transactionVersion}`);
     detail("Signed extensions", x.signedExtensions.join(", "));
     if (x.assetId) detail("Fee paid in asset", x.assetId);
-    detail("Metadata hash checked", x.metadataHashChecked ? "yes" : "no");
+    detail("Checked against the chain's metadata (RFC-0078)", x.verified ? "yes" : "no");
     if (x.notSigned && x.notSigned.length) detail("Not signed (bound by nothing)", x.notSigned.join(", "));
   } else {
     $("title").textContent = `Sign a message for ${host}`;

@@ -242,5 +242,7 @@ enum PostgresSchema {
         // 8: no index of sessions by passkey (SQLite's migration 14): a passkey's removal finds
         // them through its account's sessions.
         ["DROP INDEX sessions_credential"],
+        // 9: a Substrate account may accept transactions Keyfob cannot check (SQLite's migration 15).
+        ["ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified BOOLEAN NOT NULL DEFAULT FALSE"],
     ]
 }

@@ -20,7 +20,8 @@ extension PostgresStore {
                 """
                 INSERT INTO substrate_accounts (\(unescaped: Columns.substrateAccount))
                 SELECT \(a.id), \(a.userID), \(a.keyType), \(ByteBuffer(bytes: a.publicKey)), \(a.name), \(a.network),
-                       \(ByteBuffer(bytes: a.nonce)), \(ByteBuffer(bytes: a.sealed)), \(a.createdAt.timeIntervalSince1970)
+                       \(ByteBuffer(bytes: a.nonce)), \(ByteBuffer(bytes: a.sealed)), \(a.createdAt.timeIntervalSince1970),
+                       \(a.acceptsUnverified)
                 WHERE (SELECT count(*) FROM substrate_accounts WHERE user_id = \(a.userID)) < \(maxPerUser)
                 RETURNING 1
                 """)
@@ -31,6 +32,13 @@ extension PostgresStore {
     public func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool {
         try await call { [self] in
             try await touched("DELETE FROM substrate_accounts WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
+        }
+    }
+
+    public func setSubstrateAccountAcceptsUnverified(id: String, ofUser userID: String, _ accepts: Bool) async throws -> Bool {
+        try await call { [self] in
+            try await touched(
+                "UPDATE substrate_accounts SET accepts_unverified = \(accepts) WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
         }
     }
 

@@ -14,10 +14,13 @@ public struct SubstrateAccountRecord: Sendable, Equatable {
     public var nonce: [UInt8]
     public var sealed: [UInt8]
     public var createdAt: Date
+    /// Its owner lets it sign transactions Keyfob cannot check against the chain's metadata
+    /// (blind signing): off unless they turned it on with a passkey.
+    public var acceptsUnverified: Bool
 
     public init(
         id: String, userID: String, keyType: String, publicKey: [UInt8], name: String, network: Int, nonce: [UInt8],
-        sealed: [UInt8], createdAt: Date
+        sealed: [UInt8], createdAt: Date, acceptsUnverified: Bool = false
     ) {
         self.id = id
         self.userID = userID
@@ -28,6 +31,7 @@ public struct SubstrateAccountRecord: Sendable, Equatable {
         self.nonce = nonce
         self.sealed = sealed
         self.createdAt = createdAt
+        self.acceptsUnverified = acceptsUnverified
     }
 }
 
@@ -99,6 +103,8 @@ public protocol PolkadotStore: ConfirmationNonceStore {
     /// Stores `account`; `limitReached` when the user has `maxPerUser` already.
     func insertSubstrateAccount(_ account: SubstrateAccountRecord, maxPerUser: Int) async throws
     func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool
+    /// Sets whether the account signs transactions Keyfob cannot check; false when the user has no such account.
+    func setSubstrateAccountAcceptsUnverified(id: String, ofUser userID: String, _ accepts: Bool) async throws -> Bool
     /// Stores a request; `limitReached` when the user has `maxPending` live ones. Decided requests
     /// of this user older than a day go at the same time.
     func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws
@@ -119,7 +125,7 @@ extension PolkadotStore {
 }
 
 extension Columns {
-    public static let substrateAccount = "id, user_id, key_type, public_key, name, network, nonce, sealed, created_at"
+    public static let substrateAccount = "id, user_id, key_type, public_key, name, network, nonce, sealed, created_at, accepts_unverified"
     public static let polkadotRequest = """
         id, user_id, origin, transport, msg_type, request, state, result, confirmation_nonce, created_at, expires_at
         """
@@ -130,7 +136,8 @@ extension SubstrateAccountRecord {
     public init(row r: some StoreRow) throws {
         self.init(
             id: try r.text(0), userID: try r.text(1), keyType: try r.text(2), publicKey: try r.bytes(3), name: try r.text(4),
-            network: try r.int(5), nonce: try r.bytes(6), sealed: try r.bytes(7), createdAt: try r.date(8))
+            network: try r.int(5), nonce: try r.bytes(6), sealed: try r.bytes(7), createdAt: try r.date(8),
+            acceptsUnverified: try r.bool(9))
     }
 }
 

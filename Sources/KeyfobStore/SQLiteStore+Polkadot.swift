@@ -20,10 +20,10 @@ extension SQLiteStore {
                     .first?.first?.int ?? 0
                 guard count < maxPerUser else { throw StoreError.limitReached }
                 try connection.query(
-                    "INSERT INTO substrate_accounts (\(Columns.substrateAccount)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO substrate_accounts (\(Columns.substrateAccount)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         .text(a.id), .text(a.userID), .text(a.keyType), .blob(a.publicKey), .text(a.name), .int(Int64(a.network)),
-                        .blob(a.nonce), .blob(a.sealed), .date(a.createdAt),
+                        .blob(a.nonce), .blob(a.sealed), .date(a.createdAt), .int(a.acceptsUnverified ? 1 : 0),
                     ])
             }
         }
@@ -32,6 +32,15 @@ extension SQLiteStore {
     public func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool {
         try write {
             try connection.query("DELETE FROM substrate_accounts WHERE id = ? AND user_id = ?", [.text(id), .text(userID)])
+            return connection.changes == 1
+        }
+    }
+
+    public func setSubstrateAccountAcceptsUnverified(id: String, ofUser userID: String, _ accepts: Bool) async throws -> Bool {
+        try write {
+            try connection.query(
+                "UPDATE substrate_accounts SET accepts_unverified = ? WHERE id = ? AND user_id = ?",
+                [.int(accepts ? 1 : 0), .text(id), .text(userID)])
             return connection.changes == 1
         }
     }

@@ -326,6 +326,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         // 14: no index of sessions by passkey. Every sign-in wrote a page of it at a random place;
         // the one reader, removing a passkey, finds the sessions through its account's (≤ 50).
         "DROP INDEX sessions_credential;",
+        // 15: a Substrate account may accept transactions Keyfob cannot check (off by default).
+        "ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified INTEGER NOT NULL DEFAULT 0;",
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -51,6 +51,14 @@ extension DecodedCall {
         }
     }
 
+    /// The account a transfer goes to, whole: the page shows it start…end with the rest one tap away.
+    public var recipient: String? {
+        switch (pallet, call) {
+        case ("Balances", _): arguments.first { $0.name == "dest" }.map { Self.plainAccount($0.value) }
+        default: nil
+        }
+    }
+
     /// `Id(15oF4…)`, the usual MultiAddress, as the bare address; other forms unchanged.
     static func plainAccount(_ shown: String) -> String {
         shown.hasPrefix("Id(") && shown.hasSuffix(")") ? String(shown.dropFirst(3).dropLast()) : shown

@@ -4,6 +4,8 @@ public struct PolkadotError: Error, Equatable, CustomStringConvertible {
     public enum Kind: Sendable, Equatable {
         case invalidMnemonic, invalidDerivationPath, invalidAddress, invalidPayload, unknownExtension
         case invalidBackup, wrongPassword, unsupported
+        /// A request field of the wrong JSON type (never read as a default).
+        case mistyped
     }
 
     public let kind: Kind

@@ -18,9 +18,7 @@ import WebAuthnTestSupport
 
     static func payload(
         address: String,
-        extensions: [String] = [
-            "CheckSpecVersion", "CheckTxVersion", "CheckGenesis", "CheckMortality", "CheckNonce", "CheckWeight", "ChargeTransactionPayment",
-        ]
+        extensions: [String] = KnownChains.polkadotRelay
     ) -> [String: Any] {
         [
             "address": address, "blockHash": "0xde8f69eeb5e065e18c6950ff708d7e551f68dc9bf59a07c52367c0280f805ec7",
@@ -79,9 +77,13 @@ import WebAuthnTestSupport
             let accounts = try #require(list["result"] as? [[String: Any]])
             #expect(accounts.count == 1 && accounts[0]["type"] as? String == "sr25519" && accounts[0]["name"] as? String == "Alice")
 
+            // The dapp provides the runtime's V15 metadata and asks with the metadata check off
+            // (mode 0): Keyfob sets mode 1 and its RFC-0078 hash, so the page states the call as fact.
+            try await client.provideTestRuntime(token: token)
             let address = "5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY"
             let asked = try await client.call(
-                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
+                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", TestRuntime.payload(address: address)),
+                headers: auth)
             #expect(asked.status == .accepted, "\(asked.json)")
             let pending = try #require(asked["pending"] as? [String: Any])
             let id = try #require(pending["id"] as? String)
@@ -90,7 +92,10 @@ import WebAuthnTestSupport
             let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
             let extrinsic = try #require(details["extrinsic"] as? [String: Any])
             #expect(extrinsic["chain"] as? String == "Polkadot" && extrinsic["nonce"] as? String == "5")
-            #expect((extrinsic["callNote"] as? String)?.contains("this site gave no metadata") == true)
+            #expect(extrinsic["verified"] as? Bool == true && (extrinsic["callNote"] as? String)?.hasPrefix("Checked") == true)
+            let bob = "14E5nqKAp3oAJcmzgZhUD2RcptBeUBScxKHgJKU4HPNcKVf3"
+            #expect(extrinsic["summary"] as? String == "Send 1 DOT to \(bob), keeping your account open", "\(extrinsic)")
+            #expect(extrinsic["recipient"] as? String == bob)
             #expect(details["origin"] as? String == "https://dapp.example" && details["verifiedOrigin"] as? Bool == false)
 
             // Without the passkey: refused, nothing signed.
@@ -99,11 +104,18 @@ import WebAuthnTestSupport
             let approved = try await Self.approve(id, client, token: token, &authenticator)
             let result = try #require(approved["result"] as? [String: Any], "\(approved.json)")
             let signature = try #require(PolkadotHex.decode(result["signature"] as! String))
-            // MultiSignature::Sr25519 (1), then the schnorrkel signature over the SCALE payload.
+            // MultiSignature::Sr25519 (1), then the schnorrkel signature over the SCALE payload
+            // with mode 1 and Keyfob's hash.
             #expect(signature.count == 65 && signature[0] == 1)
-            let signed = try SignerPayload(json: Self.payload(address: address)).signingBytes
+            let signed = try SignerPayload(json: TestRuntime.payload(address: address, hash: TestRuntime.hash)).signingBytes
             let alice = try #require(SS58.decode(address)).accountId
             #expect(Sr25519.verify(signature: Array(signature.dropFirst()), message: signed, publicKey: alice))
+            // The dapp's payload (mode 0) is not what was signed: it gets the signed transaction,
+            // written out here by hand from extrinsic v4's layout.
+            let transaction = try #require(PolkadotHex.decode(result["signedTransaction"] as? String ?? ""), "\(result)")
+            let body: [UInt8] =
+                [0x84, 0x00] + alice + signature + [0x07, 0x03] + [5 << 2] + [0] + [1] + PolkadotHex.decode(TestRuntime.transfer)!
+            #expect(transaction == SCALE.compact(UInt64(body.count)) + body)
 
             // The app polls the outcome; deciding twice is refused.
             let state = try await client.call(.get, "/api/polkadot/requests/\(id)", headers: auth)
@@ -119,15 +131,20 @@ import WebAuthnTestSupport
         }
     }
 
-    @Test func theApprovalPageDecodesTheCallWithTheMetadataThisDappProvided() async throws {
+    /// Calls-only metadata (polkadot-js's `metaCalls`, here Polkadot's V14) cannot be checked
+    /// against the chain: the transaction is refused unless the account's owner allowed unchecked
+    /// ones with a passkey, and then the page gives the call as the site's words, with no summary.
+    @Test func unverifiedTransactionsAreRefusedUnlessTheOwnerAllowedThem() async throws {
         let metadata = try Data(
             contentsOf: URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .appendingPathComponent("Vectors/polkadot/polkadot_v14_metadata.scale"))
         try await Harness().run { client in
-            let (token, _) = try await client.newAccount("erin")
+            var (token, authenticator) = try await client.newAccount("erin")
             let auth = Client.bearer(token)
             let created = try await client.call(.post, "/api/polkadot/accounts", json: ["network": 0], headers: auth)
             let address = try #require(created["address"] as? String)
+            let accountID = try #require(created["id"] as? String)
+            #expect(created["acceptsUnverified"] as? Bool == false)
             _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
             let def: [String: Any] = [
                 "chain": "Polkadot", "genesisHash": "0x91b171bb158e2d3848fa23a9f1c25182fb8e20313b2c1eb49219da7a70ce90c3",
@@ -141,26 +158,56 @@ import WebAuthnTestSupport
             #expect(
                 try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(metadata.provide)", broken), headers: auth).error
                     == "invalid_content")
-            let asked = try await client.call(
-                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
-            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
+            func ask(url: String = PolkadotBridgeTests.dapp) async throws -> Reply {
+                try await client.call(
+                    .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address), url: url),
+                    headers: auth)
+            }
+            // Off by default: refused, saying what the site must do.
+            let refused = try await ask()
+            #expect(refused.status == .forbidden && refused.error == "unverified_transaction", "\(refused.json)")
+            #expect((refused["message"] as? String)?.contains("rawMetadata") == true)
+            // Turning it on takes a passkey assertion made for it.
+            let unconfirmed = try await client.call(
+                .post, "/api/polkadot/accounts/\(accountID)/settings", json: ["acceptUnverified": true], headers: auth)
+            #expect(unconfirmed.error == "confirmation_required")
+            let mistyped = try await client.call(
+                .post, "/api/polkadot/accounts/\(accountID)/settings", json: ["acceptUnverified": "yes"], headers: auth)
+            #expect(mistyped.status == .badRequest && mistyped.error == "invalid_request")
+            let allowed = try await client.acceptUnverified(accountID, token: token, by: &authenticator)
+            #expect(allowed["acceptsUnverified"] as? Bool == true, "\(allowed.json)")
+
+            let asked = try await ask()
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
             let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
             let extrinsic = try #require(details["extrinsic"] as? [String: Any])
             let bob = SS58.encode(
                 accountId: Array(try #require(PolkadotHex.decode("0x8eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a48"))), prefix: 0)
-            #expect(extrinsic["decodedCall"] as? String == "Balances.transfer_keep_alive(dest: Id(\(bob)), value: 1 DOT)")
-            #expect(extrinsic["summary"] as? String == "Send 1 DOT to \(bob), keeping your account open")
+            #expect(extrinsic["verified"] as? Bool == false && extrinsic["summary"] == nil && extrinsic["decodedCall"] == nil)
+            #expect(extrinsic["siteDescription"] as? String == "Balances.transfer_keep_alive(dest: Id(\(bob)), value: 1 DOT)")
+            #expect((extrinsic["callNote"] as? String)?.hasPrefix("Not checked: the site provided only the calls' metadata") == true)
             // Another site's metadata describes nothing for this one.
             let other = try await client.call(
                 .post, "/api/polkadot/message",
                 json: Self.message("pub(authorize.tab)", nil, url: "https://other.example"), headers: auth)
             #expect(other["result"] as? Bool == true)
-            let asked2 = try await client.call(
-                .post, "/api/polkadot/message",
-                json: Self.message("pub(extrinsic.sign)", Self.payload(address: address), url: "https://other.example"), headers: auth)
-            let id2 = try #require((asked2["pending"] as? [String: Any])?["id"] as? String)
+            let id2 = try #require((try await ask(url: "https://other.example")["pending"] as? [String: Any])?["id"] as? String)
             let details2 = try await client.call(.get, "/api/polkadot/requests/\(id2)/details", headers: auth)
-            #expect((details2["extrinsic"] as? [String: Any])?["decodedCall"] == nil)
+            #expect((details2["extrinsic"] as? [String: Any])?["siteDescription"] == nil)
+
+            // Signed as the site sent it (mode 0), with no transaction handed back.
+            let approved = try await Self.approve(id, client, token: token, &authenticator)
+            let result = try #require(approved["result"] as? [String: Any], "\(approved.json)")
+            #expect(result["signedTransaction"] == nil)
+            let signature = try #require(PolkadotHex.decode(result["signature"] as! String))
+            let signed = try SignerPayload(json: Self.payload(address: address)).signingBytes
+            #expect(Sr25519.verify(signature: Array(signature.dropFirst()), message: signed, publicKey: try #require(SS58.decode(address)).accountId))
+            // Turned off again (with the passkey too), a waiting unchecked request is not signed.
+            let id3 = try #require((try await ask()["pending"] as? [String: Any])?["id"] as? String)
+            let off = try await client.acceptUnverified(accountID, false, token: token, by: &authenticator)
+            #expect(off["acceptsUnverified"] as? Bool == false)
+            let late = try await Self.approve(id3, client, token: token, &authenticator)
+            #expect(late.error == "unverified_transaction", "\(late.json)")
         }
     }
 
@@ -175,15 +222,17 @@ import WebAuthnTestSupport
             let created = try await client.call(.post, "/api/polkadot/accounts", json: [:], headers: auth)
             let address = try #require(created["address"] as? String, "\(created.json)")
             _ = try await client.call(.post, "/api/polkadot/message", json: Self.message("pub(authorize.tab)", nil), headers: auth)
+            try await client.provideTestRuntime(token: token)
             let asked = try await client.call(
-                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", Self.payload(address: address)), headers: auth)
+                .post, "/api/polkadot/message", json: Self.message("pub(extrinsic.sign)", TestRuntime.payload(address: address)),
+                headers: auth)
             let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
             _ = try await client.harness.store.lockAllSessions()
             let withoutPRF = try await Self.approve(id, client, token: token, &authenticator, withPRF: false)
             #expect(withoutPRF.status == .forbidden && withoutPRF.error == "signer_locked", "\(withoutPRF.json)")
             let approved = try await Self.approve(id, client, token: token, &authenticator)
             let signature = try #require(PolkadotHex.decode((approved["result"] as? [String: Any])?["signature"] as? String ?? ""))
-            let signed = try SignerPayload(json: Self.payload(address: address)).signingBytes
+            let signed = try SignerPayload(json: TestRuntime.payload(address: address, hash: TestRuntime.hash)).signingBytes
             #expect(Sr25519.verify(signature: Array(signature.dropFirst()), message: signed, publicKey: try #require(SS58.decode(address)).accountId))
         }
     }
@@ -252,7 +301,8 @@ import WebAuthnTestSupport
                     == "invalid_request")
 
             // A locked signer (the kill switch): the request waits, approving it is refused.
-            let asked = try await refused(Self.payload(address: address))
+            try await client.provideTestRuntime(token: token)
+            let asked = try await refused(TestRuntime.payload(address: address))
             let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String)
             _ = try await client.harness.store.lockAllSessions()
             let locked = try await client.call(.post, "/api/polkadot/requests/\(id)/approve", json: [:], headers: auth)

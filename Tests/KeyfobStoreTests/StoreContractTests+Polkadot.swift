@@ -22,6 +22,12 @@ extension StoreContractTests {
         }
         try await store.insertSubstrateAccount(account("b1", of: bob, at: 1), maxPerUser: 2)
         #expect(try await store.substrateAccounts(ofUser: alice.id) == [account("a1", of: alice, at: 1), account("a2", of: alice, at: 2)])
+        // Blind signing is off until its owner turns it on, and only its owner can.
+        #expect(try await store.setSubstrateAccountAcceptsUnverified(id: "a2", ofUser: bob.id, true) == false)
+        #expect(try await store.setSubstrateAccountAcceptsUnverified(id: "a2", ofUser: alice.id, true))
+        #expect(try await store.substrateAccounts(ofUser: alice.id).map(\.acceptsUnverified) == [false, true])
+        #expect(try await store.setSubstrateAccountAcceptsUnverified(id: "a2", ofUser: alice.id, false))
+        #expect(try await store.substrateAccounts(ofUser: alice.id).map(\.acceptsUnverified) == [false, false])
         #expect(try await store.deleteSubstrateAccount(id: "b1", ofUser: alice.id) == false)
         #expect(try await store.deleteSubstrateAccount(id: "a1", ofUser: alice.id))
         #expect(try await store.substrateAccounts(ofUser: alice.id).map(\.id) == ["a2"])

@@ -27,6 +27,9 @@ struct ActionConfirmations: Sendable {
         /// Bringing a key someone else may know (a phrase, a backup file): a stolen session must
         /// not plant an account whose key its thief holds.
         case importPolkadot = "polkadot.import"
+        /// Letting a Polkadot account sign transactions Keyfob cannot check (or stop): a stolen
+        /// session must not switch blind signing on.
+        case polkadotUnverified = "polkadot.accept_unverified"
         case trustClient = "grant.trusted"
         case revokeSessions = "sessions.revoke"
         case adminRevokeSessions = "admin.revoke_sessions"

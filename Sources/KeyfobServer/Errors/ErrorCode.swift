@@ -40,6 +40,9 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
     case confirmationRequired = "confirmation_required"
     /// The stored key is older than its seal (a row put back from a backup): refused, never signed with.
     case keyRolledBack = "key_rolled_back"
+    /// A Polkadot transaction Keyfob cannot check against the chain's metadata (RFC-0078), for
+    /// an account that does not accept unchecked ones: nothing was queued or signed.
+    case unverifiedTransaction = "unverified_transaction"
 
     /// The code as clients see it (also in text: `"\(code)"` is `invalid_request`).
     public var description: String { rawValue }
@@ -52,7 +55,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
         case .counterRegression, .credentialExists, .usernameTaken, .keyRolledBack: .conflict
         case .signatureInvalid, .userHandleMismatch, .unauthorized: .unauthorized
         case .userPresenceRequired, .userVerificationRequired, .signerLocked, .permissionDenied, .userRejected,
-            .confirmationRequired:
+            .confirmationRequired, .unverifiedTransaction:
             .forbidden
         case .payloadTooLarge: .contentTooLarge
         case .rateLimited: .tooManyRequests
@@ -95,6 +98,7 @@ public enum ErrorCode: String, CaseIterable, Sendable, Encodable, CustomStringCo
         case .storeUnavailable: "the database cannot be reached or cannot write right now; nothing was done, try again in a moment"
         case .confirmationRequired: "confirm this with your passkey"
         case .keyRolledBack: "your key's stored copy is older than its seal; nothing was signed"
+        case .unverifiedTransaction: "Keyfob cannot check this transaction against the chain's metadata, and this account does not sign blind"
         }
     }
 }

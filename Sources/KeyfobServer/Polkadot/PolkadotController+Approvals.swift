@@ -14,14 +14,13 @@ extension PolkadotController {
         guard let record = try await store.polkadotRequest(id: id, ofUser: userID) else {
             throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
         }
-        guard let object = (try? JSONSerialization.jsonObject(with: Data(record.request.utf8))) as? [String: Any] else {
-            throw KeyfobError(.internalError, "the stored request cannot be read", status: .internalServerError)
+        // A request stored by an earlier Keyfob (another form) is gone like an expired one.
+        guard let stored = try? JSONDecoder().decode(StoredRequest.self, from: Data(record.request.utf8)),
+            let parsed = try? SigningRequest(type: record.messageType, stored: stored)
+        else {
+            throw KeyfobError(.requestNotFound, "this request can no longer be read; ask the site to send it again", status: .notFound)
         }
-        do {
-            return (record, try SigningRequest(type: record.messageType, request: object))
-        } catch {
-            throw KeyfobError(error)
-        }
+        return (record, parsed)
     }
 
     struct StateReply: Encodable {
@@ -69,10 +68,14 @@ extension PolkadotController {
         /// The genesis hash is in the signed bytes (`CheckGenesis`): the signature binds the chain.
         let genesisSigned: Bool
         let call: String
-        /// `Pallet.call(arguments)`, decoded with the metadata this dapp provided.
+        /// `Pallet.call(arguments)`, decoded with the metadata the payload's hash binds (verified only).
         let decodedCall: String?
-        /// The decoded call in one sentence, for the common ones ("Send 1 DOT to 15oF4…").
+        /// The decoded call in one sentence, for the common ones ("Send 1 DOT to 15oF4…"); verified only.
         let summary: String?
+        /// The whole address the summary sends to, for the page to show start…end with the rest a tap away.
+        let recipient: String?
+        /// Unverified: the call as the site's own metadata decodes it (the site's words, not a fact).
+        let siteDescription: String?
         let callIndex: [Int]
         let callNote: String
         let tip: String
@@ -83,6 +86,8 @@ extension PolkadotController {
         let signedExtensions: [String]
         let assetId: String?
         let metadataHashChecked: Bool
+        /// The description is bound to what is signed (RFC-0078): otherwise the page warns.
+        let verified: Bool
         /// Fields the site sent that no listed extension signs (shown as the site sent them, bound by nothing).
         let notSigned: [String]
     }
@@ -138,55 +143,7 @@ extension PolkadotController {
             verifiedOrigin: record.transport == "polkadot-web", expiresAt: record.expiresAt, account: Self.reply(account),
             payloadHash: PolkadotHex.encode(blake2b256(parsed.signingBytes)))
         if let payload = parsed.extrinsic {
-            let genesis = PolkadotHex.encode(payload.genesisHash)
-            let known = KnownChains.byGenesis[genesis]
-            let provided = try await store.polkadotMetadata(ofUser: auth.user.id, origin: record.origin).first { $0.genesisHash == genesis }
-            let def = provided.flatMap { (try? JSONSerialization.jsonObject(with: Data($0.definition.utf8))) as? [String: Any] }
-            let callHex = PolkadotHex.encode(Array(payload.method.prefix(2)))
-            let decimals = known?.decimals ?? def?["tokenDecimals"] as? Int
-            let token = known?.token ?? def?["tokenSymbol"] as? String
-            let prefix = UInt16(clamping: def?["ss58Format"] as? Int ?? account.network)
-            var decoded: DecodedCall?
-            let note: String
-            let checked = Self.checkedMetadata(payload, definition: def)
-            if let checked {
-                decoded = try? CallDecoder(metadata: checked, ss58Prefix: prefix, decimals: decimals, token: token).decode(payload.method)
-                note =
-                    "Checked: this payload carries the hash of the chain's own metadata (RFC-0078), which Keyfob computed from the metadata \(record.origin) provided; the chain refuses the signature if this description is wrong."
-            } else if let calls = (def?["metaCalls"] as? String).flatMap({ Data(base64Encoded: $0) }) {
-                do {
-                    let metadata = try RuntimeMetadata([UInt8](calls))
-                    decoded = try CallDecoder(metadata: metadata, ss58Prefix: prefix, decimals: decimals, token: token)
-                        .decode(payload.method)
-                    note = "Decoded with the metadata \(record.origin) provided (spec \(provided?.specVersion ?? 0))."
-                } catch {
-                    note = "call \(callHex)… — the metadata this site gave does not describe it (\(error.message)); check the call in your dapp"
-                }
-            } else {
-                note = "call \(callHex)… — this site gave no metadata; check the call in your dapp"
-            }
-            // Only what the listed extensions put in the signed bytes is said as part of the
-            // transaction: a tip, nonce, era or chain no extension encodes binds nothing.
-            let notSigned = "not part of what is signed"
-            let era =
-                !payload.signs(.era)
-                ? notSigned
-                : payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
-            let genesisSigned = payload.signs(.genesisHash)
-            let unsigned: [(SignerPayload.Field, String)] = [
-                (.genesisHash, "genesis hash (the chain)"), (.era, "era"), (.nonce, "nonce"), (.tip, "tip"),
-                (.specVersion, "spec version"), (.transactionVersion, "transaction version"),
-            ]
-            reply.extrinsic = ExtrinsicDetails(
-                chain: genesisSigned ? known?.name : nil, chainFromDapp: genesisSigned ? def?["chain"] as? String : nil,
-                genesisHash: genesis, genesisSigned: genesisSigned,
-                call: PolkadotHex.encode(payload.method), decodedCall: decoded?.text, summary: genesisSigned ? decoded?.summary : nil,
-                callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
-                tip: payload.signs(.tip) ? Amount.format(payload.tip, decimals: decimals, token: token) : notSigned,
-                nonce: payload.signs(.nonce) ? Amount.decimal(payload.nonce) : notSigned, era: era, specVersion: payload.specVersion,
-                transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
-                assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: checked != nil,
-                notSigned: unsigned.filter { !payload.signs($0.0) }.map(\.1))
+            reply.extrinsic = try await extrinsicDetails(payload, origin: record.origin, account: account)
         } else if let data = parsed.data {
             let visible = BytesDetails.visibleText(data)
             reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false)
@@ -194,27 +151,72 @@ extension PolkadotController {
         return jsonResponse(reply)
     }
 
-    /// The metadata a payload is bound to, or nil: the payload checks the metadata hash (mode 1,
-    /// `CheckMetadataHash` among its extensions), lists exactly the runtime's own extensions in the
-    /// runtime's order, has the runtime's spec version, and its hash is the one Keyfob computes
-    /// (RFC-0078) from the V15 metadata the dapp provided with its SS58 prefix, decimals and token.
-    /// Then the chain itself refuses a signature made from a wrong description: what the page
-    /// says of the call is bound to what is signed. A mode-0 payload, a calls-only or V14
-    /// metadata, or any difference: nil (nothing claimed).
-    static func checkedMetadata(_ payload: SignerPayload, definition def: [String: Any]?) -> RuntimeMetadata? {
-        guard payload.mode == 1, let claimed = payload.metadataHash, payload.signedExtensions.contains("CheckMetadataHash"),
-            let text = def?["rawMetadata"] as? String, let bytes = PolkadotHex.decode(text),
-            let decimals = def?["tokenDecimals"] as? Int, let symbol = def?["tokenSymbol"] as? String,
-            let prefix = def?["ss58Format"] as? Int, let prefix16 = UInt16(exactly: prefix), let decimals8 = UInt8(exactly: decimals)
-        else { return nil }
-        guard let known = MetadataHashes.shared.runtime(bytes), let version = known.metadata.runtimeVersion,
-            version.specVersion == payload.specVersion,
-            known.metadata.extrinsic?.signedExtensions.map(\.identifier) == payload.signedExtensions
-        else { return nil }
-        let extra = MerkleizedMetadata.ExtraInfo(
-            specVersion: version.specVersion, specName: version.specName, base58Prefix: prefix16, decimals: decimals8, tokenSymbol: symbol)
-        guard let computed = MetadataHashes.shared.hash(known, extra), constantTimeEqual(computed, claimed) else { return nil }
-        return known.metadata
+    /// What the page says of a transaction: decoded back from the exact bytes to be signed; the
+    /// call described as fact only when verified (`TransactionCheck`), else as "the site
+    /// describes it as …" beside its hex.
+    func extrinsicDetails(_ payload: SignerPayload, origin: String, account: SubstrateAccountRecord) async throws -> ExtrinsicDetails {
+        let genesis = PolkadotHex.encode(payload.genesisHash)
+        let known = KnownChains.byGenesis[genesis]
+        let check: TransactionCheck
+        do {
+            check = try await transactionCheck(payload, origin: origin, userID: account.userID, setHashIfMissing: false)
+        } catch let error as PolkadotError {
+            // The site changed its metadata since: the payload is no longer its chain's.
+            check = TransactionCheck(payload: payload, verdict: .unverified(error.message), setHash: false)
+        }
+        let bound = check.bound
+        let callHex = PolkadotHex.encode(Array(payload.method.prefix(2)))
+        // Amounts in the chain's own unit: the known chain's, or the one the verified hash commits to.
+        let decimals = known?.decimals ?? bound?.decimals
+        let token = known?.token ?? bound?.token
+        var decoded: DecodedCall?
+        var siteDescription: String?
+        let note: String
+        if let bound {
+            decoded = try? CallDecoder(metadata: bound.metadata, ss58Prefix: bound.prefix, decimals: decimals, token: token)
+                .decode(payload.method)
+            note =
+                "Checked: this transaction carries the hash of the chain's own metadata (RFC-0078), which Keyfob computed from the metadata \(origin) provided; the chain refuses the signature if this description is wrong."
+        } else {
+            // Unverified: whatever metadata the site gave describes the call, said as the site's words.
+            let provided = try await store.polkadotMetadata(ofUser: account.userID, origin: origin).first { $0.genesisHash == genesis }
+            let definition = provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
+            let metadata =
+                definition?.rawMetadata.flatMap(PolkadotHex.decode).flatMap { MetadataHashes.shared.runtime($0)?.metadata }
+                ?? definition?.metaCalls.flatMap { Data(base64Encoded: $0) }.flatMap { try? RuntimeMetadata([UInt8]($0)) }
+            let prefix = UInt16(clamping: definition?.ss58Format ?? account.network)
+            siteDescription = metadata.flatMap {
+                try? CallDecoder(metadata: $0, ss58Prefix: prefix, decimals: decimals, token: token).decode(payload.method).text
+            }
+            let why: String
+            if case .unverified(let reason) = check.verdict { why = reason } else { why = "" }
+            note =
+                "Not checked: \(why). Keyfob cannot tell what call \(callHex)… does, nor its amount, recipient or chain; only sign if you trust \(origin) and checked it there."
+        }
+        // Only what the listed extensions put in the signed bytes is said as part of the
+        // transaction: a tip, nonce, era or chain no extension encodes binds nothing.
+        let notSigned = "not part of what is signed"
+        let era =
+            !payload.signs(.era)
+            ? notSigned
+            : payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
+        let genesisSigned = payload.signs(.genesisHash)
+        let unsigned: [(SignerPayload.Field, String)] = [
+            (.genesisHash, "genesis hash (the chain)"), (.era, "era"), (.nonce, "nonce"), (.tip, "tip"),
+            (.specVersion, "spec version"), (.transactionVersion, "transaction version"),
+        ]
+        let verified = bound != nil
+        return ExtrinsicDetails(
+            chain: genesisSigned ? known?.name : nil, chainFromDapp: nil,
+            genesisHash: genesis, genesisSigned: genesisSigned,
+            call: PolkadotHex.encode(payload.method), decodedCall: verified ? decoded?.text : nil,
+            summary: verified && genesisSigned ? decoded?.summary : nil, recipient: verified ? decoded?.recipient : nil,
+            siteDescription: siteDescription, callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
+            tip: payload.signs(.tip) ? Amount.format(payload.tip, decimals: decimals, token: token) : notSigned,
+            nonce: payload.signs(.nonce) ? Amount.decimal(payload.nonce) : notSigned, era: era, specVersion: payload.specVersion,
+            transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
+            assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: verified, verified: verified,
+            notSigned: unsigned.filter { !payload.signs($0.0) }.map(\.1))
     }
 
     // MARK: Confirmation and signing
@@ -259,6 +261,21 @@ extension PolkadotController {
             throw try await dispatcher.refusal(.signerLocked, method: method, for: who)
         }
         let outcome = try await dispatcher.perform(method, for: who) { operation in
+            guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
+                throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
+            }
+            // Checked again as it is signed: the site may have changed its metadata since it asked.
+            var check: TransactionCheck?
+            if let payload = parsed.extrinsic {
+                do {
+                    check = try await transactionCheck(payload, origin: record.origin, userID: auth.user.id, setHashIfMissing: false)
+                } catch let error as PolkadotError {
+                    throw KeyfobError(error)
+                }
+                if case .unverified(let why)? = check?.verdict, !accountRecord.acceptsUnverified {
+                    throw Self.unverifiedRefusal(why)
+                }
+            }
             let sealedShut = try await !substrate.custody.canOpen(auth.user.id, unlock: auth.unlock)
             let confirmation = try await confirm(body.assertion, record: record, parsed: parsed, user: auth.user)
             var unlock = auth.unlock
@@ -272,16 +289,21 @@ extension PolkadotController {
                     challenge: confirmation.challenge)
             }
             operation.receipt = confirmation.receipt
-            guard let accountRecord = try await accountRecord(for: parsed.accountId, userID: auth.user.id) else {
-                throw KeyfobError(.invalidPubkey, "this request's account is no longer in your Keyfob")
-            }
             let key = try await substrate.open(accountRecord, unlock: unlock)
             var signature = key.sign(parsed.signingBytes)
             // polkadot-js: an extrinsic's signature carries its MultiSignature variant; raw bytes do not.
             if parsed.extrinsic != nil { signature = [key.type.multiSignatureTag] + signature }
+            // Keyfob set the metadata hash: the dapp's own payload is not what was signed, so it
+            // gets the transaction that was (polkadot-js's `SignerResult.signedTransaction`).
+            var signedTransaction: String?
+            if parsed.keyfobSetMetadataHash, let payload = parsed.extrinsic, let signer = check?.bound?.signer {
+                signedTransaction = PolkadotHex.encode(payload.signedExtrinsic(signer: signer, signature: signature))
+            }
             let outcome = StoredOutcome(
                 type: record.messageType,
-                result: SignerResultJSON(id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature)))
+                result: SignerResultJSON(
+                    id: Int(now().timeIntervalSince1970 * 1000), signature: PolkadotHex.encode(signature),
+                    signedTransaction: signedTransaction))
             let json = String(decoding: jsonBytes(outcome), as: UTF8.self)
             // The signature (which the dapp collects from the stored result) and its audit entry are
             // one transaction: neither is kept without the other.
@@ -332,6 +354,8 @@ extension PolkadotController {
     struct SignerResultJSON: Codable {
         let id: Int
         let signature: String
+        /// The signed transaction, when Keyfob set its metadata hash (the dapp submits this).
+        var signedTransaction: String? = nil
     }
 
     /// Verifies the assertion over the committed bytes: the receipt (no PRF output in it), the

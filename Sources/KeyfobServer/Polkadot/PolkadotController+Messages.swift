@@ -42,19 +42,51 @@ extension PolkadotController {
         return "\(scheme)://\(host)\(port)"
     }
 
+    /// Every message names its type and the dapp's page; `request` is typed per message.
+    struct MessageHead: Decodable {
+        let msgType: String
+        let url: String
+    }
+
+    struct Carrying<Body: Decodable>: Decodable {
+        let request: Body
+    }
+
+    /// `pub(bytes.sign)`'s `SignerPayloadRaw`.
+    struct RawRequest: Codable {
+        let address: String
+        let data: String
+        let type: String?
+    }
+
+    /// `T` from a message's JSON text: a field of the wrong type is `400 invalid_request`
+    /// (never a default); one a message needs and lacks, `invalid_content`.
+    static func decode<T: Decodable>(_ type: T.Type, _ bytes: [UInt8]) throws -> T {
+        do {
+            return try SignerPayload.decode(type, from: bytes)
+        } catch {
+            throw KeyfobError(error)
+        }
+    }
+
     @Sendable func message(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        // metadata.provide carries a runtime's call metadata (a few hundred KiB for Polkadot); every
+        // metadata.provide carries a runtime's metadata (about a megabyte of hex for Polkadot); every
         // other message keeps the server's usual body limit, so a signing request stores no more.
         let bytes = try await request.bodyBytes(limit: max(configuration.maxBodySize, Self.metadataBodyLimit))
-        let body = try request.jsonObject(parsing: bytes)
-        let type = (body["msgType"] as? String) ?? ""
+        let head: MessageHead
+        do {
+            head = try SignerPayload.decode(MessageHead.self, from: bytes)
+        } catch {
+            throw KeyfobError(.invalidRequest, "a message is {msgType, url, request}: \(error.message)", status: .badRequest)
+        }
+        let type = head.msgType
         if type != "pub(metadata.provide)", bytes.count > configuration.maxBodySize {
             throw KeyfobError(
                 .payloadTooLarge, "a \(type.prefix(64)) message is at most \(configuration.maxBodySize) bytes", status: .contentTooLarge)
         }
         do {
-            return try await handle(type: type, body: body, auth: auth, request: request, context: context)
+            return try await handle(type: type, url: head.url, body: bytes, auth: auth, request: request, context: context)
         } catch let error as KeyfobError {
             return jsonResponse(
                 MessageError(type: String(type.prefix(64)), error: error.code, message: error.message), status: error.status, headers: error.headers)
@@ -64,10 +96,10 @@ extension PolkadotController {
         }
     }
 
-    private func handle(type: String, body: [String: Any], auth: Sessions.Authenticated, request: Request, context: KeyfobRequestContext)
+    private func handle(type: String, url: String, body: [UInt8], auth: Sessions.Authenticated, request: Request, context: KeyfobRequestContext)
         async throws -> Response
     {
-        guard let url = body["url"] as? String, let origin = Self.origin(of: url) else {
+        guard let origin = Self.origin(of: url) else {
             throw KeyfobError.invalid("url must be the dapp page's http(s) address")
         }
         // Keyfob's own popup (a cookie session) relays web dapps, whose origin the browser told it;
@@ -100,24 +132,40 @@ extension PolkadotController {
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(known)))
         case "pub(metadata.provide)":
             try await requireAuthorized(origin, who)
-            try await provideMetadata(body["request"], origin: origin, userID: auth.user.id)
+            let definition: MetadataDefinition
+            do {
+                definition = try SignerPayload.decode(Carrying<MetadataDefinition>.self, from: body).request
+            } catch {
+                throw KeyfobError(
+                    error.kind == .mistyped ? .invalidRequest : .invalidContent,
+                    "metadata must be a MetadataDef with genesisHash and specVersion: \(error.message)")
+            }
+            try await provideMetadata(definition, origin: origin, userID: auth.user.id)
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(bytes.sign)", "pub(extrinsic.sign)":
             try await requireAuthorized(origin, who)
-            guard let object = body["request"] as? [String: Any] else { throw KeyfobError.invalid("request must be a JSON object") }
             // Queuing a request is not yet the signature (that is audited when it is decided), but
-            // it spends the dapp's limit, and a malformed one is audited as the failure it is.
-            try await dispatcher.perform(Self.auditMethod(type), for: who) { operation in
-                let parsed = try SigningRequest(type: type, request: object)
-                guard try await accountRecord(for: parsed.accountId, userID: auth.user.id) != nil else {
-                    throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+            // it spends the dapp's limit, and a malformed or unchecked one is audited as the
+            // failure it is.
+            let stored = try await dispatcher.perform(Self.auditMethod(type), for: who) { operation in
+                let stored: StoredRequest
+                if type == "pub(extrinsic.sign)" {
+                    stored = try await queued(try Self.decode(Carrying<SignerPayload.JSON>.self, body).request, origin: origin, auth: auth)
+                } else {
+                    let raw = try Self.decode(Carrying<RawRequest>.self, body).request
+                    stored = StoredRequest(raw: raw)
+                    let parsed = try SigningRequest(type: type, stored: stored)
+                    guard try await accountRecord(for: parsed.accountId, userID: auth.user.id) != nil else {
+                        throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+                    }
                 }
                 operation.queued()
+                return stored
             }
-            let json = try JSONText.string(object, sortedKeys: true)
             let record = PolkadotRequestRecord(
                 id: Base64URL.encode(randomBytes(16)), userID: auth.user.id, origin: origin, transport: transport,
-                messageType: type, request: json, createdAt: now(), expiresAt: now().addingTimeInterval(Self.requestLifetime))
+                messageType: type, request: String(decoding: jsonBytes(stored), as: UTF8.self), createdAt: now(),
+                expiresAt: now().addingTimeInterval(Self.requestLifetime))
             do {
                 try await store.insertPolkadotRequest(record, now: now(), maxPending: Self.maxPending)
             } catch StoreError.limitReached {
@@ -131,6 +179,37 @@ extension PolkadotController {
         default:
             throw KeyfobError(.unsupportedType, "\(type.prefix(64)) is not a message Keyfob answers", status: .badRequest)
         }
+    }
+
+    /// A transaction to queue for its owner, checked first (`TransactionCheck`): the chain's own
+    /// extension list, and either verified or an account that accepts unverified ones.
+    private func queued(_ json: SignerPayload.JSON, origin: String, auth: Sessions.Authenticated) async throws -> StoredRequest {
+        let payload = try SignerPayload(json)
+        guard let account = try await accountRecord(for: payload.accountId, userID: auth.user.id) else {
+            throw KeyfobError(.invalidPubkey, "\(payload.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+        }
+        let check = try await transactionCheck(payload, origin: origin, userID: auth.user.id, setHashIfMissing: true)
+        if case .unverified(let why) = check.verdict, !account.acceptsUnverified {
+            throw Self.unverifiedRefusal(why)
+        }
+        return StoredRequest(payload: check.payload.json, keyfobSetMetadataHash: check.setHash ? true : nil)
+    }
+
+    static func unverifiedRefusal(_ why: String) -> KeyfobError {
+        KeyfobError(
+            .unverifiedTransaction,
+            "Keyfob cannot check this transaction against the chain (\(why)), and it does not sign blind: the site must send pub(metadata.provide) with the runtime's V15 rawMetadata for a chain with CheckMetadataHash. The account's owner can allow unchecked transactions in Keyfob's account page.",
+            status: .forbidden)
+    }
+
+    /// The dapp's metadata for the payload's chain, and what Keyfob can say of the payload with it.
+    func transactionCheck(_ payload: SignerPayload, origin: String, userID: String, setHashIfMissing: Bool) async throws
+        -> TransactionCheck
+    {
+        let genesis = PolkadotHex.encode(payload.genesisHash)
+        let provided = try await store.polkadotMetadata(ofUser: userID, origin: origin).first { $0.genesisHash == genesis }
+        let definition = provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
+        return try TransactionCheck.check(payload, definition: definition, setHashIfMissing: setHashIfMissing)
     }
 
     static let metadataBodyLimit = 4 * 1024 * 1024
@@ -176,44 +255,40 @@ extension PolkadotController {
     }
 
     /// Keeps what the approval page uses of a dapp's `MetadataDef`, for that dapp only.
-    func provideMetadata(_ raw: Any?, origin: String, userID: String) async throws {
-        guard let def = raw as? [String: Any], let genesis = def["genesisHash"] as? String,
-            PolkadotHex.decode(genesis)?.count == 32, let specVersion = def["specVersion"] as? Int
-        else { throw KeyfobError(.invalidContent, "metadata must be a MetadataDef with genesisHash and specVersion") }
-        var kept: [String: Any] = ["genesisHash": genesis.lowercased(), "specVersion": specVersion]
-        for name in ["chain", "tokenSymbol"] {
-            if let text = def[name] as? String { kept[name] = String(text.prefix(64)) }
+    func provideMetadata(_ def: MetadataDefinition, origin: String, userID: String) async throws {
+        guard PolkadotHex.decode(def.genesisHash)?.count == 32 else {
+            throw KeyfobError(.invalidContent, "genesisHash must be 0x-hex of 32 bytes")
         }
-        for name in ["tokenDecimals", "ss58Format"] { if let n = def[name] as? Int { kept[name] = n } }
+        var kept = MetadataDefinition(
+            genesisHash: def.genesisHash.lowercased(), specVersion: def.specVersion, chain: def.chain.map { String($0.prefix(64)) },
+            tokenSymbol: def.tokenSymbol.map { String($0.prefix(64)) }, tokenDecimals: def.tokenDecimals, ss58Format: def.ss58Format)
         // The runtime's full V15 metadata (polkadot-js's `rawMetadata`, hex): what the RFC-0078
         // metadata hash is computed from, so a payload carrying that hash can be checked.
-        if let raw = def["rawMetadata"] {
+        if let text = def.rawMetadata {
             // Read through the cache the approval page uses: the page finds it read already.
-            guard let text = raw as? String, let bytes = PolkadotHex.decode(text),
-                let metadata = MetadataHashes.shared.runtime(bytes)?.metadata, metadata.version == 15, metadata.extrinsic != nil,
-                let runtime = metadata.runtimeVersion
+            guard let bytes = PolkadotHex.decode(text), let metadata = MetadataHashes.shared.runtime(bytes)?.metadata,
+                metadata.version == 15, metadata.extrinsic != nil, let runtime = metadata.runtimeVersion
             else {
                 throw KeyfobError(
                     .invalidContent, "rawMetadata must be the runtime's V15 metadata as 0x-hex (state_call Metadata_metadata_at_version 15)")
             }
-            guard Int(runtime.specVersion) == specVersion else {
+            guard Int(runtime.specVersion) == def.specVersion else {
                 throw KeyfobError(
-                    .invalidContent, "rawMetadata is the runtime of spec version \(runtime.specVersion), but specVersion says \(specVersion)")
+                    .invalidContent, "rawMetadata is the runtime of spec version \(runtime.specVersion), but specVersion says \(def.specVersion)")
             }
-            kept["rawMetadata"] = text.lowercased()
+            kept.rawMetadata = text.lowercased()
         }
         // The calls' metadata, checked now so a bad one is refused here rather than on the approval page.
-        if let calls = def["metaCalls"] as? String, !calls.isEmpty {
+        if let calls = def.metaCalls, !calls.isEmpty {
             guard let bytes = Data(base64Encoded: calls), (try? RuntimeMetadata([UInt8](bytes))) != nil else {
                 throw KeyfobError(.invalidContent, "metaCalls is not base64 of runtime metadata v14 or v15")
             }
-            kept["metaCalls"] = calls
+            kept.metaCalls = calls
         }
-        let json = try JSONText.string(kept, sortedKeys: true)
         try await store.putPolkadotMetadata(
             PolkadotMetadataRecord(
-                userID: userID, origin: origin, genesisHash: genesis.lowercased(), specVersion: specVersion, definition: json,
-                updatedAt: now()))
+                userID: userID, origin: origin, genesisHash: kept.genesisHash, specVersion: def.specVersion,
+                definition: String(decoding: jsonBytes(kept), as: UTF8.self), updatedAt: now()))
     }
 
     // MARK: Subscriptions
@@ -274,6 +349,14 @@ extension PolkadotController {
     }
 }
 
+/// A signing request as stored: the transaction payload (as Keyfob will sign it) or the raw data.
+struct StoredRequest: Codable {
+    var payload: SignerPayload.JSON? = nil
+    var raw: PolkadotController.RawRequest? = nil
+    /// Keyfob set mode 1 and its metadata hash: the dapp gets the signed transaction back.
+    var keyfobSetMetadataHash: Bool? = nil
+}
+
 /// A signing message's request, checked: `pub(extrinsic.sign)`'s `SignerPayloadJSON` or
 /// `pub(bytes.sign)`'s `SignerPayloadRaw`.
 struct SigningRequest {
@@ -284,22 +367,27 @@ struct SigningRequest {
     let extrinsic: SignerPayload?
     /// The raw data as sent, for `pub(bytes.sign)`.
     let data: [UInt8]?
+    /// Keyfob set the metadata hash (the dapp gets `signedTransaction`).
+    let keyfobSetMetadataHash: Bool
 
-    init(type: String, request: [String: Any]) throws(PolkadotError) {
-        if type == "pub(extrinsic.sign)" {
-            let payload = try SignerPayload(json: request)
+    init(type: String, stored: StoredRequest) throws(PolkadotError) {
+        keyfobSetMetadataHash = stored.keyfobSetMetadataHash == true
+        if type == "pub(extrinsic.sign)", let json = stored.payload {
+            let payload = try SignerPayload(json)
             (address, accountId, signingBytes, extrinsic, data) = (payload.address, payload.accountId, payload.signingBytes, payload, nil)
-        } else {
-            guard let address = request["address"] as? String, let decoded = SS58.decode(address) else {
+        } else if type == "pub(bytes.sign)", let request = stored.raw {
+            guard let decoded = SS58.decode(request.address) else {
                 throw PolkadotError(.invalidAddress, "address is not an SS58 address")
             }
-            guard let text = request["data"] as? String, let bytes = PolkadotHex.decode(text), bytes.count <= 64 * 1024 else {
+            guard let bytes = PolkadotHex.decode(request.data), bytes.count <= 64 * 1024 else {
                 throw PolkadotError(.invalidPayload, "data must be 0x-prefixed hex of at most 64 KiB")
             }
-            if let kind = request["type"], !(kind is NSNull), (kind as? String) != "bytes", (kind as? String) != "payload" {
+            if let kind = request.type, kind != "bytes", kind != "payload" {
                 throw PolkadotError(.invalidPayload, "type is bytes or payload")
             }
-            (self.address, accountId, signingBytes, extrinsic, data) = (address, decoded.accountId, RawPayload.wrap(bytes), nil, bytes)
+            (address, accountId, signingBytes, extrinsic, data) = (request.address, decoded.accountId, RawPayload.wrap(bytes), nil, bytes)
+        } else {
+            throw PolkadotError(.invalidPayload, "request is missing")
         }
     }
 }

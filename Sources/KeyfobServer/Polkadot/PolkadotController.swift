@@ -15,6 +15,7 @@ import WebAuthn
 ///     POST /api/polkadot/accounts                      create {type?, name?, network?}; import {mnemonic, path?} or {backup, password}
 ///     POST /api/polkadot/accounts/:id/export           {password, confirmation} → a polkadot-js JSON backup
 ///     POST /api/polkadot/accounts/:id/remove           {confirmation}
+///     POST /api/polkadot/accounts/:id/settings         {acceptUnverified, confirmation} → the account
 ///     POST /api/polkadot/message                       {id, msgType, origin, request, url} → {type, result} | {type, error} | 202 {type, pending}
 ///     GET  /api/polkadot/subscribe?id=&url=            server-sent account lists for pub(accounts.subscribe)
 ///     GET  /api/polkadot/requests/:id                  a signing request's state and, once decided, its {type, result|error}
@@ -46,6 +47,7 @@ struct PolkadotController: Sendable {
         router.post("/api/polkadot/accounts", use: addAccount)
         router.post("/api/polkadot/accounts/:id/export", use: exportAccount)
         router.post("/api/polkadot/accounts/:id/remove", use: removeAccount)
+        router.post("/api/polkadot/accounts/:id/settings", use: accountSettings)
         router.post("/api/polkadot/message", use: message)
         router.get("/api/polkadot/subscribe", use: subscribe)
         router.get("/api/polkadot/requests/:id", use: requestState)
@@ -70,6 +72,8 @@ struct PolkadotController: Sendable {
         let id, name, type, address, publicKey: String
         let network: Int
         let createdAt: Date
+        /// Signs transactions Keyfob cannot check against the chain (off unless its owner said so).
+        let acceptsUnverified: Bool
     }
 
     static func reply(_ record: SubstrateAccountRecord) -> AccountReply {
@@ -77,7 +81,8 @@ struct PolkadotController: Sendable {
         return AccountReply(
             id: record.id, name: record.name, type: record.keyType,
             address: SS58.encode(accountId: accountId, prefix: UInt16(clamping: record.network)),
-            publicKey: PolkadotHex.encode(record.publicKey), network: record.network, createdAt: record.createdAt)
+            publicKey: PolkadotHex.encode(record.publicKey), network: record.network, createdAt: record.createdAt,
+            acceptsUnverified: record.acceptsUnverified)
     }
 
     @Sendable func listAccounts(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -157,6 +162,30 @@ struct PolkadotController: Sendable {
         var password: String?
         /// The `polkadot.import` confirmation a mnemonic or a backup needs.
         var confirmation: AuthenticationCredential?
+    }
+
+    struct AccountSettings: Decodable {
+        var acceptUnverified: Bool
+        /// The `polkadot.accept_unverified` confirmation on this account's id.
+        var confirmation: AuthenticationCredential?
+    }
+
+    /// Whether the account signs transactions Keyfob cannot check (blind signing): changed only
+    /// with a passkey assertion made for it (`polkadot.accept_unverified` on the account id),
+    /// either way, and audited.
+    @Sendable func accountSettings(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        let auth = try await sessions.require(request)
+        let id = context.parameters.get("id") ?? ""
+        let body = try await request.decodeJSON(AccountSettings.self, limit: 16 * 1024)
+        let who = caller(auth, origin: "account", transport: "rest", request: request, context: context)
+        let record = try await dispatcher.perform("polkadot.accept_unverified", for: who, limit: .uncounted) { _ in
+            try await confirmations.verify(body.confirmation, .polkadotUnverified, target: id, for: auth)
+            guard try await store.setSubstrateAccountAcceptsUnverified(id: id, ofUser: auth.user.id, body.acceptUnverified) else {
+                throw KeyfobError(.requestNotFound, "you have no Polkadot account with this id", status: .notFound)
+            }
+            return try await account(id, of: auth.user.id)
+        }
+        return jsonResponse(Self.reply(record))
     }
 
     struct ExportAccount: Decodable {

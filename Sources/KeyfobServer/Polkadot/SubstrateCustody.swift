@@ -115,6 +115,7 @@ extension PolkadotError.Kind {
         case .unknownExtension, .unsupported: .unsupportedType
         case .wrongPassword: .decryptFailed
         case .invalidMnemonic, .invalidDerivationPath, .invalidPayload, .invalidBackup: .invalidContent
+        case .mistyped: .invalidRequest
         }
     }
 }

@@ -1,0 +1,164 @@
+import Foundation
+import KeyfobCrypto
+import Polkadot
+
+/// What Keyfob can stand behind in a transaction before its owner sees it (#42, DESIGN §4.8:
+/// "what the page says is what is signed").
+///
+/// - The signed extensions must be the chain's own list, in its order: the runtime's (from V15
+///   metadata of the payload's spec version, for a chain that checks a metadata hash) or, for a
+///   chain Keyfob knows by its genesis hash, one of that chain's lists. Any other list lets a dapp
+///   move bytes between the call and the extensions, so it is refused whatever the account allows.
+/// - *Verified*: the payload carries `CheckMetadataHash` mode 1 with the RFC-0078 hash Keyfob
+///   computed from that metadata, with the SS58 prefix, decimals and token the dapp gave. The
+///   chain then refuses the signature if the metadata (and so the decoded call) was not its own.
+///   A mode-0 payload for such a chain is made verified: Keyfob sets mode 1 and its hash, and
+///   answers the signed transaction with the signature.
+/// - Anything else is *unverified*: refused unless the account's owner allowed blind signing.
+struct TransactionCheck {
+    /// The metadata a verified payload is bound to, and what its hash committed to.
+    struct Bound {
+        let metadata: RuntimeMetadata
+        let prefix: UInt16
+        let decimals: Int
+        let token: String
+        /// The signer as the runtime writes it in a transaction (`MultiAddress::Id` or a bare
+        /// `AccountId32`); nil when Keyfob cannot build its transactions.
+        let signer: [UInt8]?
+    }
+
+    enum Verdict {
+        case verified(Bound)
+        /// Why Keyfob cannot check it, in a sentence a dapp developer and the account's owner can act on.
+        case unverified(String)
+    }
+
+    /// The payload to sign: the dapp's, or with mode 1 and Keyfob's hash set.
+    let payload: SignerPayload
+    let verdict: Verdict
+    /// Keyfob set the metadata hash: the dapp must get the signed transaction, since its own
+    /// payload (mode 0) is not what was signed.
+    let setHash: Bool
+
+    var bound: Bound? {
+        if case .verified(let bound) = verdict { return bound }
+        return nil
+    }
+
+    /// Checks `payload` against the metadata `definition` the dapp provided for its chain (nil:
+    /// none). Throws when the extension list is not the chain's own or a claimed hash is wrong.
+    static func check(_ payload: SignerPayload, definition: MetadataDefinition?, setHashIfMissing: Bool) throws(PolkadotError)
+        -> TransactionCheck
+    {
+        let genesis = PolkadotHex.encode(payload.genesisHash)
+        let known = KnownChains.byGenesis[genesis]
+        var runtime: MetadataHashes.Runtime?
+        var whyNot: String
+        if let definition, let raw = definition.rawMetadata {
+            if let read = PolkadotHex.decode(raw).flatMap(MetadataHashes.shared.runtime), let version = read.metadata.runtimeVersion {
+                if version.specVersion != payload.specVersion {
+                    whyNot =
+                        "the metadata the site provided is of spec version \(version.specVersion), the transaction's \(payload.specVersion)"
+                } else if read.metadata.extrinsic?.signedExtensions.contains(where: { $0.identifier == "CheckMetadataHash" }) != true {
+                    whyNot = "this chain does not check a metadata hash (its runtime has no CheckMetadataHash)"
+                } else {
+                    runtime = read
+                    whyNot = ""
+                }
+            } else {
+                whyNot = "the metadata the site provided does not read"
+            }
+        } else if definition != nil {
+            whyNot = "the site provided only the calls' metadata (metaCalls), which cannot be checked against the chain; it must send rawMetadata"
+        } else {
+            whyNot = "the site provided no metadata for this chain"
+        }
+
+        // The chain's own extension list, whatever else holds.
+        if let runtime {
+            let own = runtime.metadata.extrinsic?.signedExtensions.map(\.identifier) ?? []
+            guard payload.signedExtensions == own else {
+                throw PolkadotError(
+                    .invalidPayload,
+                    "signedExtensions is not this runtime's own list (\(own.joined(separator: ", "))); nothing was signed")
+            }
+        } else if let known {
+            guard known.extensionLists.contains(payload.signedExtensions) else {
+                throw PolkadotError(
+                    .invalidPayload,
+                    "signedExtensions is not \(known.name)'s list (\(known.extensionLists[0].joined(separator: ", "))); nothing was signed"
+                )
+            }
+        } else {
+            throw PolkadotError(
+                .invalidPayload,
+                "Keyfob cannot tell which signed extensions this chain has (\(whyNot)): the site must provide the runtime's V15 metadata (rawMetadata) for a chain with CheckMetadataHash; nothing was signed"
+            )
+        }
+
+        guard let runtime, let definition, let version = runtime.metadata.runtimeVersion else {
+            return TransactionCheck(payload: payload, verdict: .unverified(whyNot), setHash: false)
+        }
+        guard let prefix = definition.ss58Format.flatMap(UInt16.init(exactly:)),
+            let decimals = definition.tokenDecimals.flatMap(UInt8.init(exactly:)), let token = definition.tokenSymbol
+        else {
+            return TransactionCheck(
+                payload: payload, verdict: .unverified("the site's metadata lacks the SS58 prefix, decimals or token symbol"),
+                setHash: false)
+        }
+        let extra = MerkleizedMetadata.ExtraInfo(
+            specVersion: version.specVersion, specName: version.specName, base58Prefix: prefix, decimals: decimals, tokenSymbol: token)
+        guard let hash = MetadataHashes.shared.hash(runtime, extra) else {
+            return TransactionCheck(payload: payload, verdict: .unverified("the site's metadata cannot be hashed (RFC-0078)"), setHash: false)
+        }
+        let bound = Bound(
+            metadata: runtime.metadata, prefix: prefix, decimals: Int(decimals), token: token,
+            signer: encodedSigner(runtime.metadata, accountId: payload.accountId))
+        if payload.mode == 1 {
+            guard let claimed = payload.metadataHash, constantTimeEqual(claimed, hash) else {
+                throw PolkadotError(
+                    .invalidPayload,
+                    "metadataHash is not the hash (RFC-0078) of the metadata this site provided for spec \(version.specVersion); nothing was signed"
+                )
+            }
+            return TransactionCheck(payload: payload, verdict: .verified(bound), setHash: false)
+        }
+        // Mode 0: Keyfob checks the hash itself, if it can hand back the transaction it signed.
+        guard setHashIfMissing, bound.signer != nil, multiSignature(runtime.metadata) else {
+            return TransactionCheck(
+                payload: payload,
+                verdict: .unverified("the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transaction to set it"),
+                setHash: false)
+        }
+        return TransactionCheck(payload: payload.checkingMetadataHash(hash), verdict: .verified(bound), setHash: true)
+    }
+
+    /// `MultiAddress::Id` is variant 0 before the account id; a runtime whose address is the
+    /// account id itself writes it bare. Anything else (AccountId20 chains, other address types): nil.
+    static func encodedSigner(_ metadata: RuntimeMetadata, accountId: [UInt8]) -> [UInt8]? {
+        guard accountId.count == 32, let type = metadata.extrinsic?.addressType, let info = metadata.types[type] else { return nil }
+        switch info.path.last {
+        case "MultiAddress": return [0] + accountId
+        case "AccountId32": return accountId
+        default: return nil
+        }
+    }
+
+    static func multiSignature(_ metadata: RuntimeMetadata) -> Bool {
+        metadata.extrinsic?.signatureType.flatMap { metadata.types[$0]?.path.last } == "MultiSignature"
+    }
+}
+
+/// What Keyfob keeps of a dapp's `MetadataDef` (`pub(metadata.provide)`), per dapp and chain.
+struct MetadataDefinition: Codable, Sendable {
+    var genesisHash: String
+    var specVersion: Int
+    var chain: String?
+    var tokenSymbol: String?
+    var tokenDecimals: Int?
+    var ss58Format: Int?
+    /// The runtime's full V15 metadata, 0x-hex: what the RFC-0078 hash is computed from.
+    var rawMetadata: String?
+    /// polkadot-js's calls-only metadata, base64: decodes a call for an unverified display.
+    var metaCalls: String?
+}
