@@ -89,7 +89,7 @@ function render(d) {
       $("call-note").textContent = x.callNote;
     } else {
       // Unchecked: no sentence, the call as hex, and the site's words marked as its own.
-      $("what").textContent = `A transaction Keyfob could not check · ${chain}`;
+      $("what").textContent = "A transaction Keyfob could not check";
       call.textContent = x.call;
       item(fields, "Call (hex)", call);
       const warning = $("unchecked");
@@ -120,6 +120,7 @@ function render(d) {
     detail("Signed extensions", x.signedExtensions.join(", "));
     if (x.assetId) detail("Fee paid in asset", x.assetId);
     detail("Checked against the chain's metadata (RFC-0078)", x.verified ? "yes" : "no");
+    if (x.metadataHash) detail("Metadata hash signed", x.metadataHash);
     if (x.notSigned && x.notSigned.length) detail("Not signed (bound by nothing)", x.notSigned.join(", "));
   } else {
     $("title").textContent = `Sign a message for ${host}`;

@@ -64,6 +64,9 @@
         },
       },
       signer: {
+        // When Keyfob set the metadata check itself (the payload came with mode 0), the result
+        // carries `signedTransaction`: submit that (polkadot-js api: sign with
+        // `withSignedTransaction: true`), since the payload as sent is not what was signed.
         async signPayload(payload) {
           const outcome = await ask("pub(extrinsic.sign)", payload, { metadata: provided.get(payload.genesisHash) || null });
           return outcome.result;

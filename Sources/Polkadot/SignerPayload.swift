@@ -93,14 +93,6 @@ public struct SignerPayload: Sendable, Equatable {
         try self.init(try Self.decode(JSON.self, from: data))
     }
 
-    /// For callers holding a parsed JSON object (tests, the fuzzer): the same typed reading.
-    public init(json: [String: Any]) throws(PolkadotError) {
-        guard JSONSerialization.isValidJSONObject(json), let data = try? JSONSerialization.data(withJSONObject: json) else {
-            throw PolkadotError(.mistyped, "the payload is not a JSON object")
-        }
-        try self.init(data: [UInt8](data))
-    }
-
     /// `type` from JSON, a wrong or missing field named in the error.
     public static func decode<T: Decodable>(_ type: T.Type, from data: [UInt8]) throws(PolkadotError) -> T {
         do {

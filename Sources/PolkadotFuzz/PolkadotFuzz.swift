@@ -13,9 +13,7 @@ public func polkadotFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     _ = try? Mnemonic.entropy(of: text)
     _ = PolkadotHex.decode(text)
     _ = RawPayload.wrap(bytes)
-    if let json = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] {
-        _ = try? SignerPayload(json: json).signingBytes
-    }
+    _ = try? SignerPayload(data: bytes).signingBytes
     // Metadata then a call: the first byte says where the call starts.
     if let split = bytes.first.map({ Int($0) }), bytes.count > split + 1 {
         if let metadata = try? RuntimeMetadata(Array(bytes[1..<(bytes.count - split)])) {

@@ -45,7 +45,7 @@ import Testing
             json.removeValue(forKey: key)
             _ = try? SignerPayload(json: json)
         }
-        #expect(throws: PolkadotError.self) { try SignerPayload(json: [:]) }
+        #expect(throws: PolkadotError.self) { try SignerPayload(data: Array("{}".utf8)) }
     }
 
     @Test func backupsOfAnyShape() {

@@ -78,7 +78,7 @@ import Testing
             do {
                 _ = try SignerPayload(json: json)
                 return nil
-            } catch { return error.kind }
+            } catch { return (error as? PolkadotError)?.kind }
         }
         #expect(refused { $0["signedExtensions"] = ["CheckNonce", "SomethingNew"] } == .unknownExtension)
         #expect(refused { $0["method"] = "0x05zz" } == .invalidPayload)
@@ -90,6 +90,24 @@ import Testing
         #expect(refused { $0["version"] = 5 } == .unsupported)
         #expect(refused { $0.removeValue(forKey: "blockHash") } == .invalidPayload)
         #expect(refused { $0["mode"] = 1 } == .invalidPayload)
+        // A field of the wrong JSON type is refused as such, never read as a default.
+        #expect(refused { $0["mode"] = "1" } == .mistyped)
+        #expect(refused { $0["nonce"] = 5 } == .mistyped)
+        #expect(refused { $0["assetId"] = 1984 } == .mistyped)
+        #expect(refused { $0["metadataHash"] = [1, 2] } == .mistyped)
+        #expect(refused { $0["signedExtensions"] = "CheckNonce" } == .mistyped)
+        #expect(refused { $0["withSignedTransaction"] = "yes" } == .mistyped)
+        #expect(refused { $0["signedExtensions"] = ["CheckNonce", "CheckNonce"] } == .invalidPayload)
+    }
+
+    /// What Keyfob stores is the payload it read: written back as polkadot-js writes it, it reads
+    /// as the same payload (the same bytes are signed after the round trip).
+    @Test func aPayloadRoundTripsThroughItsJSON() throws {
+        let payload = try SignerPayload(json: Self.base)
+        let again = try SignerPayload(payload.json)
+        #expect(again == payload && again.signingBytes == payload.signingBytes)
+        let checked = payload.checkingMetadataHash([UInt8](repeating: 7, count: 32))
+        #expect(try SignerPayload(checked.json) == checked && checked.mode == 1)
     }
 
     @Test func rawBytesAreWrappedAsPolkadotJsWrapsThem() throws {

@@ -39,47 +39,52 @@ def payload(address):
             "version": 4, "mode": 0}
 
 
-def signing_payload():
-    """The bytes polkadot-js signs for payload(), encoded independently with scalecodec."""
+def signing_payload(metadata_hash=None, spec_version=0x000f4dfc):
+    """The bytes polkadot-js signs for payload(), encoded independently with scalecodec: with
+    CheckMetadataHash off (mode 0, None), or on with `metadata_hash` (mode 1, Some)."""
     rc = RuntimeConfiguration()
     rc.update_type_registry(load_type_registry_preset("legacy"))
     def enc(type_string, value):
         return bytes.fromhex(rc.create_scale_object(type_string).encode(value).to_hex()[2:])
-    return (bytes.fromhex(METHOD) + bytes.fromhex("0703") + enc("Compact<u64>", 5) + enc("Compact<u128>", 0) + bytes([0])
-            + enc("u32", 0x000f4dfc) + enc("u32", 0x1a) + bytes.fromhex(POLKADOT_GENESIS) + bytes.fromhex(BLOCK_HASH) + bytes([0]))
+    mode, hash_option = (bytes([1]), bytes([1]) + metadata_hash) if metadata_hash else (bytes([0]), bytes([0]))
+    return (bytes.fromhex(METHOD) + bytes.fromhex("0703") + enc("Compact<u64>", 5) + enc("Compact<u128>", 0) + mode
+            + enc("u32", spec_version) + enc("u32", 0x1a) + bytes.fromhex(POLKADOT_GENESIS) + bytes.fromhex(BLOCK_HASH) + hash_option)
 
 
-def assembled_extrinsic(public_key, signature):
-    """The signed extrinsic substrate-interface's codec (scalecodec) builds from Keyfob's signature
-    with Polkadot's metadata, and what the same codec decodes from those bytes."""
+def vector(name):
+    with open(os.path.join(os.path.dirname(__file__), "..", "Vectors", "polkadot", name), "rb") as f:
+        return f.read()
+
+
+def decoded_transaction(signed_transaction):
+    """Keyfob's `signedTransaction` read by substrate-interface's codec (scalecodec), field by field
+    as extrinsic v4 lays it out for Polkadot's extensions (era, nonce, tip, CheckMetadataHash's
+    mode), the call with Polkadot's metadata; every byte accounted for."""
     rc = RuntimeConfigurationObject()
     rc.update_type_registry(load_type_registry_preset("core"))
-    with open(os.path.join(os.path.dirname(__file__), "..", "Vectors", "polkadot", "polkadot_v14_metadata.scale"), "rb") as f:
-        metadata = rc.create_scale_object("MetadataVersioned", data=ScaleBytes(f.read()))
+    metadata = rc.create_scale_object("MetadataVersioned", data=ScaleBytes(vector("polkadot_v14_metadata.scale")))
     metadata.decode()
     rc.add_portable_registry(metadata)
-    era = rc.create_scale_object("Era", data=ScaleBytes("0x0703"))
-    era.decode()
-    assert signature[0] == 1  # MultiSignature::Sr25519
-    extrinsic = rc.create_scale_object("Extrinsic", metadata=metadata)
-    extrinsic.encode({
-        "account_id": {"Id": "0x" + public_key.hex()}, "signature": {"Sr25519": "0x" + signature[1:].hex()},
-        "call_module": "Balances", "call_function": "transfer_keep_alive",
-        "call_args": {"dest": {"Id": "0x" + METHOD[6:70]}, "value": 10**10},
-        "era": {"period": era.value[0], "phase": era.value[1]}, "nonce": 5, "tip": 0, "mode": "Disabled"})
-    encoded = bytes(extrinsic.data.data)
-    decoded = rc.create_scale_object("Extrinsic", data=ScaleBytes(encoded), metadata=metadata)
-    decoded.decode()
-    return encoded, decoded.value
+    data = ScaleBytes(bytes.fromhex(signed_transaction[2:]))
+    def read(type_string, **extra):
+        value = rc.create_scale_object(type_string, data=data, **extra)
+        value.decode(check_remaining=False)
+        return value.value
+    length = read("Compact<u32>")
+    assert length == data.length - data.offset
+    fields = {"version": read("u8"), "address": read("MultiAddress"), "signature": read("MultiSignature"),
+              "era": read("Era"), "nonce": read("Compact<u32>"), "tip": read("Compact<u128>"), "mode": read("u8"),
+              "call": read("Call", metadata=metadata)}
+    assert data.offset == data.length
+    return fields
 
 
-def metadata_def():
-    """A MetadataDef as polkadot-js apps offers it, with Polkadot's v14 metadata as metaCalls."""
-    path = os.path.join(os.path.dirname(__file__), "..", "Vectors", "polkadot", "polkadot_v14_metadata.scale")
-    with open(path, "rb") as f:
-        calls = base64.b64encode(f.read()).decode()
-    return {"chain": "Polkadot", "genesisHash": "0x" + POLKADOT_GENESIS, "specVersion": 9370, "ss58Format": 0,
-            "tokenDecimals": 10, "tokenSymbol": "DOT", "icon": "", "types": {}, "metaCalls": calls}
+def metadata_def(spec_version=1003004):
+    """A MetadataDef as polkadot-js apps offers it, with the runtime's V15 metadata as rawMetadata:
+    Keyfob's test runtime (Tests/KeyfobServerTests/TestRuntime.swift) on Polkadot's genesis."""
+    return {"chain": "Polkadot", "genesisHash": "0x" + POLKADOT_GENESIS, "specVersion": spec_version, "ss58Format": 0,
+            "tokenDecimals": 10, "tokenSymbol": "DOT", "icon": "", "types": {},
+            "rawMetadata": "0x" + vector("keyfob_test_runtime_v15.scale").hex()}
 
 
 def create_account(driver):
@@ -146,11 +151,13 @@ const hex = (text) => '0x' + Array.from(new TextEncoder().encode(text), (b) => b
 function connect() {{ window.injectedWeb3.keyfob.enable('Test dapp').then(async (i) => {{ injected = i; show(await i.accounts.get()); }}, fail); }}
 function raw() {{ injected.signer.signRaw({{ address, data: hex('hello polkadot'), type: 'bytes' }}).then(show, fail); }}
 function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).then(show, fail); }}
+function unchecked() {{ injected.signer.signPayload({json.dumps(dict(payload(address), specVersion="0x000f4dfd"))}).then(show, fail); }}
 function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).then(show, fail); }}
 </script>
 <button id=connect onclick="connect()">connect</button>
 <button id=raw onclick="raw()">raw</button>
 <button id=tx onclick="tx()">tx</button>
+<button id=unchecked onclick="unchecked()">unchecked</button>
 <button id=provide onclick="provide()">provide</button>
 <pre id=out></pre>""")
     httpd = serve(site)
@@ -172,7 +179,7 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         assert [a["address"] for a in accounts] == [address] and accounts[0]["type"] == "sr25519"
 
         def sign_in_keyfob(button, uses, check, screenshot):
-            """Clicks `button`, approves in Keyfob's window after `check`, and returns the signature the page got."""
+            """Clicks `button`, approves in Keyfob's window after `check`, and returns what the page got."""
             driver.find_element(By.ID, button).click()
             popup(driver, main, passkeys, uses=uses)
             wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
@@ -183,28 +190,96 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
             wait_for(driver, lambda d: len(d.window_handles) == 1)
             driver.switch_to.window(main)
             wait_for(driver, lambda d: out(d).startswith("{"))
-            return bytes.fromhex(json.loads(out(driver))["signature"][2:])
+            return json.loads(out(driver))
 
-        signature = sign_in_keyfob(
+        result = sign_in_keyfob(
             "raw", 0, lambda: driver.find_element(By.ID, "fields").text.index("hello polkadot"), "/polkadot-approve-bytes.png")
+        signature = bytes.fromhex(result["signature"][2:])
         assert len(signature) == 64
         assert sr25519.verify(signature, b"<Bytes>hello polkadot</Bytes>", public_key)
 
-        # The dapp offers Polkadot's metadata: the approval page decodes the call with it.
+        # The dapp offers the runtime's V15 metadata: Keyfob checks the transaction against it
+        # (RFC-0078), so the page states the call as fact, its recipient start…end (a tap shows it
+        # whole, and it is whole under "To"), at 320 and 390 px without sideways scrolling.
         driver.find_element(By.ID, "provide").click()
         wait_for(driver, lambda d: out(d) == "true")
+        bob = "14E5nqKAp3oAJcmzgZhUD2RcptBeUBScxKHgJKU4HPNcKVf3"
+        shown_hash = {}
 
         def extrinsic_shown():
-            assert driver.find_element(By.ID, "what").text.startswith("Send 1 DOT to 14E5nqKAp3oAJcmzgZhUD2RcptBeUBScxKHgJKU4HPNcKVf3, keeping")
-            assert "On Polkadot" in driver.find_element(By.ID, "what").text
+            what = driver.find_element(By.ID, "what").text
+            assert what.startswith("Send 1 DOT to 14E5nq…NcKVf3, keeping your account open") and "On Polkadot" in what, what
+            assert driver.find_element(By.ID, "recipient").text == bob
             assert "Balances.transfer_keep_alive(dest: Id(" in driver.find_element(By.ID, "fields").text
-            assert "value: 1 DOT)" in driver.find_element(By.ID, "fields").text
-            assert "Decoded with the metadata" in driver.find_element(By.ID, "call-note").text
-        signature = sign_in_keyfob("tx", 1, extrinsic_shown, "/polkadot-approve-extrinsic.png")
+            assert driver.find_element(By.ID, "call-note").text.startswith("Checked:")
+            assert not driver.find_element(By.ID, "unchecked").is_displayed()
+            for width in (320, 390):
+                driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                       {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+                assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), width
+                driver.save_screenshot(shots(server) + f"/polkadot-approve-extrinsic-{width}.png")
+            driver.find_element(By.CSS_SELECTOR, "#what button.address").click()
+            assert bob in driver.find_element(By.ID, "what").text
+            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+            details = driver.find_element(By.ID, "details").get_attribute("textContent")
+            shown_hash["hash"] = bytes.fromhex(details.split("Metadata hash signed")[1][2:66])
+        result = sign_in_keyfob("tx", 1, extrinsic_shown, "/polkadot-approve-extrinsic.png")
+        signature = bytes.fromhex(result["signature"][2:])
         assert signature[0] == 1 and len(signature) == 65  # MultiSignature::Sr25519
-        assert sr25519.verify(signature[1:], signing_payload(), public_key)
+        assert sr25519.verify(signature[1:], signing_payload(shown_hash["hash"]), public_key)
+        extrinsic = decoded_transaction(result["signedTransaction"])
+        assert extrinsic["mode"] == 1 and extrinsic["call"]["call_function"] == "transfer_keep_alive"
+        assert sr25519.verify(bytes.fromhex(extrinsic["signature"]["Sr25519"][2:]), signing_payload(shown_hash["hash"]), public_key)
         logs = server.logs()
         assert "polkadot.sign_payload" in logs and "transport=polkadot-web" in logs
+
+        # A transaction of another spec version than the metadata's cannot be checked: refused by
+        # default, with the reason in Keyfob's window and for the page.
+        driver.find_element(By.ID, "unchecked").click()
+        popup(driver, main)
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") == "error")
+        assert "cannot check this transaction" in driver.find_element(By.ID, "status").text
+        driver.close()
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("error"))
+        assert out(driver).startswith("error unverified_transaction")
+
+        # Its owner allows unchecked transactions for this account, with the passkey, on the account page ...
+        driver.switch_to.new_window("tab")
+        driver.get(f"{server.url}/account.html")
+        add_authenticator(driver)
+        for credential in passkeys:
+            data = credential.to_dict()
+            data["signCount"] = data.get("signCount", 0) + 40
+            driver.add_credential(Credential.from_dict(data))
+        driver.get(f"{server.url}/account.html")
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input"))
+        driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input").click()
+        wait_for(driver, lambda d: "may now sign transactions Keyfob cannot check" in d.find_element(By.ID, "status").text)
+        assert driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input").is_selected()
+        driver.close()
+        driver.switch_to.window(main)
+
+        # ... and then the page warns above the Sign button: no sentence, the call as hex, the
+        # site's words as its own.
+        def unchecked_shown():
+            warning = driver.find_element(By.ID, "unchecked")
+            assert warning.is_displayed() and "Keyfob cannot check what this transaction does" in warning.text
+            assert "amount, recipient and chain are unchecked" in warning.text
+            assert warning.location["y"] < driver.find_element(By.ID, "approve").location["y"]
+            assert driver.find_element(By.ID, "what").text.startswith("A transaction Keyfob could not check")
+            assert "0x" + METHOD in driver.find_element(By.ID, "fields").text
+            assert not driver.find_elements(By.ID, "recipient")
+            driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                   {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+            assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
+            driver.save_screenshot(shots(server) + "/polkadot-approve-unchecked-390.png")
+            driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        result = sign_in_keyfob("unchecked", 5, unchecked_shown, "/polkadot-approve-unchecked.png")
+        signature = bytes.fromhex(result["signature"][2:])
+        assert "signedTransaction" not in result
+        assert sr25519.verify(signature[1:], signing_payload(spec_version=0x000f4dfd), public_key)
 
         # A page on another origin cannot use the first one's authorization: Keyfob asks anew, naming
         # the new origin; declined, that page gets no accounts and cannot sign.
@@ -271,19 +346,37 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     assert update["id"] == "1639543839750.1" and len(update["result"]) == 2
     stream.close()
 
-    # Refused, nothing signed: an unknown signed extension, malformed hex, an address that is not hers.
+    # Refused, nothing signed: an unknown signed extension, malformed hex, an address that is not hers,
+    # a Polkadot payload without its chain's whole extension list, a field of the wrong type.
     status, unknown = call(seed("pub(extrinsic.sign)", {**payload(address), "signedExtensions": ["CheckNonce", "CheckNewThing"]}))
     assert status == 400 and unknown["error"] == "unsupported_type" and "CheckNewThing" in unknown["message"]
     assert unknown["type"] == "pub(extrinsic.sign)"
     assert call(seed("pub(extrinsic.sign)", {**payload(address), "method": "0xzz"}))[1]["error"] == "invalid_content"
     assert call(seed("pub(extrinsic.sign)", payload("5GrwvaEF5zXb26Fz9rcQpDWS57CtERHpNehXCPcNoHGKutQY")))[1]["error"] == "invalid_pubkey"
+    for missing in ("CheckNonce", "ChargeTransactionPayment"):
+        shifted = [e for e in payload(address)["signedExtensions"] if e != missing]
+        status, refused = call(seed("pub(extrinsic.sign)", {**payload(address), "signedExtensions": shifted}))
+        assert status == 400 and "not Polkadot's list" in refused["message"], refused
+    for field, value in (("mode", "1"), ("nonce", 5), ("version", "4"), ("signedExtensions", "CheckNonce")):
+        status, refused = call(seed("pub(extrinsic.sign)", {**payload(address), field: value}))
+        assert status == 400 and refused["error"] == "invalid_request" and field in refused["message"], (field, refused)
 
+    # No metadata Keyfob can check the payload against: refused, not signed blind.
+    status, blind = call(seed("pub(extrinsic.sign)", payload(address)))
+    assert status == 403 and blind["error"] == "unverified_transaction" and "rawMetadata" in blind["message"], blind
+
+    # With the runtime's V15 metadata, Keyfob checks it (RFC-0078), sets mode 1 and its hash, and
+    # hands back the signed transaction.
+    assert call(seed("pub(metadata.provide)", metadata_def()))[1]["result"] is True
     status, asked = call(seed("pub(extrinsic.sign)", payload(address)))
     assert status == 202, asked
     pending = asked["pending"]
     assert pending["approvalUrl"].endswith(f"/polkadot-approve.html?id={pending['id']}")
     status, details = c.call("GET", f"/api/polkadot/requests/{pending['id']}/details", token=token)
-    assert details["extrinsic"]["tip"] == "0 DOT" and details["verifiedOrigin"] is False
+    shown = details["extrinsic"]
+    assert shown["tip"] == "0 DOT" and details["verifiedOrigin"] is False and shown["verified"] is True
+    assert shown["summary"].startswith("Send 1 DOT to 14E5nqKAp3oAJcmzgZhUD2RcptBeUBScxKHgJKU4HPNcKVf3")
+    metadata_hash = bytes.fromhex(shown["metadataHash"][2:])
     status, options = c.call("POST", f"/api/polkadot/requests/{pending['id']}/challenge", {}, token=token)
     assert status == 200, options
     assertion = key.assertion(dict(options, challengeKey=""))["cred"]
@@ -292,15 +385,17 @@ def test_the_nova_bridge_messages_from_a_native_app(server):
     status, state = c.call("GET", pending["resultUrl"].split(server.url, 1)[1], token=token)
     assert state["state"] == "approved" and state["outcome"] == outcome
     signature = bytes.fromhex(outcome["result"]["signature"][2:])
-    assert signature[0] == 1 and sr25519.verify(signature[1:], signing_payload(), public_key)
-    # substrate-interface's codec assembles the signed extrinsic from it; decoded, it is Alice's
-    # transfer with Keyfob's signature (type byte included, where polkadot-js puts it), which verifies.
-    encoded, extrinsic = assembled_extrinsic(public_key, signature)
-    assert signature + bytes.fromhex("0703") in encoded and bytes.fromhex(METHOD) in encoded
-    assert extrinsic["address"] == "0x" + public_key.hex() and extrinsic["nonce"] == 5
+    assert signature[0] == 1 and sr25519.verify(signature[1:], signing_payload(metadata_hash), public_key)
+    assert not sr25519.verify(signature[1:], signing_payload(), public_key)
+    # substrate-interface's codec reads the transaction: Alice's transfer, mode 1, her signature,
+    # which verifies over the payload with Keyfob's hash.
+    extrinsic = decoded_transaction(outcome["result"]["signedTransaction"])
+    assert extrinsic["version"] == 0x84 and extrinsic["address"] in ({"Id": "0x" + public_key.hex()}, "0x" + public_key.hex())
+    assert extrinsic["nonce"] == 5 and extrinsic["tip"] == 0 and extrinsic["mode"] == 1
     assert extrinsic["call"]["call_module"] == "Balances" and extrinsic["call"]["call_function"] == "transfer_keep_alive"
+    assert extrinsic["call"]["call_args"][1]["value"] == 10**10
     decoded_signature = bytes.fromhex(extrinsic["signature"]["Sr25519"][2:])
-    assert sr25519.verify(decoded_signature, signing_payload(), public_key)
+    assert sr25519.verify(decoded_signature, signing_payload(metadata_hash), public_key)
 
     # The JSON export opens in substrate-interface (polkadot-js's file format, independent code).
     from substrateinterface import Keypair

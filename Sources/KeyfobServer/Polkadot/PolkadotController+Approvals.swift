@@ -88,6 +88,8 @@ extension PolkadotController {
         let metadataHashChecked: Bool
         /// The description is bound to what is signed (RFC-0078): otherwise the page warns.
         let verified: Bool
+        /// The RFC-0078 hash signed with mode 1 (Keyfob's, when verified).
+        let metadataHash: String?
         /// Fields the site sent that no listed extension signs (shown as the site sent them, bound by nothing).
         let notSigned: [String]
     }
@@ -216,6 +218,7 @@ extension PolkadotController {
             nonce: payload.signs(.nonce) ? Amount.decimal(payload.nonce) : notSigned, era: era, specVersion: payload.specVersion,
             transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
             assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: verified, verified: verified,
+            metadataHash: payload.mode == 1 ? payload.metadataHash.map(PolkadotHex.encode) : nil,
             notSigned: unsigned.filter { !payload.signs($0.0) }.map(\.1))
     }
 

@@ -127,7 +127,8 @@ struct TransactionCheck {
         guard setHashIfMissing, bound.signer != nil, multiSignature(runtime.metadata) else {
             return TransactionCheck(
                 payload: payload,
-                verdict: .unverified("the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transaction to set it"),
+                verdict: .unverified(
+                    "the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transaction to set it"),
                 setHash: false)
         }
         return TransactionCheck(payload: payload.checkingMetadataHash(hash), verdict: .verified(bound), setHash: true)
