@@ -454,3 +454,43 @@ def test_account_streams_end_when_the_permission_is_revoked_or_the_session_signs
     assert c.call("POST", "/logout", token=token)[0] == 200
     events.read()
     connection.close()
+
+
+def test_the_readme_example_runs_as_printed(server, driver):
+    """README's Polkadot example, copied from README.md with only the server's address changed:
+    connect from a click, sign raw bytes from another, and the signature verifies (schnorrkel)."""
+    sign_up(driver, server, "rita")
+    address = create_account(driver)
+    public_key = bytes.fromhex(ss58_decode(address))
+    passkeys = driver.get_credentials()
+    with open(os.path.join(os.path.dirname(__file__), "..", "..", "README.md")) as f:
+        readme = f.read()
+    start = readme.index('```html\n<button id="connect">') + len("```html\n")
+    example = readme[start:readme.index("```", start)].replace("http://localhost:8080", server.url)
+    site = tempfile.mkdtemp(prefix="keyfob-readme-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write("<!doctype html><title>README example</title>\n" + example)
+    httpd = serve(site)
+    try:
+        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
+        main = driver.current_window_handle
+        out = lambda d: d.find_element(By.ID, "out").text  # noqa: E731
+        driver.find_element(By.ID, "connect").click()
+        popup(driver, main)
+        wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
+        driver.find_element(By.ID, "allow").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d) == f"connected: {address}")
+        driver.find_element(By.ID, "sign").click()
+        popup(driver, main, passkeys)
+        wait_for(driver, lambda d: "polkadot-approve.html" in d.current_url and d.find_element(By.ID, "request-card").is_displayed())
+        assert "hello" in driver.find_element(By.ID, "fields").text
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("signature: 0x"))
+        signature = bytes.fromhex(out(driver).split("0x", 1)[1])
+        assert sr25519.verify(signature, b"<Bytes>hello</Bytes>", public_key)
+    finally:
+        httpd.shutdown()

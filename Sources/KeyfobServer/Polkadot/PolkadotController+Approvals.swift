@@ -63,7 +63,6 @@ extension PolkadotController {
 
     struct ExtrinsicDetails: Encodable {
         let chain: String?
-        let chainFromDapp: String?
         let genesisHash: String
         /// The genesis hash is in the signed bytes (`CheckGenesis`): the signature binds the chain.
         let genesisSigned: Bool
@@ -209,7 +208,7 @@ extension PolkadotController {
         ]
         let verified = bound != nil
         return ExtrinsicDetails(
-            chain: genesisSigned ? known?.name : nil, chainFromDapp: nil,
+            chain: genesisSigned ? known?.name : nil,
             genesisHash: genesis, genesisSigned: genesisSigned,
             call: PolkadotHex.encode(payload.method), decodedCall: verified ? decoded?.text : nil,
             summary: verified && genesisSigned ? decoded?.summary : nil, recipient: verified ? decoded?.recipient : nil,

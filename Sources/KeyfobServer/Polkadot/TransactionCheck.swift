@@ -125,11 +125,11 @@ struct TransactionCheck {
         }
         // Mode 0: Keyfob checks the hash itself, if it can hand back the transaction it signed.
         guard setHashIfMissing, bound.signer != nil, multiSignature(runtime.metadata) else {
-            return TransactionCheck(
-                payload: payload,
-                verdict: .unverified(
-                    "the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transaction to set it"),
-                setHash: false)
+            let why =
+                setHashIfMissing
+                ? "the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transactions to turn it on"
+                : "the transaction leaves the metadata check off (mode 0)"
+            return TransactionCheck(payload: payload, verdict: .unverified(why), setHash: false)
         }
         return TransactionCheck(payload: payload.checkingMetadataHash(hash), verdict: .verified(bound), setHash: true)
     }
