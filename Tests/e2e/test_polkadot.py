@@ -107,6 +107,18 @@ def popup(driver, main, passkeys=None, uses=0):
             driver.add_credential(Credential.from_dict(data))
 
 
+def open_dapp(driver, site):
+    """Serves `site`, opens its page, and presses its Connect button: Keyfob's window asks. Returns
+    the server, the page's window and a reader of its #out."""
+    httpd = serve(site)
+    driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
+    main = driver.current_window_handle
+    driver.find_element(By.ID, "connect").click()
+    popup(driver, main)
+    wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
+    return httpd, main, lambda d: d.find_element(By.ID, "out").text
+
+
 def test_a_web_dapp_connects_and_signs_through_polkadot_js(server, driver):
     sign_up(driver, server, "paula")
     address = create_account(driver)
@@ -160,15 +172,8 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
 <button id=unchecked onclick="unchecked()">unchecked</button>
 <button id=provide onclick="provide()">provide</button>
 <pre id=out></pre>""")
-    httpd = serve(site)
+    httpd, main, out = open_dapp(driver, site)
     try:
-        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
-        main = driver.current_window_handle
-        out = lambda d: d.find_element(By.ID, "out").text  # noqa: E731
-
-        driver.find_element(By.ID, "connect").click()
-        popup(driver, main)
-        wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
         assert f"127.0.0.1:{httpd.server_port}" in driver.find_element(By.ID, "title").text
         driver.save_screenshot(shots(server) + "/polkadot-connect.png")
         driver.find_element(By.ID, "allow").click()
@@ -470,14 +475,8 @@ def test_the_readme_example_runs_as_printed(server, driver):
     site = tempfile.mkdtemp(prefix="keyfob-readme-")
     with open(os.path.join(site, "index.html"), "w") as f:
         f.write("<!doctype html><title>README example</title>\n" + example)
-    httpd = serve(site)
+    httpd, main, out = open_dapp(driver, site)
     try:
-        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
-        main = driver.current_window_handle
-        out = lambda d: d.find_element(By.ID, "out").text  # noqa: E731
-        driver.find_element(By.ID, "connect").click()
-        popup(driver, main)
-        wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
         driver.find_element(By.ID, "allow").click()
         wait_for(driver, lambda d: len(d.window_handles) == 1)
         driver.switch_to.window(main)
