@@ -43,15 +43,16 @@ function polkadotRow(a) {
   const panel = document.createElement("div");
   panel.className = "polkadot-panel";
   panel.hidden = true;
-  const openPanel = (...children) => { panel.replaceChildren(...children); panel.hidden = false; };
-  const cancel = () => { const b = document.createElement("button"); b.type = "button"; b.className = "secondary small"; b.textContent = "Cancel"; b.addEventListener("click", () => { panel.hidden = true; }); return b; };
+  // The form opens under the row, or (a new account's backup step) in `host`, beside the Create button.
+  const openPanel = (host, ...children) => { host.replaceChildren(...children); host.hidden = false; };
+  const cancel = (host) => { const b = document.createElement("button"); b.type = "button"; b.className = "secondary small"; b.textContent = "Cancel"; b.addEventListener("click", () => { host.hidden = true; }); return b; };
 
   const exportButton = document.createElement("button");
   exportButton.type = "button";
   exportButton.className = "secondary small";
   exportButton.textContent = "Export JSON";
   // Also the last step of creating an account: its only copy is in Keyfob until it is saved.
-  const openExport = (backupStep) => {
+  const openExport = (backupStep, host = panel) => {
     const hint = document.createElement("p");
     hint.className = "hint";
     hint.textContent = "A password for the file, at least 8 characters. Polkadot.js, Nova, Talisman and SubWallet ask for it when importing.";
@@ -70,19 +71,19 @@ function polkadotRow(a) {
       if (second.input.value !== password) { showStatus("error", "The two passwords differ. Nothing was exported."); return; }
       await exportPolkadot(a, password);
       // The result stays in view: the status line moves out of the form before the form closes.
-      panel.after(document.getElementById("status"));
-      panel.hidden = true;
+      host.after(document.getElementById("status"));
+      host.hidden = true;
     }));
     const actions = document.createElement("div");
     actions.className = "actions row";
-    const later = cancel();
+    const later = cancel(host);
     if (backupStep) later.textContent = "Later";
     actions.append(save, later);
-    openPanel(...(backupStep ? [lead] : []), hint, first.label, first.input, second.label, second.input, actions);
-    first.input.focus();
+    openPanel(host, ...(backupStep ? [lead] : []), hint, first.label, first.input, second.label, second.input, actions);
+    first.input.focus({ preventScroll: backupStep });
   };
   exportButton.addEventListener("click", () => openExport(false));
-  row.backUp = () => openExport(true);
+  row.backUp = (host) => openExport(true, host);
 
   const remove = document.createElement("button");
   remove.type = "button";
@@ -104,7 +105,7 @@ function polkadotRow(a) {
   const box = document.createElement("input");
   box.type = "checkbox";
   box.checked = Boolean(a.acceptsUnverified);
-  unchecked.append(box, " Also sign transactions Keyfob cannot check (blind signing)");
+  unchecked.append(box, " Also sign unchecked transactions (blind signing)");
   box.addEventListener("change", () => guarded(async () => {
     const wanted = box.checked;
     box.checked = !wanted;  // until the passkey said so
@@ -171,7 +172,11 @@ async function addPolkadot(body, done) {
 document.getElementById("polkadot-create").addEventListener("click", () => guarded(async () => {
   const created = await addPolkadot({ network: Number(document.getElementById("polkadot-network").value) }, "Created");
   const row = [...document.querySelectorAll("#polkadot-list .polkadot-account")].find((r) => r.dataset.address === created.address);
-  if (row && row.backUp) row.backUp();
+  const host = document.getElementById("polkadot-backup");
+  if (row && row.backUp) {
+    row.backUp(host);
+    host.scrollIntoView({ block: "nearest" });
+  }
 }));
 
 document.getElementById("polkadot-import-phrase").addEventListener("click", () => guarded(async () => {

@@ -84,6 +84,56 @@ import Testing
         }
     }
 
+    /// The review's attacks (#42), as written: a dapp's own metadata describing a 1000 DOT transfer
+    /// as something else, and payloads whose extension list moves bytes between the call and the
+    /// extensions (a hidden tip, another chain, no nonce). None is shown as fact or signed blind.
+    @Test func theReviewsAttacksAreRefusedOrShownUnchecked() async throws {
+        try await Harness { $0.signRate = 1000 }.run { client in
+            var (token, authenticator) = try await client.newAccount("mallory-target")
+            let auth = Client.bearer(token)
+            let created = try await client.call(.post, "/api/polkadot/accounts", json: ["name": "Main", "network": 0], headers: auth)
+            let address = try #require(created["address"] as? String)
+            _ = try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil), headers: auth)
+            // A 1000 DOT transfer_keep_alive to 14E5nq…, and calls-only metadata in which pallet 5
+            // call 3 is a remark (the dapp's own words).
+            let thousand = "0x0503008eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a480b00a0724e1809"
+            let remarkOnly = TestRuntime.metadata.replacing(Array("transfer_keep_alive".utf8), with: Array("remark_with_event__".utf8))
+            #expect(try RuntimeMetadata(remarkOnly).callPallets[5]?.name == "Balances")
+            var definition: [String: Any] = TestRuntime.definition
+            definition["rawMetadata"] = nil
+            definition["metaCalls"] = Data(remarkOnly).base64EncodedString()
+            try await client.provideTestRuntime(token: token, definition: definition)
+            let payload = TestRuntime.payload(address: address, method: thousand)
+            let refused = try await Self.refused(payload, client, token: token)
+            #expect(refused.status == .forbidden && refused.error == "unverified_transaction", "\(refused.json)")
+
+            // Allowed by the owner: still no sentence, and the dapp's words are marked as its own.
+            let accountID = try #require(created["id"] as? String)
+            _ = try await client.acceptUnverified(accountID, token: token, by: &authenticator)
+            let shown = try await Self.shown(payload, client, token: token)
+            #expect(shown["verified"] as? Bool == false && shown["metadataHashChecked"] as? Bool == false)
+            #expect(shown["summary"] == nil && shown["decodedCall"] == nil && shown["recipient"] == nil, "\(shown)")
+            #expect((shown["siteDescription"] as? String)?.hasPrefix("Balances.remark_with_event__") == true, "\(shown)")
+            #expect(shown["call"] as? String == thousand)
+
+            // Shifted extensions: Polkadot's genesis with a list that is not Polkadot's (no tip,
+            // no nonce, no era; or reordered) is refused, the owner's setting notwithstanding.
+            for list in [
+                ["CheckSpecVersion", "CheckTxVersion", "CheckGenesis"],
+                TestRuntime.extensions.filter { $0 != "CheckNonce" },
+                TestRuntime.extensions.filter { $0 != "ChargeTransactionPayment" },
+                Array(TestRuntime.extensions.reversed()),
+            ] {
+                let shifted = try await Self.refused(TestRuntime.payload(address: address, method: thousand, extensions: list), client, token: token)
+                #expect(shifted.status == .badRequest && (shifted["message"] as? String)?.contains("not Polkadot's list") == true, "\(list)")
+            }
+            // A chain Keyfob does not know, without metadata: its extensions cannot be known.
+            let elsewhere = try await Self.refused(
+                TestRuntime.payload(address: address, genesis: "0x" + String(repeating: "22", count: 32)), client, token: token)
+            #expect(elsewhere.status == .badRequest && (elsewhere["message"] as? String)?.contains("cannot tell which signed extensions") == true)
+        }
+    }
+
     @Test func rawMetadataMustBeV15OfTheStatedSpecVersion() async throws {
         try await Harness().run { client in
             let (token, _) = try await client.newAccount("walt")
