@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
+.PHONY: extension serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -93,3 +93,10 @@ test-load:
 	swift build --product keyfob
 	swift build --product keyfob-floor
 	SMOKE=1 BUILD=debug OUT=/tmp/keyfob-load-smoke scripts/python scripts/load/run.py
+
+## The browser extension (Extension/): .build/extension/ to load unpacked in Chromium or Chrome, and
+## .build/extension.zip. KEYFOB_SERVER=https://keyfob.example sets the server it starts with.
+KEYFOB_SERVER ?= http://localhost:8080
+extension:
+	scripts/build-extension.sh $(KEYFOB_SERVER) $(CURDIR)/.build/extension
+

@@ -244,5 +244,7 @@ enum PostgresSchema {
         ["DROP INDEX sessions_credential"],
         // 9: a Substrate account may accept transactions Keyfob cannot check (SQLite's migration 15).
         ["ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified BOOLEAN NOT NULL DEFAULT FALSE"],
+        // 10: what holds a session (SQLite's migration 16).
+        ["ALTER TABLE sessions ADD COLUMN kind TEXT"],
     ]
 }

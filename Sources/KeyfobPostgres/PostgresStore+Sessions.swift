@@ -14,6 +14,10 @@ extension PostgresStore {
         }
     }
 
+    public func addSession(_ session: SessionRecord) async throws {
+        try await transaction { [self] connection in try await insertSession(session, on: connection) }
+    }
+
     public func deleteSession(tokenHash: [UInt8]) async throws {
         _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1") }
     }
@@ -76,10 +80,10 @@ extension PostgresStore {
         ).collect()
         try await connection.query(
             """
-            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key, kind)
             VALUES (\(ByteBuffer(bytes: s.tokenHash)), \(s.userID), \(s.createdAt.timeIntervalSince1970),
                     \(s.expiresAt.timeIntervalSince1970), \(s.unlockedUntil?.timeIntervalSince1970),
-                    \(s.credentialID.map { ByteBuffer(bytes: $0) }), \(s.dataKey.map { ByteBuffer(bytes: $0) }))
+                    \(s.credentialID.map { ByteBuffer(bytes: $0) }), \(s.dataKey.map { ByteBuffer(bytes: $0) }), \(s.kind))
             """, logger: logger
         ).collect()
     }

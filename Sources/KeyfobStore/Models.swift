@@ -132,10 +132,13 @@ public struct SessionRecord: Sendable, Equatable {
     /// For a passkey-sealed key: the data key, encrypted under a key derived from this session's
     /// token (which is stored only as a hash), for the unlock window only. Nil otherwise.
     public var dataKey: [UInt8]?
+    /// What holds it: nil for a browser or an app that signed in; `extension` for the Keyfob
+    /// browser extension, which a signed-in Keyfob page gave it to (ended by "Sign out everywhere" too).
+    public var kind: String?
 
     public init(
         tokenHash: [UInt8], userID: String, createdAt: Date, expiresAt: Date, unlockedUntil: Date?,
-        credentialID: [UInt8]? = nil, dataKey: [UInt8]? = nil
+        credentialID: [UInt8]? = nil, dataKey: [UInt8]? = nil, kind: String? = nil
     ) {
         self.tokenHash = tokenHash
         self.userID = userID
@@ -144,6 +147,7 @@ public struct SessionRecord: Sendable, Equatable {
         self.unlockedUntil = unlockedUntil
         self.credentialID = credentialID
         self.dataKey = dataKey
+        self.kind = kind
     }
 
     /// Whether the signer is unlocked at `now`.

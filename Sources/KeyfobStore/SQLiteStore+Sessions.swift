@@ -75,6 +75,12 @@ extension SQLiteStore {
         }
     }
 
+    public func addSession(_ session: SessionRecord) async throws {
+        try write {
+            try connection.transaction { try insertSession(session) }
+        }
+    }
+
     public func deleteSession(tokenHash: [UInt8]) async throws {
         try write {
             try connection.query("DELETE FROM sessions WHERE token_hash = ?", [.blob(tokenHash)])
@@ -90,12 +96,12 @@ extension SQLiteStore {
             """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
         try connection.query(
             """
-            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
-            VALUES (?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key, kind)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """,
             [
                 .blob(s.tokenHash), .text(s.userID), .date(s.createdAt), .date(s.expiresAt), .date(s.unlockedUntil),
-                s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null,
+                s.credentialID.map(SQLValue.blob) ?? .null, s.dataKey.map(SQLValue.blob) ?? .null, s.kind.map(SQLValue.text) ?? .null,
             ])
     }
 }

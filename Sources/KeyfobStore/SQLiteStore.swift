@@ -328,6 +328,8 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         "DROP INDEX sessions_credential;",
         // 15: a Substrate account may accept transactions Keyfob cannot check (off by default).
         "ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified INTEGER NOT NULL DEFAULT 0;",
+        // 16: what holds a session (the browser extension's is `extension`; nil for a sign-in).
+        "ALTER TABLE sessions ADD COLUMN kind TEXT;",
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

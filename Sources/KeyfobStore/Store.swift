@@ -61,6 +61,9 @@ extension SignInStore {
 public protocol SessionStore: Sendable {
     func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord?
     func deleteSession(tokenHash: [UInt8]) async throws
+    /// Stores a session that no ceremony made (the browser extension's, given by a signed-in page
+    /// with a passkey confirmation); the user's oldest sessions past the cap end first.
+    func addSession(_ session: SessionRecord) async throws
     /// Ends every session of the user (sign out everywhere).
     func deleteSessions(ofUser userID: String) async throws
     /// The kill switch: every unlocked signer is locked now; each user unlocks again with a passkey.

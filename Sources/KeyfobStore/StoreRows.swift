@@ -26,7 +26,7 @@ public enum Columns {
     /// How many columns `credential` and `user` name: where the next record's columns start in a join.
     public static let credentialCount = count(credential)
     public static let userCount = count(user)
-    public static let session = "token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key"
+    public static let session = "token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key, kind"
     public static let nostrKey = "user_id, pubkey, version, nonce, sealed, updated_at, passkey_sealed"
     public static let keyWrap = "user_id, credential_id, wrapped, created_at, salt"
     public static let audit = "id, user_id, at, client, transport, method, kind, event_id, outcome, code, receipt"
@@ -95,7 +95,8 @@ extension SessionRecord {
     public init(row r: some StoreRow) throws {
         self.init(
             tokenHash: try r.bytes(0), userID: try r.text(1), createdAt: try r.date(2), expiresAt: try r.date(3),
-            unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5), dataKey: try r.optionalBytes(6))
+            unlockedUntil: try r.optionalDate(4), credentialID: try r.optionalBytes(5), dataKey: try r.optionalBytes(6),
+            kind: try r.optionalText(7))
     }
 }
 

@@ -24,6 +24,7 @@ struct AccountController: Sendable {
         router.get("/session", use: session)
         router.post("/logout", use: logout)
         router.post("/api/signer/lock", use: lock)
+        router.post("/api/extension/session", use: connectExtension)
         router.get("/account/credentials", use: credentials)
         router.delete("/account/credentials/:id", use: deleteCredential)
         router.patch("/account/credentials/:id", use: renameCredential)

@@ -30,6 +30,8 @@ struct ActionConfirmations: Sendable {
         /// Letting a Polkadot account sign transactions Keyfob cannot check (or stop): a stolen
         /// session must not switch blind signing on.
         case polkadotUnverified = "polkadot.accept_unverified"
+        /// Giving the browser extension a session of this account.
+        case connectExtension = "extension.connect"
         case trustClient = "grant.trusted"
         case revokeSessions = "sessions.revoke"
         case adminRevokeSessions = "admin.revoke_sessions"

@@ -11,6 +11,7 @@ struct EventLog: Sendable {
         case signInFailed = "authentication.failed"
         case signedOut = "session.ended"
         case credentialRemoved = "credential.removed"
+        case extensionConnected = "extension.connected"
     }
 
     let logger: Logger

@@ -102,9 +102,10 @@ extension PolkadotController {
         guard let origin = Self.origin(of: url) else {
             throw KeyfobError.invalid("url must be the dapp page's http(s) address")
         }
-        // Keyfob's own popup (a cookie session) relays web dapps, whose origin the browser told it;
-        // a bearer session is a native app reporting the page its web view shows.
-        let transport = auth.viaCookie ? "polkadot-web" : "polkadot-bridge"
+        // Keyfob's own popup (a cookie session) relays web dapps, whose origin the browser told it,
+        // and so does the browser extension (the origin of the tab that asked, from the browser);
+        // another bearer session is a native app reporting the page its web view shows.
+        let transport = auth.viaCookie ? "polkadot-web" : auth.isExtension ? "polkadot-extension" : "polkadot-bridge"
         let who = caller(auth, origin: origin, transport: transport, request: request, context: context)
         switch type {
         case "pub(authorize.tab)":

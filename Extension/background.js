@@ -1,0 +1,248 @@
+// Keyfob's extension: it holds no key. It keeps the Keyfob server's address and a session a
+// signed-in Keyfob page gave it, and answers pages' NIP-07 and polkadot-js calls by asking that
+// server for the origin the browser reports (sender.origin): nothing a page sends can name another.
+// Signatures are approved in a Keyfob window, with the passkey, exactly as for /nip07.js and
+// /polkadot.js: the same grants, approval pages and receipts.
+"use strict";
+importScripts("config.js");
+
+const state = {
+  async get() {
+    const stored = await chrome.storage.local.get(["server", "token", "username", "off", "known"]);
+    return {
+      server: stored.server || KEYFOB_DEFAULT_SERVER, token: stored.token || null, username: stored.username || null,
+      off: stored.off || [], known: stored.known || {},
+    };
+  },
+  set: (values) => chrome.storage.local.set(values),
+};
+
+function failure(code, message) {
+  return { error: { code, message } };
+}
+
+/** The page's origin as the browser reports it; nil for anything that is not a web page's tab. */
+function originOf(sender) {
+  if (!sender.tab || sender.id !== chrome.runtime.id) return null;
+  const origin = sender.origin || (sender.url && new URL(sender.url).origin);
+  return origin && /^https?:\/\//.test(origin) ? origin : null;
+}
+
+/** `fetch` to the Keyfob server with the extension's session; `{status, body}`. */
+async function api(path, { method = "GET", body } = {}) {
+  const { server, token } = await state.get();
+  const response = await fetch(server + path, {
+    method, credentials: "omit",
+    headers: { ...(token ? { Authorization: `Bearer ${token}` } : {}), ...(body !== undefined ? { "Content-Type": "application/json" } : {}) },
+    body: body !== undefined ? JSON.stringify(body) : undefined,
+  });
+  const text = await response.text();
+  let parsed = {};
+  try { parsed = text ? JSON.parse(text) : {}; } catch { parsed = { message: text }; }
+  return { status: response.status, body: parsed };
+}
+
+/** The account this extension is connected to, or an error to answer with (no session: nothing is asked). */
+async function connected() {
+  const { token } = await state.get();
+  if (!token) return { error: failure("unauthorized", "Keyfob's extension is not connected: open it and sign in with your passkey").error };
+  const { status, body } = await api("/session");
+  if (status === 401 || status === 403) {
+    await state.set({ token: null, username: null });
+    return { error: failure("unauthorized", "your Keyfob session ended (signed out everywhere?): open the extension and sign in again").error };
+  }
+  if (status !== 200) return { error: failure(body.error || "unavailable", body.message || `Keyfob answered ${status}`).error };
+  return { session: body };
+}
+
+/** Opens `url` in a Keyfob window; resolves with the query of the first page of its tab whose
+ *  address starts with `until`, or null when the person closed the window. */
+async function keyfobWindow(url, until) {
+  const created = await chrome.windows.create({ url, type: "popup", width: 440, height: 760 });
+  const tabId = created.tabs[0].id;
+  return new Promise((resolve) => {
+    function finish(value) {
+      chrome.tabs.onUpdated.removeListener(onUpdated);
+      chrome.windows.onRemoved.removeListener(onRemoved);
+      resolve(value);
+    }
+    function onUpdated(id, change) {
+      if (id !== tabId || !change.url || !until || !change.url.startsWith(until)) return;
+      finish(new URLSearchParams(new URL(change.url).search));
+      chrome.windows.remove(created.id).catch(() => {});
+    }
+    function onRemoved(id) { if (id === created.id) finish(null); }
+    chrome.tabs.onUpdated.addListener(onUpdated);
+    chrome.windows.onRemoved.addListener(onRemoved);
+  });
+}
+
+function b64url(text) {
+  const bytes = new TextEncoder().encode(text);
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+// MARK: nostr — the redirect flows /nip07.js uses, for the origin the browser reported.
+
+async function nostrFlow(origin, path, query) {
+  const { server } = await state.get();
+  const rid = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+  const callback = `${server}/callback.html?origin=${encodeURIComponent(origin)}&rid=${rid}`;
+  const params = await keyfobWindow(`${server}${path}?${new URLSearchParams(query(callback, rid))}`, `${server}/callback.html`);
+  if (!params) return failure("user_rejected", "the Keyfob window was closed");
+  return { params };
+}
+
+async function nostr(origin, method, params) {
+  const { known } = await state.get();
+  const link = async (action, query) => {
+    const flow = await nostrFlow(origin, `/app/${action}`, (cb) => ({ ...query, cb, origin }));
+    if (flow.error) return flow;
+    if (flow.params.get("ok") !== "1") return failure(flow.params.get("code") || "user_rejected", flow.params.get("msg") || "the request was rejected");
+    const pubkey = flow.params.get("pubkey");
+    if (/^[0-9a-f]{64}$/.test(pubkey || "")) await state.set({ known: { ...known, [origin]: pubkey } });
+    return { params: flow.params };
+  };
+  const nip155 = async (type, payloadName, pubkey, payload) => {
+    const flow = await nostrFlow(origin, "/nostrsigner", (cb, rid) => ({
+      type, [payloadName]: payload, pubkey, id: rid, client_url: origin,
+      "x-success": cb, "x-error": `${cb}&failed=1`, "x-cancel": `${cb}&cancelled=1`,
+    }));
+    if (flow.error) return flow;
+    if (flow.params.get("cancelled")) return failure("user_rejected", "the request was rejected");
+    if (flow.params.get("failed")) return failure(flow.params.get("code") || "internal_error", flow.params.get("reason") || "the signer failed");
+    return { result: flow.params.get("result") };
+  };
+  switch (method) {
+    case "getPublicKey": {
+      // Asked once per site (the key is public): later calls answer from what that site was given.
+      if (known[origin]) return { result: known[origin] };
+      const done = await link("pubkey", {});
+      return done.error ? done : { result: done.params.get("pubkey") };
+    }
+    case "signEvent": {
+      const event = params[0] || {};
+      const unsigned = {
+        kind: event.kind, content: event.content ?? "", tags: event.tags ?? [],
+        created_at: event.created_at ?? Math.floor(Date.now() / 1000),
+      };
+      const done = await link("sign", { payload: b64url(JSON.stringify(unsigned)) });
+      if (done.error) return done;
+      return { result: { ...unsigned, id: done.params.get("id"), pubkey: done.params.get("pubkey"), sig: done.params.get("sig") } };
+    }
+    case "getRelays": return { result: {} };
+    case "nip04.encrypt": return nip155("nip04_encrypt", "plaintext", params[0], params[1]);
+    case "nip04.decrypt": return nip155("nip04_decrypt", "encryptedText", params[0], params[1]);
+    case "nip44.encrypt": return nip155("nip44_encrypt", "plaintext", params[0], params[1]);
+    case "nip44.decrypt": return nip155("nip44_decrypt", "encryptedText", params[0], params[1]);
+    default: return failure("unsupported_type", `window.nostr has no ${String(method).slice(0, 40)}`);
+  }
+}
+
+// MARK: Polkadot — the bridge's messages with the extension's session, for the reported origin.
+
+async function bridge(origin, msgType, request) {
+  const { status, body } = await api("/api/polkadot/message", { method: "POST", body: { msgType, request, url: `${origin}/` } });
+  return status < 300 ? { body } : failure(body.error || "internal_error", body.message || `Keyfob answered ${status}`);
+}
+
+/** Asks, in a Keyfob window, whether `origin` may see the addresses (the question Nova asks in its
+ *  app). The page only shows the question; the answer is read from its address by this extension,
+ *  which alone knows it asked, so the page can authorize nothing by itself. */
+async function consent(origin, originName) {
+  const { server } = await state.get();
+  const page = `${server}/extension-consent.html?${new URLSearchParams({ origin, name: originName })}`;
+  const params = await keyfobWindow(page, `${server}/extension-consent.html?answer=`);
+  return params && params.get("answer") === "allow";
+}
+
+async function signing(origin, msgType, request) {
+  const asked = await bridge(origin, msgType, request);
+  if (asked.error) return asked;
+  const pending = asked.body.pending;
+  if (!pending) return { result: asked.body.result };
+  const { server } = await state.get();
+  const path = pending.resultUrl.startsWith(server) ? pending.resultUrl.slice(server.length) : `/api/polkadot/requests/${pending.id}`;
+  let closed = false;
+  keyfobWindow(pending.approvalUrl, null).then(() => { closed = true; });
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 600));
+    const { status, body } = await api(path);
+    if (status !== 200) return failure(body.error || "request_not_found", body.message || "the request is gone");
+    if (body.state !== "pending") {
+      chrome.windows.getAll({ populate: true }).then((windows) => {
+        for (const w of windows) if (w.tabs.some((t) => (t.url || "").includes(`polkadot-approve.html?id=${pending.id}`))) chrome.windows.remove(w.id);
+      });
+      if (body.outcome && body.outcome.result) return { result: body.outcome.result };
+      return failure(body.state === "expired" ? "request_not_found" : "user_rejected", (body.outcome && body.outcome.error) || "Rejected");
+    }
+    if (closed) {
+      await api(`/api/polkadot/requests/${pending.id}/reject`, { method: "POST", body: {} });
+      return failure("user_rejected", "Rejected");
+    }
+  }
+}
+
+async function polkadot(origin, method, params) {
+  switch (method) {
+    case "enable": {
+      const listed = await bridge(origin, "pub(accounts.list)", null);
+      if (!listed.error) return { result: listed.body.result };
+      if (listed.error.code !== "permission_denied") return listed;
+      if (!(await consent(origin, params.originName || ""))) return failure("user_rejected", "Rejected");
+      const authorized = await bridge(origin, "pub(authorize.tab)", { origin: params.originName || "" });
+      if (authorized.error) return authorized;
+      const again = await bridge(origin, "pub(accounts.list)", null);
+      return again.error ? again : { result: again.body.result };
+    }
+    case "accounts": {
+      const listed = await bridge(origin, "pub(accounts.list)", null);
+      return listed.error ? listed : { result: listed.body.result };
+    }
+    case "signPayload": return signing(origin, "pub(extrinsic.sign)", params);
+    case "signRaw": return signing(origin, "pub(bytes.sign)", params);
+    case "metadataList": {
+      const listed = await bridge(origin, "pub(metadata.list)", null);
+      return listed.error ? listed : { result: listed.body.result };
+    }
+    case "metadataProvide": {
+      const provided = await bridge(origin, "pub(metadata.provide)", params);
+      return provided.error ? provided : { result: true };
+    }
+    default: return failure("unsupported_type", `the Polkadot provider has no ${String(method).slice(0, 40)}`);
+  }
+}
+
+// MARK: Messages from pages (through content.js) and from the popup
+
+async function handle(message, sender) {
+  const origin = originOf(sender);
+  if (!origin) return failure("permission_denied", "only web pages ask Keyfob's extension");
+  const { server, off } = await state.get();
+  if (message.kind === "session") {
+    // Only Keyfob's own page gives the extension a session.
+    if (origin !== new URL(server).origin || !new URL(sender.url).pathname.startsWith("/extension.html")) {
+      return failure("permission_denied", "a session comes from the Keyfob server's own page");
+    }
+    await state.set({ token: message.token, username: null, known: {} });
+    const live = await connected();
+    if (live.error) return live;
+    await state.set({ username: live.session.username });
+    return { ok: true };
+  }
+  if (origin === new URL(server).origin) return failure("permission_denied", "Keyfob's own pages use your session directly");
+  if (off.includes(origin)) return failure("permission_denied", `Keyfob is off for ${origin} (the extension's popup turns it on)`);
+  const live = await connected();
+  if (live.error) return { error: live.error };
+  if (message.kind === "nostr") return nostr(origin, message.method, Array.isArray(message.params) ? message.params : []);
+  if (message.kind === "polkadot") return polkadot(origin, message.method, message.params || {});
+  return failure("unsupported_type", "unknown request");
+}
+
+chrome.runtime.onMessage.addListener((message, sender, reply) => {
+  if (!message || typeof message !== "object") return false;
+  handle(message, sender).then(reply, (error) => reply(failure("internal_error", String(error && error.message || error))));
+  return true;
+});
