@@ -141,7 +141,8 @@ extension PolkadotController {
         var reply = DetailsReply(
             id: record.id, origin: record.origin, transport: record.transport, type: record.messageType,
             state: record.state == "pending" && record.expiresAt <= now() ? "expired" : record.state,
-            verifiedOrigin: record.transport == "polkadot-web" || record.transport == "polkadot-extension", expiresAt: record.expiresAt, account: Self.reply(account),
+            verifiedOrigin: record.transport == "polkadot-web" || record.transport == "polkadot-extension", expiresAt: record.expiresAt,
+            account: Self.reply(account),
             payloadHash: PolkadotHex.encode(blake2b256(parsed.signingBytes)))
         if let payload = parsed.extrinsic {
             reply.extrinsic = try await extrinsicDetails(payload, origin: record.origin, account: account)

@@ -1,0 +1,60 @@
+import Foundation
+import HTTPTypes
+import Testing
+import WebAuthnTestSupport
+
+@testable import KeyfobServer
+
+/// #45: the browser extension's session. Only Keyfob's own page (a cookie session, from an allowed
+/// Origin) gives one, with a passkey assertion made for it; its Polkadot requests are the
+/// browser-verified origins the extension reports; "Sign out everywhere" ends it.
+@Suite struct ExtensionSessionTests {
+    @Test func onlyKeyfobsPageGivesTheExtensionASessionAndSignOutEverywhereEndsIt() async throws {
+        try await Harness().run { client in
+            var (token, authenticator) = try await client.newAccount("exa")
+            var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
+            page[.origin] = Harness.origin
+            // An app's bearer session cannot mint one, nor a page without the passkey.
+            let bearer = try await client.call(.post, "/api/extension/session", json: [:], headers: Client.bearer(token))
+            #expect(bearer.status == .forbidden && bearer.error == "permission_denied", "\(bearer.json)")
+            let bare = try await client.call(.post, "/api/extension/session", json: [:], headers: page)
+            #expect(bare.status == .forbidden && bare.error == "confirmation_required")
+            var foreign = page
+            foreign[.origin] = "https://evil.example"
+            let body = try await client.confirmed([:], "extension.connect", by: &authenticator, token: token)
+            #expect(try await client.call(.post, "/api/extension/session", json: body, headers: foreign).status == .forbidden)
+
+            let given = try await client.call(
+                .post, "/api/extension/session", json: try await client.confirmed([:], "extension.connect", by: &authenticator, token: token),
+                headers: page)
+            #expect(given.status == .created && given["username"] as? String == "exa", "\(given.json)")
+            let extensionToken = try #require(given["token"] as? String)
+            #expect(try await client.call(.get, "/session", headers: Client.bearer(extensionToken))["username"] as? String == "exa")
+
+            // Its Polkadot requests carry the origin the browser reported to the extension.
+            let address = try await client.connectedPolkadotAccount(token: token)
+            let ext = Client.bearer(extensionToken)
+            _ = try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil), headers: ext)
+            func origin(of auth: HTTPFields) async throws -> (String?, Bool?) {
+                let asked = try await client.call(
+                    .post, "/api/polkadot/message",
+                    json: PolkadotBridgeTests.message("pub(bytes.sign)", ["address": address, "data": "0x6869"]), headers: auth)
+                let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
+                let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+                return (details["transport"] as? String, details["verifiedOrigin"] as? Bool)
+            }
+            #expect(try await origin(of: ext) == ("polkadot-extension", true))
+            #expect(try await origin(of: Client.bearer(token)) == ("polkadot-bridge", false))
+
+            // Sign out everywhere: the extension's session ends with the others.
+            let ended = try await client.call(
+                .post, "/logout?everywhere=1", json: try await client.confirmed([:], "sessions.revoke", by: &authenticator, token: token),
+                headers: Client.bearer(token))
+            #expect(ended["signedOut"] as? Bool == true, "\(ended.json)")
+            #expect(try await client.call(.get, "/session", headers: ext).status == .unauthorized)
+            #expect(
+                try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: ext)
+                    .status == .unauthorized)
+        }
+    }
+}
