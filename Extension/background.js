@@ -60,8 +60,12 @@ async function connected() {
 async function keyfobWindow(url, until) {
   const created = await chrome.windows.create({ url, type: "popup", width: 440, height: 760 });
   const tabId = created.tabs[0].id;
+  // A service worker idle for 30 s is stopped: an extension call now and then keeps this one
+  // alive while the person decides.
+  const keepAlive = setInterval(() => chrome.runtime.getPlatformInfo(), 20000);
   return new Promise((resolve) => {
     function finish(value) {
+      clearInterval(keepAlive);
       chrome.tabs.onUpdated.removeListener(onUpdated);
       chrome.windows.onRemoved.removeListener(onRemoved);
       resolve(value);
@@ -77,6 +81,14 @@ async function keyfobWindow(url, until) {
   });
 }
 
+/** One Keyfob window at a time per site: a page cannot pile them up. */
+const busy = new Set();
+async function oneAtATime(origin, work) {
+  if (busy.has(origin)) return failure("rate_limited", "a Keyfob window for this site is open already: answer it first");
+  busy.add(origin);
+  try { return await work(); } finally { busy.delete(origin); }
+}
+
 function b64url(text) {
   const bytes = new TextEncoder().encode(text);
   let binary = "";
@@ -86,7 +98,11 @@ function b64url(text) {
 
 // MARK: nostr — the redirect flows /nip07.js uses, for the origin the browser reported.
 
-async function nostrFlow(origin, path, query) {
+function nostrFlow(origin, path, query) {
+  return oneAtATime(origin, () => nostrWindow(origin, path, query));
+}
+
+async function nostrWindow(origin, path, query) {
   const { server } = await state.get();
   const rid = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
   const callback = `${server}/callback.html?origin=${encodeURIComponent(origin)}&rid=${rid}`;
@@ -191,7 +207,9 @@ async function polkadot(origin, method, params) {
       const listed = await bridge(origin, "pub(accounts.list)", null);
       if (!listed.error) return { result: listed.body.result };
       if (listed.error.code !== "permission_denied") return listed;
-      if (!(await consent(origin, params.originName || ""))) return failure("user_rejected", "Rejected");
+      const allowed = await oneAtATime(origin, async () => ({ result: await consent(origin, params.originName || "") }));
+      if (allowed.error) return allowed;
+      if (!allowed.result) return failure("user_rejected", "Rejected");
       const authorized = await bridge(origin, "pub(authorize.tab)", { origin: params.originName || "" });
       if (authorized.error) return authorized;
       const again = await bridge(origin, "pub(accounts.list)", null);
@@ -201,8 +219,8 @@ async function polkadot(origin, method, params) {
       const listed = await bridge(origin, "pub(accounts.list)", null);
       return listed.error ? listed : { result: listed.body.result };
     }
-    case "signPayload": return signing(origin, "pub(extrinsic.sign)", params);
-    case "signRaw": return signing(origin, "pub(bytes.sign)", params);
+    case "signPayload": return oneAtATime(origin, () => signing(origin, "pub(extrinsic.sign)", params));
+    case "signRaw": return oneAtATime(origin, () => signing(origin, "pub(bytes.sign)", params));
     case "metadataList": {
       const listed = await bridge(origin, "pub(metadata.list)", null);
       return listed.error ? listed : { result: listed.body.result };

@@ -54,6 +54,8 @@ import WebAuthnTestSupport
         ("an intent: URL", "intent://scan/#Intent;scheme=zxing;package=com.evil;end"),
         ("an android-app: URL", "android-app://com.evil/https/evil.example/"),
         ("a keyfob: URL", "keyfob://sign?x=1"),
+        ("a browser extension's page", "chrome-extension://abcdefghijklmnopabcdefghijklmnop/callback.html"),
+        ("a Firefox extension's page", "moz-extension://3f1c-4a/callback.html"),
     ]
 
     @Test func everyPollutedOrOwnHostCallbackIsRefusedOnTheApprovalAndTheGrantPath() async throws {

@@ -112,7 +112,10 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         wait_for(driver, lambda d: len(d.window_handles) == 2)
         driver.switch_to.window([h for h in driver.window_handles if h != main][0])
         wait_for(driver, lambda d: origin in d.find_element(By.TAG_NAME, "body").text)
+        # At the size the extension opens it (440 × 760).
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 440, "height": 760, "deviceScaleFactor": 1, "mobile": False})
         driver.save_screenshot(shots(server) + "/extension-approval-window.png")
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         driver.switch_to.window(main)
         approve_in_popup(driver, main)
         wait_for(driver, lambda d: out(d) != "")

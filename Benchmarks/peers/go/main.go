@@ -20,6 +20,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	_ "net/http/pprof" // only on -pprof's own listener: the peer's mux below does not carry it
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type server struct {
 	reads      *sql.DB // read-only connections beside it (WAL)
 	mu         sync.Mutex
 	ceremonies map[string]ceremony
+	// The login's statements, prepared once: database/sql otherwise prepares (and SQLite compiles)
+	// each statement text on every call.
+	passkey, countSwap, addSession *sql.Stmt
 }
 
 func randomText(n int) string {
@@ -202,7 +206,7 @@ func (s *server) transact(w http.ResponseWriter, body func(tx *sql.Tx) (userID i
 		refuse(w, status, code)
 		return
 	}
-	if _, err = tx.Exec(`INSERT INTO sessions (token_hash, user_id, created_at) VALUES (?, ?, ?)`, digest[:], id, time.Now().Unix()); err != nil {
+	if _, err = tx.Stmt(s.addSession).Exec(digest[:], id, time.Now().Unix()); err != nil {
 		refuse(w, 500, "internal")
 		return
 	}
@@ -255,9 +259,7 @@ func (s *server) verifyAuthentication(w http.ResponseWriter, r *http.Request) {
 		u := &user{}
 		var credential webauthn.Credential
 		// One read: the passkey with its account.
-		err := s.reads.QueryRow(`SELECT u.id, u.handle, u.name, c.public_key, c.sign_count FROM credentials c
-			JOIN users u ON u.id = c.user_id WHERE c.id = ? AND u.handle = ?`, rawID, handle).
-			Scan(&u.id, &u.handle, &u.name, &credential.PublicKey, &credential.Authenticator.SignCount)
+		err := s.passkey.QueryRow(rawID, handle).Scan(&u.id, &u.handle, &u.name, &credential.PublicKey, &credential.Authenticator.SignCount)
 		if err != nil {
 			return nil, err
 		}
@@ -274,8 +276,7 @@ func (s *server) verifyAuthentication(w http.ResponseWriter, r *http.Request) {
 	// The counter moves only from what was read: a concurrent login with the same count loses.
 	previous := owner.credentials[0].Authenticator.SignCount
 	s.transact(w, func(tx *sql.Tx) (int64, string, int, string) {
-		result, err := tx.Exec(`UPDATE credentials SET sign_count = ?, last_used_at = ? WHERE id = ? AND sign_count = ?`,
-			credential.Authenticator.SignCount, time.Now().Unix(), credential.ID, previous)
+		result, err := tx.Stmt(s.countSwap).Exec(credential.Authenticator.SignCount, time.Now().Unix(), credential.ID, previous)
 		if err != nil {
 			return 0, "", 500, "internal"
 		}
@@ -312,6 +313,7 @@ func main() {
 	origin := flag.String("origin", "http://localhost:18081", "the origin browsers sign from")
 	rpID := flag.String("rp-id", "localhost", "the relying party id")
 	path := flag.String("db", "peer-go.sqlite", "SQLite database file")
+	profile := flag.String("pprof", "", "serve net/http/pprof on this address (off when empty)")
 	flag.Parse()
 
 	// synchronous=NORMAL in WAL mode, as Keyfob's store: a crash may lose the last commits, never corrupt.
@@ -335,7 +337,22 @@ func main() {
 		log.Fatal(err)
 	}
 	s := &server{rp: rp, db: db, reads: reads, ceremonies: map[string]ceremony{}}
+	prepare := func(on *sql.DB, text string) *sql.Stmt {
+		statement, err := on.Prepare(text)
+		if err != nil {
+			log.Fatal(err)
+		}
+		return statement
+	}
+	s.passkey = prepare(reads, `SELECT u.id, u.handle, u.name, c.public_key, c.sign_count FROM credentials c
+		JOIN users u ON u.id = c.user_id WHERE c.id = ? AND u.handle = ?`)
+	s.countSwap = prepare(db, `UPDATE credentials SET sign_count = ?, last_used_at = ? WHERE id = ? AND sign_count = ?`)
+	s.addSession = prepare(db, `INSERT INTO sessions (token_hash, user_id, created_at) VALUES (?, ?, ?)`)
 	go s.sweep()
+	if *profile != "" {
+		// go tool pprof http://<profile>/debug/pprof/profile?seconds=10 (BENCHMARKS.md "Where a login's CPU goes").
+		go func() { log.Println(http.ListenAndServe(*profile, nil)) }()
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/generate-registration-options", s.registrationOptions)
 	mux.HandleFunc("/verify-registration", s.verifyRegistration)

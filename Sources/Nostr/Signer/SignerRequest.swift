@@ -89,10 +89,12 @@ public struct CallbackURL: Sendable, Equatable, CustomStringConvertible {
 
     /// Schemes refused before anything is shown (DESIGN.md §4, DIP-05 security considerations):
     /// script and local schemes, signers' own (`nostrsigner:`, `keyfob:`: a callback must not open
-    /// a signer), and Android's `intent:` / `android-app:`, which can start any app's component.
+    /// a signer), Android's `intent:` / `android-app:`, which can start any app's component, and
+    /// browser extensions' pages (`chrome-extension:`…): Keyfob's own extension reads its answers
+    /// from Keyfob's `/callback.html`, so no extension is ever an app's return address.
     public static let refusedSchemes: Set<String> = [
         "javascript", "data", "file", "about", "blob", "vbscript", "nostrsigner",
-        "keyfob", "intent", "android-app",
+        "keyfob", "intent", "android-app", "chrome-extension", "moz-extension", "safari-web-extension",
     ]
 
     public init(_ raw: String) throws(NostrError) {
