@@ -23,7 +23,8 @@ Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,key
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
 
 Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
-keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name).
+keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name);
+go-at:PATH does the same for a Go peer built elsewhere (an earlier Benchmarks/peers/go).
 
 What each of Keyfob's layers costs a request: SYSTEMS=floor,keyfob,keyfob-without:log,...,floor
 measures the trivial requests of Keyfob started with the hidden `--bench-without LAYER` (log,
@@ -120,7 +121,7 @@ class System:
 
     def __init__(self, name, folder, without="", database=None, binary=None):
         self.name, self.folder, self.port, self.without, self.database = name, folder, PORTS[name], without, database
-        self.binary = binary or KEYFOB
+        self.binary = binary  # another build (keyfob-at:, go-at:), or this checkout's
         self.url = f"http://127.0.0.1:{self.port}"
         self.origin = f"http://localhost:{self.port}"
         self.process = None
@@ -132,7 +133,7 @@ class System:
         if self.name == "keyfob":
             url = self.database or os.environ.get("DATABASE")
             database = ["--database", url] if url else []
-            return [self.binary, "serve", "--port", str(self.port), "--data-dir", data, *database,
+            return [self.binary or KEYFOB, "serve", "--port", str(self.port), "--data-dir", data, *database,
                     "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
                     "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
                     "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
@@ -141,7 +142,7 @@ class System:
         if self.name == "floor":
             return [FLOOR, str(self.port)], {}
         if self.name == "go":
-            return [os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
+            return [self.binary or os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
                     "-db", os.path.join(data, "peer.sqlite")], {}
         return [sys.executable, "-m", "uvicorn", "--app-dir", os.path.join(ROOT, "Benchmarks", "peers", "python"),
                 "peer:app", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "2", "--log-level", "warning",
@@ -369,7 +370,7 @@ def main():
         name, _, on = name.partition("-on:")
         name, _, binary = name.partition("-at:")
         if binary and not os.access(binary, os.X_OK):
-            raise SystemExit(f"no Keyfob binary at {binary}")
+            raise SystemExit(f"no {LABELS[name]} binary at {binary}")
         seen[entry] = seen.get(entry, 0) + 1
         key = LABELS[name] + (f" on {on}" if on else "") + (f" without {without}" if without else "") \
             + (f" ({os.path.basename(binary)})" if binary else "") + (" (again)" if seen[entry] == 2 else f" (pass {seen[entry]})" if seen[entry] > 2 else "")
