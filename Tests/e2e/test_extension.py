@@ -14,14 +14,13 @@ from scalecodec.utils.ss58 import ss58_decode
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
-from selenium.webdriver.common.virtual_authenticator import Credential
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import ROOT  # noqa: E402
 from nostr_check import verify_event  # noqa: E402
 from test_approvals import approve_in_popup, serve, sign_up  # noqa: E402
-from test_browser import add_authenticator, wait_for  # noqa: E402
-from test_polkadot import decoded_transaction, metadata_def, payload, popup, shots, signing_payload  # noqa: E402
+from test_browser import wait_for  # noqa: E402
+from test_polkadot import carry_passkeys, decoded_transaction, metadata_def, payload, popup, shots, signing_payload  # noqa: E402
 
 
 @pytest.fixture
@@ -185,11 +184,7 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         # ends with the others, and a page gets nothing, without a Keyfob window.
         driver.switch_to.new_window("tab")  # a passkey of its own, its counter past the windows' copies
         driver.get(f"{server.url}/account.html")
-        add_authenticator(driver)
-        for credential in passkeys:
-            data = credential.to_dict()
-            data["signCount"] = data.get("signCount", 0) + 100
-            driver.add_credential(Credential.from_dict(data))
+        carry_passkeys(driver, passkeys, ahead=100)
         ended = driver.execute_async_script(
             "const done = arguments[0]; confirmAction('sessions.revoke').then((confirmation) =>"
             " api('/logout?everywhere=1', {method: 'POST', body: {confirmation}})).then(done, (e) => done(String(e)))")

@@ -100,11 +100,17 @@ def popup(driver, main, passkeys=None, uses=0):
     wait_for(driver, lambda d: len(d.window_handles) == 2)
     driver.switch_to.window([h for h in driver.window_handles if h != main][0])
     if passkeys:
-        add_authenticator(driver)
-        for credential in passkeys:
-            data = credential.to_dict()
-            data["signCount"] = data.get("signCount", 0) + 10 * (uses + 1)
-            driver.add_credential(Credential.from_dict(data))
+        carry_passkeys(driver, passkeys, ahead=10 * (uses + 1))
+
+
+def carry_passkeys(driver, passkeys, ahead):
+    """Gives this tab a virtual authenticator holding copies of `passkeys`, their counters `ahead`
+    of the originals (each tab's authenticator counts on its own; the server's counter must only rise)."""
+    add_authenticator(driver)
+    for credential in passkeys:
+        data = credential.to_dict()
+        data["signCount"] = data.get("signCount", 0) + ahead
+        driver.add_credential(Credential.from_dict(data))
 
 
 def open_dapp(driver, site):
@@ -253,11 +259,7 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         # Its owner allows unchecked transactions for this account, with the passkey, on the account page ...
         driver.switch_to.new_window("tab")
         driver.get(f"{server.url}/account.html")
-        add_authenticator(driver)
-        for credential in passkeys:
-            data = credential.to_dict()
-            data["signCount"] = data.get("signCount", 0) + 40
-            driver.add_credential(Credential.from_dict(data))
+        carry_passkeys(driver, passkeys, ahead=40)
         driver.get(f"{server.url}/account.html")
         wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input"))
         driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input").click()

@@ -33,12 +33,8 @@ extension AccountController {
         new.record.kind = Self.extensionKind
         try await store.addSession(new.record)
         events.record(.extensionConnected, username: auth.user.username)
-        return Response(
-            status: .created, headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store"],
-            body: .init(
-                byteBuffer: ByteBuffer(
-                    bytes: jsonBytes(
-                        ExtensionSessionReply(token: new.token, username: auth.user.username, expiresAt: new.record.expiresAt)))))
+        return jsonResponse(
+            ExtensionSessionReply(token: new.token, username: auth.user.username, expiresAt: new.record.expiresAt), status: .created)
     }
 }
 

@@ -159,10 +159,12 @@ extension PolkadotController {
     func extrinsicDetails(_ payload: SignerPayload, origin: String, account: SubstrateAccountRecord) async throws -> ExtrinsicDetails {
         let genesis = PolkadotHex.encode(payload.genesisHash)
         let known = KnownChains.byGenesis[genesis]
+        // Read once: what the check binds, and (unverified) what the site's words are decoded with.
+        let definition = try await providedMetadata(for: payload, origin: origin, userID: account.userID)
         let check: TransactionCheck
         do {
-            check = try await transactionCheck(payload, origin: origin, userID: account.userID, setHashIfMissing: false)
-        } catch let error as PolkadotError {
+            check = try TransactionCheck.check(payload, definition: definition, setHashIfMissing: false)
+        } catch {
             // The site changed its metadata since: the payload is no longer its chain's.
             check = TransactionCheck(payload: payload, verdict: .unverified(error.message), setHash: false)
         }
@@ -181,8 +183,6 @@ extension PolkadotController {
                 "Checked: this transaction carries the hash of the chain's own metadata (RFC-0078), which Keyfob computed from the metadata \(origin) provided; the chain refuses the signature if this description is wrong."
         } else {
             // Unverified: whatever metadata the site gave describes the call, said as the site's words.
-            let provided = try await store.polkadotMetadata(ofUser: account.userID, origin: origin).first { $0.genesisHash == genesis }
-            let definition = provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
             let metadata =
                 definition?.rawMetadata.flatMap(PolkadotHex.decode).flatMap { MetadataHashes.shared.runtime($0)?.metadata }
                 ?? definition?.metaCalls.flatMap { Data(base64Encoded: $0) }.flatMap { try? RuntimeMetadata([UInt8]($0)) }

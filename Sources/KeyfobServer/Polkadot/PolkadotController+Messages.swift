@@ -207,10 +207,15 @@ extension PolkadotController {
     func transactionCheck(_ payload: SignerPayload, origin: String, userID: String, setHashIfMissing: Bool) async throws
         -> TransactionCheck
     {
+        let definition = try await providedMetadata(for: payload, origin: origin, userID: userID)
+        return try TransactionCheck.check(payload, definition: definition, setHashIfMissing: setHashIfMissing)
+    }
+
+    /// The `MetadataDef` this dapp provided for the payload's chain, if any.
+    func providedMetadata(for payload: SignerPayload, origin: String, userID: String) async throws -> MetadataDefinition? {
         let genesis = PolkadotHex.encode(payload.genesisHash)
         let provided = try await store.polkadotMetadata(ofUser: userID, origin: origin).first { $0.genesisHash == genesis }
-        let definition = provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
-        return try TransactionCheck.check(payload, definition: definition, setHashIfMissing: setHashIfMissing)
+        return provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
     }
 
     static let metadataBodyLimit = 4 * 1024 * 1024
