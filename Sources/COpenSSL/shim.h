@@ -37,17 +37,22 @@ static const int KF_EVP_PKEY_RSA = EVP_PKEY_RSA;
 static const int KF_EVP_PKEY_RSA_PSS = EVP_PKEY_RSA_PSS;
 static const int KF_EVP_PKEY_ED25519 = EVP_PKEY_ED25519;
 
-// Random bytes from OpenSSL's DRBG, falling back to the getrandom(2) system call when OpenSSL
-// cannot (re)seed, e.g. when the process is out of file descriptors. Returns 1 on success.
+// Random bytes from the kernel's CSPRNG (getrandom(2): blocks only until it is seeded at boot,
+// needs no file descriptor, so running out of descriptors cannot stop it). OpenSSL 3.0's RAND_bytes
+// costs twice as much a call under load (its DRBG's locks and fork checks; BENCHMARKS.md, #46) and
+// is the fallback only for a kernel without getrandom. Returns 1 on success.
 #include <sys/random.h>
 #include <errno.h>
 static inline int kf_random_bytes(unsigned char *buf, size_t len) {
-    if (len <= 0x7fffffff && RAND_bytes(buf, (int)len) == 1) return 1;
-    ERR_clear_error();
     size_t done = 0;
     while (done < len) {
         ssize_t n = getrandom(buf + done, len - done, 0);
-        if (n < 0) { if (errno == EINTR) continue; return 0; }
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            if (errno == ENOSYS && done == 0 && len <= 0x7fffffff && RAND_bytes(buf, (int)len) == 1) return 1;
+            ERR_clear_error();
+            return 0;
+        }
         done += (size_t)n;
     }
     return 1;

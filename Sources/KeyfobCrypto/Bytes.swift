@@ -12,13 +12,13 @@ public func wipe(_ bytes: UnsafeMutableRawBufferPointer) {
     OPENSSL_cleanse(bytes.baseAddress, bytes.count)
 }
 
-/// `count` bytes from OpenSSL's CSPRNG.
+/// `count` bytes from the kernel's CSPRNG (`getrandom(2)`).
 public func randomBytes(_ count: Int) -> [UInt8] {
     var out = [UInt8](repeating: 0, count: count)
-    // kf_random_bytes falls back to getrandom(2), which needs no descriptor: running out of
-    // descriptors must not crash the server here (a trap is what a SIGILL under EMFILE was).
+    // getrandom(2) needs no descriptor: running out of descriptors must not crash the server
+    // here (a trap is what a SIGILL under EMFILE was).
     let ok = out.withUnsafeMutableBufferPointer { kf_random_bytes($0.baseAddress, count) }
-    precondition(ok == 1, "no random bytes from OpenSSL or getrandom(2)")
+    precondition(ok == 1, "no random bytes from getrandom(2) or OpenSSL")
     return out
 }
 

@@ -88,11 +88,15 @@ extension SQLiteStore {
     }
 
     func insertSession(_ s: SessionRecord) throws {
-        // At most `maxSessionsPerUser`: the oldest ones end first.
+        // At most `maxSessionsPerUser`: the oldest ones end first. The bound is the newest session
+        // past the limit, found on the (user_id, created_at) index, whose entries end in the rowid
+        // (insertion order breaks ties); everything at or before it goes. A user under the limit has
+        // no bound, and nothing is deleted (no temporary table either, as `IN (SELECT …)` needed).
         try connection.query(
             """
-            DELETE FROM sessions WHERE token_hash IN
-                (SELECT token_hash FROM sessions WHERE user_id = ? ORDER BY created_at DESC LIMIT -1 OFFSET ?)
+            DELETE FROM sessions WHERE user_id = ?1 AND (created_at, rowid) <=
+                (SELECT created_at, rowid FROM sessions WHERE user_id = ?1
+                 ORDER BY created_at DESC, rowid DESC LIMIT 1 OFFSET ?2)
             """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
         try connection.query(
             """

@@ -1,5 +1,6 @@
 import COpenSSL
 import Foundation
+import KeyfobCrypto
 
 // The only file of the WebAuthn module that calls OpenSSL: hashing, public keys,
 // signature checks and X.509. Every handle is owned by a Swift object that frees it.
@@ -10,10 +11,10 @@ public enum DigestAlgorithm: Sendable {
 
     var md: OpaquePointer {
         switch self {
-        case .sha1: return EVP_sha1()
-        case .sha256: return EVP_sha256()
-        case .sha384: return EVP_sha384()
-        case .sha512: return EVP_sha512()
+        case .sha1: return FetchedDigest.sha1
+        case .sha256: return FetchedDigest.sha256
+        case .sha384: return FetchedDigest.sha384
+        case .sha512: return FetchedDigest.sha512
         }
     }
 

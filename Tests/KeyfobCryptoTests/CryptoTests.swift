@@ -41,6 +41,22 @@ private func hexString(_ bytes: [UInt8]) -> String { bytes.map { String(format: 
         #expect(hexString(sha256(Array("abc".utf8))) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 
+    /// getrandom(2) is the source now (OpenSSL's DRBG only without it): every call fresh, no byte
+    /// value missing from a large draw. An `HMACSHA256Key` (keyed once, copied per MAC) gives what
+    /// the one-shot HMAC gives: RFC 4231 test case 2, and a 32-byte key over two parts.
+    @Test func randomBytesAreFreshEveryCallAndAnHMACKeyMatchesTheOneShot() throws {
+        let draws = (0..<64).map { _ in randomBytes(32) }
+        #expect(Set(draws).count == 64)
+        #expect(Set(randomBytes(65_536)).count == 256)
+        #expect(randomBytes(0).isEmpty)
+        let jefe = try #require(HMACSHA256Key(key: Array("Jefe".utf8)))
+        #expect(
+            hexString(jefe.mac(Array("what do ya want ".utf8), Array("for nothing?".utf8)))
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        let key = randomBytes(32), nonce = randomBytes(16)
+        #expect(try #require(HMACSHA256Key(key: key)).mac(nonce, [1]) == hmacSHA256(key: key, nonce, [1]))
+    }
+
     @Test func aeadOpensOnlyWhatItSealedUnderTheSameKeyNonceAndData() throws {
         let key = randomBytes(32), nonce = randomBytes(12)
         let sealed = try #require(Cipher.aes256GCM(encrypt: true, key: key, nonce: nonce, aad: [1], input: Array("secret".utf8)))

@@ -225,13 +225,19 @@ import Testing
         try await store.insertChallenge(challenge(11, ip: "10.0.0.1"), now: t0, maxPerClient: 3)  // one was used
     }
 
-    @Test(arguments: Kind.available)
-    func sessionsPerUserAreCappedOldestFirst(_ kind: Kind) async throws {
+    /// A store that keeps three sessions a user, and alice registered with session 1.
+    func aliceWithSessionsCappedAtThree(_ kind: Kind) async throws -> (any KeyfobStore, UserRecord) {
         let (store, _) = try await Self.make(kind, maxSessionsPerUser: 3)
         let alice = user("alice")
         try await store.completeRegistration(
             user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 1),
             session: session(1, of: alice))
+        return (store, alice)
+    }
+
+    @Test(arguments: Kind.available)
+    func sessionsPerUserAreCappedOldestFirst(_ kind: Kind) async throws {
+        let (store, alice) = try await aliceWithSessionsCappedAtThree(kind)
         for i in 2...5 {
             var s = session(UInt8(i), of: alice)
             s.createdAt = t0 + TimeInterval(i)
@@ -241,6 +247,21 @@ import Testing
         }
         let live = try await (1...5).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
         #expect(live == [3, 4, 5])
+    }
+
+    /// Sessions started in the same instant (a fixed clock, or two sign-ins within a timer tick)
+    /// still leave exactly the cap: the bound breaks ties instead of taking every tied session.
+    @Test(arguments: Kind.available)
+    func theSessionCapHoldsWhenSessionsShareTheirStartTime(_ kind: Kind) async throws {
+        let (store, alice) = try await aliceWithSessionsCappedAtThree(kind)
+        for i in 2...6 {
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
+                backupState: false, usedAt: t0, session: session(UInt8(i), of: alice))
+        }
+        let live = try await (1...6).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
+        #expect(live.count == 3)
+        #expect(live.contains(6), "the session just started is never the one that ends")
     }
 
     @Test(arguments: Kind.available)

@@ -15,7 +15,7 @@ Settings (environment): SECONDS_EACH (10), CONNECTIONS (32), USERS (1000), LOGIN
 two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load), KEYFOB and
 FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
-each Keyfob run into OUT/<run>.perf.data), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted),
+each Keyfob run into OUT/<run>.perf.data; PROFILE=dwarf unwinds with DWARF, whole call chains), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted),
 ONLY (some runs only: post, get, logins, logins256, options, sign_event; e.g. ONLY=logins),
 WRK_PREFIX (a command wrk runs under, e.g. "nice -n -10" or "taskset -c 1": where a tail comes from).
 
@@ -180,7 +180,10 @@ def wrk(system, run, connections, path, env, limit=None):
     file = os.path.join(system.folder, run.replace(" ", "_").replace(",", ""))
     perf = None
     if os.environ.get("PROFILE") and system.name == "keyfob":
-        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", "-F", "999", "-g", "-p", str(pid), "-o",
+        # PROFILE=dwarf: call graphs unwound from DWARF (Debian's libcrypto and libsqlite3 keep no
+        # frame pointers, so -g alone loses who called them); larger files, a few seconds' worth.
+        graph = ["--call-graph", "dwarf,16384", "-F", "299"] if os.environ["PROFILE"] == "dwarf" else ["-g", "-F", "999"]
+        perf = subprocess.Popen(["perf", "record", "-e", "cpu-clock", *graph, "-p", str(pid), "-o",
                                  file + ".perf.data",
                                  "--", "sleep", str(SECONDS_EACH)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     before = cpu_ticks(pid)
@@ -263,6 +266,18 @@ def build_go_peer():
     subprocess.run(["go", "build", "-o", target, "."], cwd=os.path.join(ROOT, "Benchmarks", "peers", "go"), env=env, check=True)
 
 
+def ecdsa_verify_speed():
+    """`openssl speed ecdsap256` on one core, now: µs a P-256 verify, or None (no openssl)."""
+    if SMOKE or shutil.which("openssl") is None:
+        return None
+    output = subprocess.run(["openssl", "speed", "-seconds", "3", "ecdsap256"], capture_output=True, text=True).stdout
+    line = next((l for l in output.splitlines() if "nistp256" in l and "ecdsa" in l.lower()), None)
+    try:
+        return 1e6 / float(line.split()[-1]) if line else None
+    except ValueError:
+        return None
+
+
 def table(results, keys):
     runs = [POST_CEILING, GET_CEILING, LOGIN, LOGIN_256, OPTIONS, SIGN]
     runs = [r for r in runs if any(run == r for (_, run) in results)]
@@ -286,14 +301,17 @@ def table(results, keys):
 def ratios(results, keys):
     """Each ratio from two figures of this invocation, for every Keyfob pass; a missing side says so."""
     keyfob_keys = [k for k in keys if k in ("Keyfob", "Keyfob (again)")]
+    # Issue #46's targets: logins and a complete sign-in ≥ 1.25× the Go peer, options ≥ 0.8× the
+    # bare app's trivial GET (Hummingbird stays; its own floor is the yardstick), p99 at 256
+    # connections ≤ 100 ms, RSS ≤ 150 MB. The rest are shown for what they tell.
     checks = [
         ("logins, Keyfob / Go peer", LOGIN, "Go peer", LOGIN, 1.25),
-        ("logins, Keyfob / Python peer", LOGIN, "Python peer", LOGIN, 5.0),
-        ("options, Keyfob / Go peer", OPTIONS, "Go peer", OPTIONS, 1.0),
-        ("trivial POST, Keyfob / bare Hummingbird", POST_CEILING, "bare Hummingbird", POST_CEILING, 0.8),
+        ("options, Keyfob / bare Hummingbird's trivial GET", OPTIONS, "bare Hummingbird", GET_CEILING, 0.8),
+        ("options, Keyfob / Go peer", OPTIONS, "Go peer", OPTIONS, None),
+        ("logins, Keyfob / Python peer", LOGIN, "Python peer", LOGIN, None),
+        ("trivial POST, Keyfob / bare Hummingbird", POST_CEILING, "bare Hummingbird", POST_CEILING, None),
         ("trivial GET, Keyfob / bare Hummingbird", GET_CEILING, "bare Hummingbird", GET_CEILING, None),
-        ("logins / Keyfob's trivial POST", LOGIN, None, POST_CEILING, 0.45),
-        ("sign_event / Keyfob's logins", SIGN, None, LOGIN, 1.0),
+        ("sign_event / Keyfob's logins", SIGN, None, LOGIN, None),
         ("logins, 256 / 32 connections", LOGIN_256, None, LOGIN, None),
     ]
     lines = []
@@ -322,6 +340,18 @@ def ratios(results, keys):
             parts.append("Keyfob not measured in this run, no ratio")
         goal = "" if target is None else f" — target ≥ {target}×"
         lines.append(f"- {label}{goal}: " + "; ".join(parts))
+    # A complete sign-in is an options request and a verification: its CPU is the sum of the two
+    # runs' CPU a request, and the ratio is the Go peer's over Keyfob's (what a core serves).
+    for k in keyfob_keys:
+        mine = [results.get((k, OPTIONS)), results.get((k, LOGIN))]
+        peer = [results.get(("Go peer", OPTIONS)), results.get(("Go peer", LOGIN))]
+        if not all(mine + peer) or any(f["bad"] for f in mine + peer):
+            lines.append(f"- a complete sign-in's CPU (options + verify), Go peer / {k} — target ≥ 1.25×: not measured in this run, no ratio")
+            continue
+        cost = lambda fs: sum(1e6 * f["cores"] / max(f["rps"], 1) for f in fs)
+        value = cost(peer) / cost(mine)
+        lines.append(f"- a complete sign-in's CPU (options + verify), Go peer / {k} — target ≥ 1.25×: "
+                     f"{cost(peer):.0f} / {cost(mine):.0f} µs = {value:.2f}× ({'met' if value >= 1.25 else 'missed'})")
     # Another build beside this one (keyfob-at:PATH): each run, this build over that one, pass by pass.
     others = sorted({k.replace(" (again)", "") for k in keys if k.startswith("Keyfob (") and k != "Keyfob (again)"})
     for other in others:
@@ -364,6 +394,7 @@ def main():
     print(f"== {started}: {', '.join(SYSTEMS)}; each run {SECONDS_EACH} s, {CONNECTIONS} connections "
           f"(and 256), 2 wrk threads on the same machine ==", flush=True)
     results, keys, seen = {}, [], {}
+    verify_speeds = [ecdsa_verify_speed()]
     cluster = None
     for entry in SYSTEMS:
         name, _, without = entry.partition("-without:")
@@ -399,7 +430,15 @@ def main():
         subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "stop", cluster[0]], check=False)
     report = [f"Same-run table, {started}, {os.cpu_count()} cores, {SECONDS_EACH} s per run, "
               f"{USERS} accounts, {CONNECTIONS} connections unless named:", ""]
+    verify_speeds.append(ecdsa_verify_speed())
     report += table(results, keys) + ["", "Ratios (both sides from this invocation):"] + ratios(results, keys)
+    if all(verify_speeds):
+        report.append(f"- `openssl speed ecdsap256` before and after: {verify_speeds[0]:.0f} and {verify_speeds[1]:.0f} µs a verify on one core")
+        for k in [k for k in keys if k.startswith("Keyfob")]:
+            f = results.get((k, LOGIN))
+            if f and f["rps"]:
+                login = 1e6 * f["cores"] / f["rps"]
+                report.append(f"  - that verify is {100 * sum(verify_speeds) / 2 / login:.0f}% of {k}'s {login:.0f} µs CPU a login")
     if SMOKE:
         report.append("SMOKE run (debug build, few logins, 3 s): it shows the harness works; no figure here is a measurement.")
     invalid = [f"{k} {r}" for (k, r), f in results.items() if f["bad"]]

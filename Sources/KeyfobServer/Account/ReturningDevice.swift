@@ -15,14 +15,15 @@ struct ReturningDevice: Sendable {
     /// 400 days, the most browsers keep a cookie.
     static let lifetime = 400 * 24 * 3600
 
-    /// HKDF-Extract of the MAC key (empty salt), done once: a cookie's MAC is then one HMAC.
-    private let pseudorandomKey: [UInt8]
+    /// HKDF-Extract of the MAC key (empty salt), done once and keyed once: a cookie's MAC is then
+    /// one HMAC from a copy of the keyed state.
+    private let pseudorandomKey: HMACSHA256Key?
 
     /// The MAC key comes from the master key, so every instance of a deployment knows its cookies.
     /// (Were OpenSSL's HKDF to fail, a random key: cookies then are recognised by this process only.)
     init(vault: KeyVault) {
         let key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? randomBytes(32)
-        pseudorandomKey = HKDF.extract(salt: [], ikm: key)
+        pseudorandomKey = HMACSHA256Key(key: HKDF.extract(salt: [], ikm: key))
     }
 
     /// A new cookie's `Set-Cookie` value (nil if the MAC could not be computed: no cookie then).
@@ -49,6 +50,6 @@ struct ReturningDevice: Sendable {
     /// HKDF-SHA256(key, salt: empty, info: nonce), 16 bytes — the first block of HKDF-Expand,
     /// computed as that one HMAC (the cookies of earlier versions stay valid; a test compares).
     func mac(_ nonce: [UInt8]) -> [UInt8]? {
-        Array(hmacSHA256(key: pseudorandomKey, nonce, [1]).prefix(16))
+        pseudorandomKey.map { Array($0.mac(nonce, [1]).prefix(16)) }
     }
 }
