@@ -27,6 +27,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // Already in the graph through postgres-nio; WebAuthn verifies ES256 with its BoringSSL P-256.
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     ],
     targets: [
         // System libraries: one module map each, wrapped once by the Swift modules below.
@@ -45,7 +47,10 @@ let package = Package(
         .target(name: "KeyfobCrypto", dependencies: ["COpenSSL", "CSodium"], swiftSettings: strict),
 
         // Pure cores: no HTTP, no database.
-        .target(name: "WebAuthn", dependencies: ["CCBOR", "COpenSSL", "KeyfobCodecs", "KeyfobCrypto"], swiftSettings: strict),
+        .target(
+            name: "WebAuthn",
+            dependencies: ["CCBOR", "COpenSSL", "KeyfobCodecs", "KeyfobCrypto", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strict),
         .target(name: "Nostr", dependencies: ["CSecp256k1", "KeyfobCodecs", "KeyfobCrypto", "CZlib"], swiftSettings: strict),
         // Substrate accounts: sr25519 (Ristretto255 on libsodium, Merlin), ed25519 (OpenSSL), ecdsa
         // (libsecp256k1 through Nostr's one wrapper), SS58, BIP-39, SCALE signing payloads, JSON backups.
