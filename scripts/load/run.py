@@ -244,7 +244,7 @@ def measure(system, results, key):
         if figure is not None:
             results[(key, run)] = figure
             print(f"  {key:<17} {run:<24} {figure['rps']:>9,.0f}/s  p99 {figure['p99']:>7.1f} ms  "
-                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f} ({1e6 * figure['cores'] / max(figure['rps'], 1):.0f} µs CPU a request)  "
+                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f} ({cpu_us(figure):.0f} µs CPU a request)  "
                   f"peak {figure['rss']:.0f} MB"
                   + ("  (used up its logins: raise LOGINS)" if figure["short"] else ""), flush=True)
 
@@ -278,6 +278,11 @@ def ecdsa_verify_speed():
         return None
 
 
+def cpu_us(figure):
+    """The server's CPU time a request in a run, in µs."""
+    return 1e6 * figure["cores"] / max(figure["rps"], 1)
+
+
 def table(results, keys):
     runs = [POST_CEILING, GET_CEILING, LOGIN, LOGIN_256, OPTIONS, SIGN]
     runs = [r for r in runs if any(run == r for (_, run) in results)]
@@ -290,7 +295,7 @@ def table(results, keys):
             if f is None:
                 cells.append("—")
             else:
-                cells.append(f"{f['rps']:,.0f}/s, p99 {f['p99']:.1f} ms, {1e6 * f['cores'] / max(f['rps'], 1):.0f} µs"
+                cells.append(f"{f['rps']:,.0f}/s, p99 {f['p99']:.1f} ms, {cpu_us(f):.0f} µs"
                              + (f", **{f['bad']} non-2xx: invalid**" if f["bad"] else "")
                              + (" (logins ran out)" if f["short"] else ""))
         peak = max((f["rss"] for (k, _), f in results.items() if k == key), default=0)
@@ -348,10 +353,10 @@ def ratios(results, keys):
         if not all(mine + peer) or any(f["bad"] for f in mine + peer):
             lines.append(f"- a complete sign-in's CPU (options + verify), Go peer / {k} — target ≥ 1.25×: not measured in this run, no ratio")
             continue
-        cost = lambda fs: sum(1e6 * f["cores"] / max(f["rps"], 1) for f in fs)
-        value = cost(peer) / cost(mine)
+        theirs, ours = sum(map(cpu_us, peer)), sum(map(cpu_us, mine))
+        value = theirs / ours
         lines.append(f"- a complete sign-in's CPU (options + verify), Go peer / {k} — target ≥ 1.25×: "
-                     f"{cost(peer):.0f} / {cost(mine):.0f} µs = {value:.2f}× ({'met' if value >= 1.25 else 'missed'})")
+                     f"{theirs:.0f} / {ours:.0f} µs = {value:.2f}× ({'met' if value >= 1.25 else 'missed'})")
     # Another build beside this one (keyfob-at:PATH): each run, this build over that one, pass by pass.
     others = sorted({k.replace(" (again)", "") for k in keys if k.startswith("Keyfob (") and k != "Keyfob (again)"})
     for other in others:
@@ -437,7 +442,7 @@ def main():
         for k in [k for k in keys if k.startswith("Keyfob")]:
             f = results.get((k, LOGIN))
             if f and f["rps"]:
-                login = 1e6 * f["cores"] / f["rps"]
+                login = cpu_us(f)
                 report.append(f"  - that verify is {100 * sum(verify_speeds) / 2 / login:.0f}% of {k}'s {login:.0f} µs CPU a login")
     if SMOKE:
         report.append("SMOKE run (debug build, few logins, 3 s): it shows the harness works; no figure here is a measurement.")

@@ -17,13 +17,13 @@ struct ReturningDevice: Sendable {
 
     /// HKDF-Extract of the MAC key (empty salt), done once and keyed once: a cookie's MAC is then
     /// one HMAC from a copy of the keyed state.
-    private let pseudorandomKey: HMACSHA256Key?
+    private let macKey: HMACSHA256Key?
 
     /// The MAC key comes from the master key, so every instance of a deployment knows its cookies.
     /// (Were OpenSSL's HKDF to fail, a random key: cookies then are recognised by this process only.)
     init(vault: KeyVault) {
         let key = (try? vault.derive("returning-device cookie v1", length: 32)) ?? randomBytes(32)
-        pseudorandomKey = HMACSHA256Key(key: HKDF.extract(salt: [], ikm: key))
+        macKey = HMACSHA256Key(key: HKDF.extract(salt: [], ikm: key))
     }
 
     /// A new cookie's `Set-Cookie` value (nil if the MAC could not be computed: no cookie then).
@@ -50,6 +50,6 @@ struct ReturningDevice: Sendable {
     /// HKDF-SHA256(key, salt: empty, info: nonce), 16 bytes — the first block of HKDF-Expand,
     /// computed as that one HMAC (the cookies of earlier versions stay valid; a test compares).
     func mac(_ nonce: [UInt8]) -> [UInt8]? {
-        pseudorandomKey.map { Array($0.mac(nonce, [1]).prefix(16)) }
+        macKey.map { Array($0.mac(nonce, [1]).prefix(16)) }
     }
 }
