@@ -76,9 +76,9 @@ test-fuzz:
 bench:
 	Benchmarks/compare.sh
 
-## The load harness (BENCHMARKS.md): Keyfob, a bare Hummingbird app, a Go and a Python relying
-## party, and Keyfob again, one after the other in this one invocation, with the same pre-signed
-## logins; one table and the ratios between them. Needs wrk, Go and py_webauthn (install-deps.sh
+## The load harness (BENCHMARKS.md): Keyfob, a bare Hummingbird app, nginx, a Go and a Python
+## relying party, and Keyfob again, one after the other in this one invocation, with the same pre-signed
+## logins; one table and the ratios between them. Needs wrk, nginx, Go and py_webauthn (install-deps.sh
 ## --test); about 8 minutes. Knobs: SECONDS_EACH, CONNECTIONS, USERS, SYSTEMS, DATABASE, PROFILE=1, ONLY.
 load:
 	@scripts/install-deps.sh --test

@@ -2,7 +2,8 @@
 """The load harness (`make load`; BENCHMARKS.md has the figures and how to read them).
 
 Starts each system on a fresh data folder, measures it with wrk, stops it, and goes on to the next,
-all in this one invocation: Keyfob, the bare Hummingbird floor (Benchmarks/floor), the Go and the
+all in this one invocation: Keyfob, the bare Hummingbird floor (Benchmarks/floor), nginx answering
+from its config (the leanest server here: a yardstick for the client and the kernel), the Go and the
 Python relying parties (Benchmarks/peers), and Keyfob again (this VM's speed moves within minutes:
 the two Keyfob passes show by how much). Then one table, and the ratios — each computed only from
 two figures measured in this invocation; a side that did not run prints "not measured" instead.
@@ -12,11 +13,11 @@ then LOGINS assertions signed ahead of time (scripts/load/prepare.py) and each p
 (scripts/load/replay.lua). A run with any non-2xx answer is invalid; the table says so.
 
 Settings (environment): SECONDS_EACH (10), CONNECTIONS (32), USERS (1000), LOGINS (enough for
-two login runs), SYSTEMS (keyfob,floor,go,python,keyfob), OUT (/tmp/keyfob-load), KEYFOB and
+two login runs), SYSTEMS (keyfob,floor,nginx,go,python,keyfob), OUT (/tmp/keyfob-load), KEYFOB and
 FLOOR (binaries; default .build/release/...), DATABASE (Keyfob's --database, e.g. postgres://…),
 CREDENTIALS (filler passkeys seeded into Keyfob's SQLite first), PROFILE=1 (perf record -g of
 each Keyfob run into OUT/<run>.perf.data; PROFILE=dwarf unwinds with DWARF, whole call chains), SMOKE=1 (CI: 3 s runs, few logins, no speed asserted),
-ONLY (some runs only: post, get, logins, logins256, options, sign_event; e.g. ONLY=logins),
+ONLY (some runs only: post, get, get256, logins, logins256, options, sign_event; e.g. ONLY=logins),
 WRK_PREFIX (a command wrk runs under, e.g. "nice -n -10" or "taskset -c 1": where a tail comes from).
 
 Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
@@ -54,28 +55,33 @@ OUT = os.environ.get("OUT", "/tmp/keyfob-load")
 BUILD = os.environ.get("BUILD", "release")
 KEYFOB = os.environ.get("KEYFOB", os.path.join(ROOT, ".build", BUILD, "keyfob"))
 FLOOR = os.environ.get("FLOOR", os.path.join(ROOT, ".build", BUILD, "keyfob-floor"))
-SYSTEMS = os.environ.get("SYSTEMS", "keyfob,floor,go,python,keyfob").split(",")
-PORTS = {"keyfob": 18080, "go": 18081, "python": 18082, "floor": 18083}
+SYSTEMS = os.environ.get("SYSTEMS", "keyfob,floor,nginx,go,python,keyfob").split(",")
+PORTS = {"keyfob": 18080, "go": 18081, "python": 18082, "floor": 18083, "nginx": 18084}
 HZ = os.sysconf("SC_CLK_TCK")
 
 LOGIN, LOGIN_256, OPTIONS = "logins", "logins, 256 connections", "options"
 POST_CEILING, GET_CEILING, SIGN = "trivial POST", "trivial GET", "sign_event"
+GET_256 = "trivial GET, 256 connections"
 # What each system is measured on, in order. sign_event before the logins: those start many
 # sessions per user and the oldest (the tokens sign_event uses) end.
 RUNS = {
     "keyfob": [POST_CEILING, SIGN, LOGIN, LOGIN_256, GET_CEILING, OPTIONS],
-    "floor": [POST_CEILING, GET_CEILING],
+    # The bare app's GET at 256 connections: the stack's own tail, beside Keyfob's logins there.
+    "floor": [POST_CEILING, GET_CEILING, GET_256],
+    # nginx answering "ok" from its config: what a GET costs, and its tail at 256 connections,
+    # in the leanest server this machine has (a yardstick for the client and kernel, not a peer).
+    "nginx": [GET_CEILING, GET_256],
     "go": [LOGIN, LOGIN_256, OPTIONS],
     "python": [LOGIN, LOGIN_256, OPTIONS],
 }
-# ONLY=logins,options (short names: post, get, logins, logins256, options, sign_event) keeps only
+# ONLY=logins,options (short names: post, get, get256, logins, logins256, options, sign_event) keeps only
 # those runs, for a quick before-and-after of one change.
-SHORT = {"post": POST_CEILING, "get": GET_CEILING, "logins": LOGIN, "logins256": LOGIN_256, "options": OPTIONS,
+SHORT = {"post": POST_CEILING, "get": GET_CEILING, "get256": GET_256, "logins": LOGIN, "logins256": LOGIN_256, "options": OPTIONS,
          "sign_event": SIGN}
 if os.environ.get("ONLY"):
     ONLY = [SHORT[name.strip()] for name in os.environ["ONLY"].split(",")]
     RUNS = {name: [run for run in runs if run in ONLY] for name, runs in RUNS.items()}
-LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "go": "Go peer", "python": "Python peer"}
+LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "nginx": "nginx", "go": "Go peer", "python": "Python peer"}
 
 
 def process_tree(pid):
@@ -141,6 +147,16 @@ class System:
                     *(["--bench-without", self.without.replace("+", ",")] if self.without else [])], {}
         if self.name == "floor":
             return [FLOOR, str(self.port)], {}
+        if self.name == "nginx":
+            config = os.path.join(self.folder, "nginx.conf")
+            temp = " ".join(f"{kind}_temp_path {os.path.join(data, kind)};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+            with open(config, "w") as f:
+                f.write(f"worker_processes {os.cpu_count()}; pid {os.path.join(data, 'nginx.pid')}; error_log stderr;\n"
+                        "events { worker_connections 1024; }\n"
+                        f"http {{ access_log off; {temp}\n"
+                        f"  server {{ listen 127.0.0.1:{self.port}; keepalive_requests 100000000;\n"
+                        '    location = /healthz { return 200 "ok"; } location = /bench/echo { return 200 "ok"; } } }\n')
+            return [shutil.which("nginx") or "/usr/sbin/nginx", "-c", config, "-p", data, "-g", "daemon off;"], {}
         if self.name == "go":
             return [self.binary or os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
                     "-db", os.path.join(data, "peer.sqlite")], {}
@@ -231,6 +247,7 @@ def measure(system, results, key):
     plans = {
         POST_CEILING: (CONNECTIONS, "/bench/echo", {"BODIES": echo}, None),
         GET_CEILING: (CONNECTIONS, "/bench/echo", {}, None),
+        GET_256: (256, "/bench/echo", {}, None),
         SIGN: (CONNECTIONS, "/api/signer/sign_event", {"BODIES": sign, "TOKENS": os.path.join(folder, "tokens.txt")}, None),
         LOGIN: (CONNECTIONS, "/verify-authentication", {"BODIES": os.path.join(folder, "logins-a.jsonl"), "THREADS": "2"}, half),
         LOGIN_256: (256, "/verify-authentication", {"BODIES": os.path.join(folder, "logins-b.jsonl"), "THREADS": "2"}, LOGINS - half),
@@ -284,7 +301,7 @@ def cpu_us(figure):
 
 
 def table(results, keys):
-    runs = [POST_CEILING, GET_CEILING, LOGIN, LOGIN_256, OPTIONS, SIGN]
+    runs = [POST_CEILING, GET_CEILING, GET_256, LOGIN, LOGIN_256, OPTIONS, SIGN]
     runs = [r for r in runs if any(run == r for (_, run) in results)]
     lines = ["| system (requests/s, p99, server CPU a request) | " + " | ".join(runs) + " | peak RSS |",
              "|---" * (len(runs) + 2) + "|"]
@@ -301,6 +318,17 @@ def table(results, keys):
         peak = max((f["rss"] for (k, _), f in results.items() if k == key), default=0)
         lines.append(f"| {key} | " + " | ".join(cells) + f" | {peak:.0f} MB |")
     return lines
+
+
+def tail(key, run, results):
+    """A 256-connection run's p99 over its mean. wrk's connections each wait for their answer, so
+    the mean wait is 256 / throughput (Little's law) whatever the server does: the p99 over that
+    mean is what scheduling adds, the server's and the machine's (nginx shows the machine's)."""
+    f = results[(key, run)]
+    if f["short"]:
+        return f"{key} {run}: ran out of logins before the end (no mean)"
+    mean = 1000 * 256 / max(f["rps"], 1)
+    return f"{key} {run}: mean {mean:.0f} ms (256 / {f['rps']:,.0f}/s), p99 {f['p99']:.0f} ms = {f['p99'] / mean:.1f}× the mean"
 
 
 def ratios(results, keys):
@@ -377,6 +405,10 @@ def ratios(results, keys):
             f = results.get((k, run))
             if f:
                 lines.append(f"- {k} {run} p99: {f['p99']:.1f} ms (target ≤ {limit} ms: {'met' if f['p99'] <= limit else 'missed'})")
+        if results.get((k, LOGIN_256)):
+            beside = [tail(other, run, results) for other, run in (("bare Hummingbird", GET_256), ("nginx", GET_256), ("Go peer", LOGIN_256))
+                      if results.get((other, run))]
+            lines.append(f"  - {tail(k, LOGIN_256, results)}" + (f"; beside it, {'; '.join(beside)}" if beside else ""))
         peak = max((f["rss"] for (key, _), f in results.items() if key == k), default=None)
         if peak:
             lines.append(f"- {k} peak RSS: {peak:.0f} MB (target ≤ 150 MB: {'met' if peak <= 150 else 'missed'})")
@@ -385,8 +417,8 @@ def ratios(results, keys):
 
 def main():
     names = {entry.partition("-without:")[0].partition("-on:")[0].partition("-at:")[0] for entry in SYSTEMS}
-    for tool in ("wrk",) + (("go",) if "go" in names else ()):
-        if shutil.which(tool) is None:
+    for tool in ("wrk",) + (("go",) if "go" in names else ()) + (("nginx",) if "nginx" in names else ()):
+        if shutil.which(tool) is None and not (tool == "nginx" and os.access("/usr/sbin/nginx", os.X_OK)):
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
     for path in [KEYFOB] * ("keyfob" in names) + [FLOOR] * ("floor" in names):
         if not os.access(path, os.X_OK):
