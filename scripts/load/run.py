@@ -156,7 +156,7 @@ class System:
                         f"http {{ access_log off; {temp}\n"
                         f"  server {{ listen 127.0.0.1:{self.port}; keepalive_requests 100000000;\n"
                         '    location = /healthz { return 200 "ok"; } location = /bench/echo { return 200 "ok"; } } }\n')
-            return [shutil.which("nginx") or "/usr/sbin/nginx", "-c", config, "-p", data, "-g", "daemon off;"], {}
+            return [tool_path("nginx"), "-c", config, "-p", data, "-g", "daemon off;"], {}
         if self.name == "go":
             return [self.binary or os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
                     "-db", os.path.join(data, "peer.sqlite")], {}
@@ -217,7 +217,7 @@ def wrk(system, run, connections, path, env, limit=None):
     if line is None:
         return None
     rps, p50, p99, p999, status, errors, duration = (float(x) for x in line.split()[1:])
-    figure = {"rps": rps, "p50": p50, "p99": p99, "p999": p999, "bad": int(status + errors),
+    figure = {"rps": rps, "p50": p50, "p99": p99, "p999": p999, "bad": int(status + errors), "connections": connections,
               "cores": (after - before) / HZ / duration, "rss": peak_rss_mb(pid), "short": False}
     if limit and rps * duration >= 0.98 * limit:
         figure["short"] = True  # used up its pre-signed logins before the time was over
@@ -295,6 +295,11 @@ def ecdsa_verify_speed():
         return None
 
 
+def tool_path(name):
+    """Where a command is: on PATH, or in the sbin folders a user's PATH may leave out (nginx)."""
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/sbin")
+
+
 def cpu_us(figure):
     """The server's CPU time a request in a run, in µs."""
     return 1e6 * figure["cores"] / max(figure["rps"], 1)
@@ -321,14 +326,14 @@ def table(results, keys):
 
 
 def tail(key, run, results):
-    """A 256-connection run's p99 over its mean. wrk's connections each wait for their answer, so
-    the mean wait is 256 / throughput (Little's law) whatever the server does: the p99 over that
-    mean is what scheduling adds, the server's and the machine's (nginx shows the machine's)."""
+    """A run's p99 over its mean. wrk's connections each wait for their answer, so the mean wait is
+    connections / throughput (Little's law) whatever the server does: the p99 over that mean is
+    what scheduling adds, the server's and the machine's (nginx shows the machine's)."""
     f = results[(key, run)]
     if f["short"]:
         return f"{key} {run}: ran out of logins before the end (no mean)"
-    mean = 1000 * 256 / max(f["rps"], 1)
-    return f"{key} {run}: mean {mean:.0f} ms (256 / {f['rps']:,.0f}/s), p99 {f['p99']:.0f} ms = {f['p99'] / mean:.1f}× the mean"
+    mean = 1000 * f["connections"] / max(f["rps"], 1)
+    return f"{key} {run}: mean {mean:.0f} ms ({f['connections']} / {f['rps']:,.0f}/s), p99 {f['p99']:.0f} ms = {f['p99'] / mean:.1f}× the mean"
 
 
 def ratios(results, keys):
@@ -418,7 +423,7 @@ def ratios(results, keys):
 def main():
     names = {entry.partition("-without:")[0].partition("-on:")[0].partition("-at:")[0] for entry in SYSTEMS}
     for tool in ("wrk",) + (("go",) if "go" in names else ()) + (("nginx",) if "nginx" in names else ()):
-        if shutil.which(tool) is None and not (tool == "nginx" and os.access("/usr/sbin/nginx", os.X_OK)):
+        if tool_path(tool) is None:
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
     for path in [KEYFOB] * ("keyfob" in names) + [FLOOR] * ("floor" in names):
         if not os.access(path, os.X_OK):
