@@ -116,6 +116,21 @@ import WebAuthnTestSupport
         }
     }
 
+    /// The hosts whose plain-http cookies count (`Sessions.isLocal`), and near misses that must not.
+    @Test func onlyThisMachinesNamesAreLocal() {
+        for local in [
+            "", "localhost", "localhost:8080", "app.localhost", "app.localhost:3000", "127.0.0.1", "127.0.0.1:80", "[::1]", "[::1]:8080", "[",
+        ] {
+            #expect(Sessions.isLocal(authority: local), "\(local)")
+        }
+        for remote in [
+            ":8080", "example.com", "localhost.example.com", "evil-localhost", "127.0.0.2", "[::2]:8080", "[fe80::1]", "127.0.0.1.nip.io",
+            "localhost.", "::1",
+        ] {
+            #expect(!Sessions.isLocal(authority: remote), "\(remote)")
+        }
+    }
+
     @Test func everyResponseCarriesTheSecurityHeaders() async throws {
         try await Harness().run { client in
             for path in ["/", "/index.html", "/account.html", "/keyfob.js", "/style.css", "/healthz", "/session", "/no-such-page"] {

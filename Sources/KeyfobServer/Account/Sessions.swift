@@ -107,11 +107,13 @@ struct Sessions: Sendable {
 
     /// Whether an authority (`host[:port]`, `[v6][:port]`) names this machine: `localhost`, a
     /// `.localhost` name, a loopback address, or no host at all.
-    private static func isLocal(authority: String) -> Bool {
+    /// Without allocating (it runs for every request that may carry a cookie): the host is a slice.
+    /// An authority of only a port (`:8080`) names the port as its host, so it is not local.
+    static func isLocal(authority: String) -> Bool {
         let host =
             authority.hasPrefix("[")
-            ? String(authority.prefix { $0 != "]" }.dropFirst())
-            : String(authority.split(separator: ":").first ?? "")
+            ? authority.dropFirst().prefix { $0 != "]" }
+            : authority.drop { $0 == ":" }.prefix { $0 != ":" }
         return host.isEmpty || host == "localhost" || host.hasSuffix(".localhost") || host == "127.0.0.1" || host == "::1"
     }
 
