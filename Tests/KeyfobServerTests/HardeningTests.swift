@@ -1,6 +1,8 @@
 import Foundation
 import HTTPTypes
+import Hummingbird
 import KeyfobStore
+import NIOCore
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
@@ -129,6 +131,22 @@ import WebAuthnTestSupport
         ] {
             #expect(!Sessions.isLocal(authority: remote), "\(remote)")
         }
+    }
+
+    /// Which cookie a request's session or device is read from (`Sessions.ownCookie`): the `__Host-`
+    /// name first, the plain name only on a local host.
+    @Test func thePlainCookieNameCountsOnlyOnLocalhost() {
+        func cookie(_ header: String?, authority: String) -> String? {
+            var fields = HTTPFields()
+            if let header { fields[.cookie] = header }
+            let head = HTTPRequest(method: .get, scheme: "http", authority: authority, path: "/", headerFields: fields)
+            return Sessions.ownCookie(Request(head: head, body: .init(buffer: ByteBuffer())), secure: "__Host-k", plain: "k")
+        }
+        #expect(cookie("k=plain", authority: "localhost:8080") == "plain")
+        #expect(cookie("k=plain; __Host-k=secure", authority: "localhost:8080") == "secure")
+        #expect(cookie("__Host-k=secure", authority: "keyfob.example") == "secure")
+        #expect(cookie("k=plain", authority: "keyfob.example") == nil)
+        #expect(cookie(nil, authority: "localhost") == nil)
     }
 
     @Test func everyResponseCarriesTheSecurityHeaders() async throws {

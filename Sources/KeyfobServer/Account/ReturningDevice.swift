@@ -38,9 +38,7 @@ struct ReturningDevice: Sendable {
 
     /// Whether the request carries a cookie this server made.
     func recognises(_ request: Request) -> Bool {
-        // Most API calls carry no cookie at all: skip the host check.
-        guard request.headers[.cookie] != nil,
-            let value = request.cookie(Self.secureCookieName) ?? (Sessions.isLocalHost(request) ? request.cookie(Self.cookieName) : nil),
+        guard let value = Sessions.ownCookie(request, secure: Self.secureCookieName, plain: Self.cookieName),
             value.count == 43, let bytes = Base64URL.decode(value), bytes.count == 32
         else { return false }
         guard let expected = mac(Array(bytes.prefix(16))) else { return false }

@@ -61,9 +61,7 @@ struct Sessions: Sendable {
         var viaCookie = false
         if let header = request.headers[.authorization], header.lowercased().hasPrefix("bearer ") {
             token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
-        } else if request.headers[.cookie] != nil,  // most API calls carry none: skip the host check
-            let cookie = request.cookie(Self.secureCookieName) ?? (Self.isLocalHost(request) ? request.cookie(Self.cookieName) : nil)
-        {
+        } else if let cookie = Self.ownCookie(request, secure: Self.secureCookieName, plain: Self.cookieName) {
             token = cookie
             viaCookie = true
         }
@@ -97,6 +95,14 @@ struct Sessions: Sendable {
         }
     }
 
+    /// One of this server's cookies: the `__Host-` name, or the plain name only on `isLocalHost`.
+    /// The host is looked at only when a plain cookie is there (most API calls carry no cookie).
+    static func ownCookie(_ request: Request, secure: String, plain: String) -> String? {
+        if let value = request.cookie(secure) { return value }
+        guard let value = request.cookie(plain), isLocalHost(request) else { return nil }
+        return value
+    }
+
     /// Whether the request is for `localhost` (or a loopback address) over plain http: the only place
     /// the plain cookie names are read. Elsewhere only `__Host-` cookies count, which a sibling
     /// subdomain cannot plant (it could set a plain one: login CSRF into the attacker's account).
@@ -107,7 +113,7 @@ struct Sessions: Sendable {
 
     /// Whether an authority (`host[:port]`, `[v6][:port]`) names this machine: `localhost`, a
     /// `.localhost` name, a loopback address, or no host at all.
-    /// Without allocating (it runs for every request that may carry a cookie): the host is a slice.
+    /// Without allocating (every finished ceremony asks it, for its cookies): the host is a slice.
     /// An authority of only a port (`:8080`) names the port as its host, so it is not local.
     static func isLocal(authority: String) -> Bool {
         let host =
