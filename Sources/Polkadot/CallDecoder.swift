@@ -1,4 +1,4 @@
-/// A call decoded with a dapp's metadata, as the approval page shows it:
+/// A call decoded with runtime metadata, as the approval page shows it:
 /// `Balances.transfer_keep_alive(dest: Id(15oF4…), value: 1 DOT)`.
 public struct DecodedCall: Sendable, Equatable {
     public let pallet: String
@@ -10,66 +10,181 @@ public struct DecodedCall: Sendable, Equatable {
         public let value: String
         /// How many items the argument holds, when it is a list (a batch's calls, a nomination's targets).
         public var count: Int? = nil
+        /// The calls the argument is, when it is a call or a list of calls (a batch's, a proxy's), each whole.
+        public var calls: [DecodedCall]? = nil
+
+        public init(name: String, value: String, count: Int? = nil, calls: [DecodedCall]? = nil) {
+            (self.name, self.value, self.count, self.calls) = (name, value, count, calls)
+        }
+    }
+
+    public init(pallet: String, call: String, arguments: [Argument]) {
+        (self.pallet, self.call, self.arguments) = (pallet, call, arguments)
     }
 
     public var text: String {
         "\(pallet).\(call)(" + arguments.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + ")"
     }
+
+    /// The calls this one makes (a batch's or a proxy's), in order, every one of them.
+    public var innerCalls: [DecodedCall] { arguments.flatMap { $0.calls ?? [] } }
 }
 
-/// Decodes a call's bytes against runtime metadata, with bounded work: at most `maxSteps` values,
-/// 24 levels deep, long lists shortened in the text (still read whole, so every byte is accounted
-/// for). A call that does not consume exactly its bytes is refused: what is shown is what is signed.
+/// Decodes a call's bytes with runtime metadata, with bounded work: at most `maxSteps` values, 24
+/// levels deep. Every value is shown whole (a batch's calls, every item of a list); a call that does
+/// not consume exactly its bytes is refused: what is shown is what is signed. Text the call carries
+/// has its hidden characters escaped (`VisibleText`).
+///
+/// Two ways to make one, and only the first may word a verified page:
+/// - `init(hashed:)` reads through `HashedRegistry`: the call from the `RuntimeCall` type's variants
+///   (pallet) and their call enums, every argument by a type the RFC-0078 hash covers;
+/// - `init(siteMetadata:)` reads whatever the site sent (V14 and calls-only metadata included, the
+///   pallets from the pallet list): the site's own words, shown as such.
 public struct CallDecoder: Sendable {
-    public let metadata: RuntimeMetadata
+    let types: [Int: RuntimeMetadata.TypeInfo]
+    /// The `RuntimeCall` enum: pallets as variants, each holding its call enum.
+    let callType: Int
+    let bitSequences: [Int: (width: Int, lsb0: Bool)]
     public let ss58Prefix: UInt16
     public let decimals: Int?
     public let token: String?
     static let maxSteps = 50_000
 
-    public init(metadata: RuntimeMetadata, ss58Prefix: UInt16, decimals: Int?, token: String?) {
-        self.metadata = metadata
-        self.ss58Prefix = ss58Prefix
-        self.decimals = decimals
-        self.token = token
+    public init(hashed registry: HashedRegistry, ss58Prefix: UInt16, decimals: Int?, token: String?) {
+        (types, callType, bitSequences) = (registry.types, registry.callType, registry.bitSequences)
+        (self.ss58Prefix, self.decimals, self.token) = (ss58Prefix, decimals, token)
+    }
+
+    public init(siteMetadata metadata: RuntimeMetadata, ss58Prefix: UInt16, decimals: Int?, token: String?) {
+        var types = metadata.types
+        if metadata.version == 15, let call = metadata.extrinsic?.callType {
+            callType = call
+        } else if let outer = Self.outerCallEnum(metadata) {
+            callType = outer
+        } else {
+            // V14 names no call type: one made from the pallet list, under an id no type has.
+            callType = (types.keys.max() ?? 0) + 1
+            let pallets = metadata.callPallets.sorted { $0.key < $1.key }.map { index, pallet in
+                RuntimeMetadata.Variant(name: pallet.name, fields: [.init(name: nil, type: pallet.callType, typeName: nil)], index: index)
+            }
+            types[callType] = .init(path: ["RuntimeCall"], definition: .variant(pallets))
+        }
+        var bits: [Int: (width: Int, lsb0: Bool)] = [:]
+        for (id, info) in types {
+            guard case .bitSequence(let store, let order) = info.definition else { continue }
+            let width: Int =
+                switch types[store]?.definition {
+                case .primitive(.u16)?: 2
+                case .primitive(.u32)?: 4
+                case .primitive(.u64)?: 8
+                default: 1
+                }
+            bits[id] = (width, types[order]?.path.contains("Msb0") != true)
+        }
+        (self.types, self.bitSequences) = (types, bits)
+        (self.ss58Prefix, self.decimals, self.token) = (ss58Prefix, decimals, token)
+    }
+
+    /// V14's `RuntimeCall`: the enum whose variants are the pallets with calls, each holding its call enum.
+    private static func outerCallEnum(_ metadata: RuntimeMetadata) -> Int? {
+        metadata.types.first { _, info in
+            guard case .variant(let variants) = info.definition, variants.count == metadata.callPallets.count, !variants.isEmpty else {
+                return false
+            }
+            return variants.allSatisfy { $0.fields.count == 1 && metadata.callPallets[$0.index]?.callType == $0.fields[0].type }
+        }?.key
     }
 
     public func decode(_ call: [UInt8]) throws(PolkadotError) -> DecodedCall {
         var walker = Walker(decoder: self, reader: ScaleReader(call))
-        let palletIndex = try walker.reader.byte()
-        guard let pallet = metadata.callPallets[palletIndex], case .variant(let variants)? = metadata.types[pallet.callType]?.definition
-        else { throw PolkadotError(.invalidPayload, "pallet \(palletIndex) has no calls in this metadata") }
-        let callIndex = try walker.reader.byte()
-        guard let variant = variants.first(where: { $0.index == callIndex }) else {
-            throw PolkadotError(.invalidPayload, "\(pallet.name) has no call \(callIndex) in this metadata")
-        }
-        var arguments: [DecodedCall.Argument] = []
-        for (position, field) in variant.fields.enumerated() {
-            walker.topLevelCount = nil
-            let value = try walker.value(field.type, typeName: field.typeName, depth: 0)
-            arguments.append(.init(name: field.name ?? "\(position)", value: value, count: walker.topLevelCount))
-        }
+        let decoded = try walker.call(depth: 0)
         guard walker.reader.isAtEnd else {
             throw PolkadotError(.invalidPayload, "the call has \(walker.reader.remaining) bytes more than this metadata describes")
         }
-        return DecodedCall(pallet: pallet.name, call: variant.name, arguments: arguments)
+        return decoded
     }
+
+    /// Reads one value of type `id` from `reader` as text (what a signed extension adds).
+    func value(_ id: Int, from reader: inout ScaleReader) throws(PolkadotError) -> String {
+        var walker = Walker(decoder: self, reader: reader)
+        defer { reader = walker.reader }
+        return try walker.value(id, typeName: nil, depth: 0)
+    }
+
+    /// Reads the call at the reader's position (the start of a signing payload).
+    func call(from reader: inout ScaleReader) throws(PolkadotError) -> DecodedCall {
+        var walker = Walker(decoder: self, reader: reader)
+        defer { reader = walker.reader }
+        return try walker.call(depth: 0)
+    }
+
+    private func type(_ id: Int) throws(PolkadotError) -> RuntimeMetadata.TypeInfo {
+        guard let info = types[id] else { throw PolkadotError(.invalidPayload, "the metadata lacks type \(id)") }
+        return info
+    }
+
+    private static func name(_ text: String) -> String { VisibleText.escaped(text).text }
 
     private struct Walker {
         let decoder: CallDecoder
         var reader: ScaleReader
         var steps = 0
-        /// The length of the argument being read, when the argument itself is a list.
-        var topLevelCount: Int?
 
-        mutating func value(_ id: Int, typeName: String?, depth: Int) throws(PolkadotError) -> String {
+        mutating func step(_ depth: Int) throws(PolkadotError) {
             steps += 1
             guard steps <= CallDecoder.maxSteps, depth < 24 else { throw PolkadotError(.invalidPayload, "the call is nested too deeply to show") }
-            guard let info = decoder.metadata.types[id] else { throw PolkadotError(.invalidPayload, "the metadata lacks type \(id)") }
+        }
+
+        /// A `RuntimeCall`: the pallet's variant, then its call enum's variant and the arguments.
+        mutating func call(depth: Int) throws(PolkadotError) -> DecodedCall {
+            try step(depth)
+            guard case .variant(let pallets) = try decoder.type(decoder.callType).definition else {
+                throw PolkadotError(.invalidPayload, "the metadata's call type is not an enum")
+            }
+            let palletIndex = try reader.byte()
+            guard let pallet = pallets.first(where: { $0.index == palletIndex }), pallet.fields.count == 1,
+                case .variant(let calls) = try decoder.type(pallet.fields[0].type).definition
+            else { throw PolkadotError(.invalidPayload, "pallet \(palletIndex) has no calls in this metadata") }
+            let callIndex = try reader.byte()
+            guard let variant = calls.first(where: { $0.index == callIndex }) else {
+                throw PolkadotError(.invalidPayload, "\(CallDecoder.name(pallet.name)) has no call \(callIndex) in this metadata")
+            }
+            var arguments: [DecodedCall.Argument] = []
+            for (position, field) in variant.fields.enumerated() {
+                let name = field.name.map(CallDecoder.name) ?? "\(position)"
+                arguments.append(try argument(name, field, depth: depth + 1))
+            }
+            return DecodedCall(pallet: CallDecoder.name(pallet.name), call: CallDecoder.name(variant.name), arguments: arguments)
+        }
+
+        /// One argument; a call or a list of calls is kept whole beside its text.
+        private mutating func argument(_ name: String, _ field: RuntimeMetadata.Field, depth: Int) throws(PolkadotError)
+            -> DecodedCall.Argument
+        {
+            if field.type == decoder.callType {
+                let inner = try call(depth: depth)
+                return .init(name: name, value: inner.text, calls: [inner])
+            }
+            if case .sequence(let item) = try decoder.type(field.type).definition {
+                let count = try reader.length(minimumSize: isZeroSized(item) ? 0 : 1)
+                guard item == decoder.callType else {
+                    return .init(name: name, value: try list(count: count, item, depth: depth), count: count)
+                }
+                var calls: [DecodedCall] = []
+                for _ in 0..<count { calls.append(try call(depth: depth + 1)) }
+                return .init(name: name, value: "[" + calls.map(\.text).joined(separator: ", ") + "]", count: count, calls: calls)
+            }
+            return .init(name: name, value: try value(field.type, typeName: field.typeName, depth: depth))
+        }
+
+        mutating func value(_ id: Int, typeName: String?, depth: Int) throws(PolkadotError) -> String {
+            try step(depth)
+            if id == decoder.callType { return try call(depth: depth).text }
+            let info = try decoder.type(id)
             let isBalance = typeName?.contains("Balance") == true
             switch info.definition {
             case .composite(let fields):
-                if info.path.last == "AccountId32", fields.count == 1 {
+                if info.path.last == "AccountId32", fields.count == 1, isBytes32(fields[0].type) {
                     return SS58.encode(accountId: try reader.take(32), prefix: decoder.ss58Prefix)
                 }
                 if fields.count == 1, fields[0].name == nil {
@@ -79,25 +194,29 @@ public struct CallDecoder: Sendable {
             case .variant(let variants):
                 let index = try reader.byte()
                 guard let variant = variants.first(where: { $0.index == index }) else {
-                    throw PolkadotError(.invalidPayload, "no variant \(index) of \(info.path.last ?? "an enum")")
+                    throw PolkadotError(.invalidPayload, "no variant \(index) of \(CallDecoder.name(info.path.last ?? "an enum"))")
                 }
-                return variant.fields.isEmpty ? variant.name : variant.name + (try fieldList(variant.fields, depth: depth, empty: ""))
+                let name = CallDecoder.name(variant.name)
+                return variant.fields.isEmpty ? name : name + (try fieldList(variant.fields, depth: depth, empty: ""))
             case .sequence(let inner):
                 let count = try reader.length(minimumSize: isZeroSized(inner) ? 0 : 1)
-                if depth == 0 { topLevelCount = count }
                 return try list(count: count, inner, depth: depth)
             case .array(let length, let inner):
                 return try list(count: length, inner, depth: depth)
             case .tuple(let members):
-                return "(" + (try members.map { (m) throws(PolkadotError) in try value(m, typeName: nil, depth: depth + 1) }).joined(separator: ", ")
-                    + ")"
+                var parts: [String] = []
+                for member in members { parts.append(try value(member, typeName: nil, depth: depth + 1)) }
+                return "(" + parts.joined(separator: ", ") + ")"
             case .primitive(let primitive):
                 return try self.primitive(primitive, isBalance: isBalance)
             case .compact:
                 return amount(try reader.compactBytes(), isBalance: isBalance)
             case .bitSequence:
+                // SCALE's BitVec: the bit count, then whole store words.
                 let bits = try reader.compact()
-                return PolkadotHex.encode(try reader.take((bits + 7) / 8))
+                let width = decoder.bitSequences[id]?.width ?? 1
+                let bitsPerWord = 8 * width
+                return PolkadotHex.encode(try reader.take((bits + bitsPerWord - 1) / bitsPerWord * width))
             }
         }
 
@@ -106,27 +225,30 @@ public struct CallDecoder: Sendable {
             var parts: [String] = []
             for field in fields {
                 let shown = try value(field.type, typeName: field.typeName, depth: depth + 1)
-                parts.append(field.name.map { "\($0): \(shown)" } ?? shown)
+                parts.append(field.name.map { "\(CallDecoder.name($0)): \(shown)" } ?? shown)
             }
             return fields.allSatisfy({ $0.name == nil }) ? "(" + parts.joined(separator: ", ") + ")" : " { " + parts.joined(separator: ", ") + " }"
         }
 
+        /// Every item, none left out: the page folds a long list, it never drops one.
         private mutating func list(count: Int, _ inner: Int, depth: Int) throws(PolkadotError) -> String {
-            if case .primitive(.u8)? = decoder.metadata.types[inner]?.definition {
+            if case .primitive(.u8)? = decoder.types[inner]?.definition {
                 return PolkadotHex.encode(try reader.take(count))
             }
             guard count <= CallDecoder.maxSteps else { throw PolkadotError(.invalidPayload, "a list in the call is too long to show") }
             var shown: [String] = []
-            for i in 0..<count {
-                let item = try value(inner, typeName: nil, depth: depth + 1)
-                if i < 16 { shown.append(item) }
-            }
-            if count > 16 { shown.append("… \(count - 16) more") }
+            for _ in 0..<count { shown.append(try value(inner, typeName: nil, depth: depth + 1)) }
             return "[" + shown.joined(separator: ", ") + "]"
         }
 
+        private func isBytes32(_ id: Int) -> Bool {
+            guard case .array(32, let inner)? = decoder.types[id]?.definition, case .primitive(.u8)? = decoder.types[inner]?.definition
+            else { return false }
+            return true
+        }
+
         private func isZeroSized(_ id: Int) -> Bool {
-            switch decoder.metadata.types[id]?.definition {
+            switch decoder.types[id]?.definition {
             case .tuple(let members)?: members.isEmpty
             case .composite(let fields)?: fields.isEmpty
             default: false
@@ -143,9 +265,12 @@ public struct CallDecoder: Sendable {
                 }
             case .char:
                 guard let scalar = Unicode.Scalar(try reader.u32()) else { throw PolkadotError(.invalidPayload, "not a character") }
-                return "'\(scalar)'"
+                return "'" + VisibleText.escaped(String(scalar)).text + "'"
             case .str:
-                return "\"" + (try reader.text()).prefix(256).replacingOccurrences(of: "\"", with: "\\\"") + "\""
+                guard let text = String(validating: try reader.take(try reader.length()), as: UTF8.self) else {
+                    throw PolkadotError(.invalidPayload, "a text argument is not UTF-8")
+                }
+                return "\"" + VisibleText.escaped(text).text.replacingOccurrences(of: "\"", with: "\\\"") + "\""
             case .u8, .u16, .u32, .u64, .u128, .u256:
                 let widths: [RuntimeMetadata.Primitive: Int] = [.u8: 1, .u16: 2, .u32: 4, .u64: 8, .u128: 16, .u256: 32]
                 return amount(try reader.take(widths[p]!), isBalance: isBalance)

@@ -64,10 +64,11 @@ extension DecodedCall {
         shown.hasPrefix("Id(") && shown.hasSuffix(")") ? String(shown.dropFirst(3).dropLast()) : shown
     }
 
-    /// A remark's bytes as text, when they are short printable UTF-8.
+    /// A remark's bytes as text, when they are short UTF-8 on one line, hidden characters escaped
+    /// (`VisibleText`): a bidi override cannot make the quote read otherwise.
     static func printable(_ hex: String) -> String? {
-        guard let bytes = PolkadotHex.decode(hex), bytes.count <= 256, let text = String(validating: bytes, as: UTF8.self),
-            text.unicodeScalars.allSatisfy({ $0.value >= 0x20 && $0.value != 0x7f })
+        guard let bytes = PolkadotHex.decode(hex), bytes.count <= 256, let text = VisibleText.escaped(utf8: bytes)?.text,
+            !text.contains("\n")
         else { return nil }
         return text
     }

@@ -2,6 +2,11 @@
 /// from SCALE-encoded runtime metadata v14 or v15 (frame-metadata's `RuntimeMetadataPrefixed`: "meta",
 /// the version, then the registry and the pallets) — what polkadot-js's `metaCalls` carries
 /// (`asCallsOnly`: storage, events and constants emptied) and what a node's `state_getMetadata` returns.
+///
+/// V15 is read to its last byte (runtime APIs, outer enums, custom values) and nothing may follow:
+/// it is what a verified page is decoded with, so no part of it goes unread. Type ids must be the
+/// registry's positions, as scale-info writes them (the RFC-0078 reference resolves a type by its
+/// position; a registry naming ids of its own could mean one thing to it and another here).
 public struct RuntimeMetadata: Sendable {
     public struct Field: Sendable {
         public let name: String?
@@ -63,8 +68,10 @@ public struct RuntimeMetadata: Sendable {
     /// calls-only metadata, whose constants are emptied).
     public let runtimeVersion: (specName: String, specVersion: UInt32)?
 
+    /// `bytes`: `RuntimeMetadataPrefixed` as `state_getMetadata` returns it, or wrapped in the SCALE
+    /// `Option<Vec<u8>>` that `state_call("Metadata_metadata_at_version", 15)` returns.
     public init(_ bytes: [UInt8]) throws(PolkadotError) {
-        var r = ScaleReader(bytes)
+        var r = ScaleReader(Self.unwrapped(bytes))
         guard try r.take(4) == Array("meta".utf8) else { throw PolkadotError(.invalidPayload, "metadata does not start with \"meta\"") }
         version = try r.byte()
         guard version == 14 || version == 15 else {
@@ -72,8 +79,9 @@ public struct RuntimeMetadata: Sendable {
         }
         var types: [Int: TypeInfo] = [:]
         let count = try r.length()
-        for _ in 0..<count {
+        for position in 0..<count {
             let id = try r.compact()
+            guard id == position else { throw PolkadotError(.invalidPayload, "the metadata's type \(position) is numbered \(id)") }
             let path = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in try r.text() }
             _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
                 _ = try r.text()
@@ -114,8 +122,51 @@ public struct RuntimeMetadata: Sendable {
         }
         callPallets = pallets
         self.runtimeVersion = runtimeVersion
-        // The runtime APIs and outer enums follow the extrinsic: nothing Keyfob reads.
-        extrinsic = try? Self.extrinsic(&r, version: version)
+        guard version == 15 else {
+            // V14 (polkadot-js's calls-only form may cut it after the pallets): read for a site's own
+            // words only, never for a verified page.
+            extrinsic = try? Self.extrinsic(&r, version: version)
+            return
+        }
+        extrinsic = try Self.extrinsic(&r, version: version)
+        try Self.skipRest(&r)
+        guard r.isAtEnd else { throw PolkadotError(.invalidPayload, "the metadata has \(r.remaining) bytes after the runtime") }
+    }
+
+    /// The `Option<Vec<u8>>` of `Metadata_metadata_at_version` taken off, when it is there.
+    static func unwrapped(_ bytes: [UInt8]) -> [UInt8] {
+        guard bytes.first == 1 else { return bytes }
+        var r = ScaleReader(bytes)
+        _ = try? r.byte()
+        guard let length = try? r.compact(), length == r.remaining, let inner = try? r.take(length),
+            inner.starts(with: Array("meta".utf8))
+        else { return bytes }
+        return inner
+    }
+
+    /// What V15 holds after the extrinsic: the runtime type, the runtime APIs, the outer enums and the
+    /// custom values. None of it is shown; all of it is read, so nothing can hide after it.
+    private static func skipRest(_ r: inout ScaleReader) throws(PolkadotError) {
+        _ = try r.compact()  // the runtime type
+        _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+            _ = try r.text()
+            _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+                _ = try r.text()
+                _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+                    _ = try r.text()
+                    _ = try r.compact()
+                }
+                _ = try r.compact()  // output
+                _ = try docs(&r)
+            }
+            _ = try docs(&r)
+        }
+        for _ in 0..<3 { _ = try r.compact() }  // call, event and error enums
+        _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
+            _ = try r.text()
+            _ = try r.compact()
+            _ = try r.take(try r.length())
+        }
     }
 
     private static func extrinsic(_ r: inout ScaleReader, version: UInt8) throws(PolkadotError) -> Extrinsic {

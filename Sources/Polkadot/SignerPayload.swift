@@ -194,6 +194,10 @@ public struct SignerPayload: Sendable, Equatable {
         if mode == 1 && metadataHash == nil && extensions.contains("CheckMetadataHash") {
             throw PolkadotError(.invalidPayload, "mode 1 checks the metadata hash, so metadataHash is required")
         }
+        // Mode 0 signs None: a hash beside it would be signed as Some(hash), which no runtime accepts.
+        if mode == 0 && metadataHash != nil {
+            throw PolkadotError(.invalidPayload, "mode 0 leaves the metadata check off, so metadataHash must be absent")
+        }
         withSignedTransaction = json.withSignedTransaction ?? false
     }
 
@@ -262,6 +266,13 @@ public struct SignerPayload: Sendable, Equatable {
     public var signingBytes: [UInt8] {
         let bytes = encoded
         return bytes.count > 256 ? blake2b256(bytes) : bytes
+    }
+
+    /// What extension `name` alone adds: its extra fields (carried in the transaction) and its
+    /// additional-signed ones, as Keyfob encodes them; nil for an extension Keyfob cannot encode.
+    public func encodedFields(of name: String) -> (extra: [UInt8], additional: [UInt8])? {
+        guard let fields = Self.knownExtensions[name] else { return nil }
+        return (fields.extra.flatMap(encode), fields.additional.flatMap(encode))
     }
 
     private func encode(_ field: Field) -> [UInt8] {

@@ -17,7 +17,7 @@ public func polkadotFuzz(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     // Metadata then a call: the first byte says where the call starts.
     if let split = bytes.first.map({ Int($0) }), bytes.count > split + 1 {
         if let metadata = try? RuntimeMetadata(Array(bytes[1..<(bytes.count - split)])) {
-            _ = try? CallDecoder(metadata: metadata, ss58Prefix: 0, decimals: 10, token: "DOT").decode(Array(bytes.suffix(split)))
+            _ = try? CallDecoder(siteMetadata: metadata, ss58Prefix: 0, decimals: 10, token: "DOT").decode(Array(bytes.suffix(split)))
         }
     }
     return 0

@@ -10,7 +10,7 @@ import Testing
         let bytes = try! Data(contentsOf: PolkadotVectors.root.appendingPathComponent("polkadot_v14_metadata.scale"))
         return try! RuntimeMetadata([UInt8](bytes))
     }()
-    static let decoder = CallDecoder(metadata: metadata, ss58Prefix: SS58.polkadot, decimals: 10, token: "DOT")
+    static let decoder = CallDecoder(siteMetadata: metadata, ss58Prefix: SS58.polkadot, decimals: 10, token: "DOT")
 
     static func reference() throws -> [[String: Any]] {
         try PolkadotVectors.json("polkadot_v14_calls.json")["calls"] as! [[String: Any]]
@@ -38,7 +38,7 @@ import Testing
         let eleven = SS58.encode(accountId: [UInt8](repeating: 0x11, count: 32), prefix: 0)
         #expect(
             try Self.decoder.decode(hex(calls[2]["call"] as! String)).text
-                == "Utility.batch_all(calls: [System(remark { remark: 0x01 }), Balances(transfer_keep_alive { dest: Id(\(eleven)), value: 0.0000012345 DOT })])"
+                == "Utility.batch_all(calls: [System.remark(remark: 0x01), Balances.transfer_keep_alive(dest: Id(\(eleven)), value: 0.0000012345 DOT)])"
         )
         #expect(try Self.decoder.decode(hex(calls[3]["call"] as! String)).text == "Staking.bond_extra(max_additional: 2.5 DOT)")
     }

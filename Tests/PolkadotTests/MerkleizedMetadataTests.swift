@@ -54,7 +54,10 @@ import Testing
     /// Version 4, address 3, call 4, signature 3, extra 5; [CheckNonce: extra 1, implicit 5].
     static let extrinsic: [UInt8] = [4] + c(3) + c(4) + c(3) + c(5) + c(1) + text("CheckNonce") + c(1) + c(5)
 
-    static let metadata = registryAndPallets + extrinsic
+    /// What V15 holds after the extrinsic: the runtime type, no runtime APIs, the outer enums, no custom values.
+    static let tail: [UInt8] = c(4) + c(0) + c(4) + c(4) + c(4) + c(0)
+
+    static let metadata = registryAndPallets + extrinsic + tail
 
     @Test func aSmallMetadatasDigestIsWhatTheRFCSays() throws {
         let metadata = try RuntimeMetadata(Self.metadata)
@@ -97,7 +100,7 @@ import Testing
         types.append(type(call, [0] + Self.c(compacts) + fields))
         let bytes =
             Array("meta".utf8) + [15] + Self.c(types.count) + types.flatMap { $0 } + [0]
-            + [4] + Self.c(0) + Self.c(call) + Self.c(0) + Self.c(0) + Self.c(0)
+            + [4] + Self.c(0) + Self.c(call) + Self.c(0) + Self.c(0) + Self.c(0) + Self.tail
         let metadata = try RuntimeMetadata(bytes)
         let extra = MerkleizedMetadata.ExtraInfo(specVersion: 1, specName: "x", base58Prefix: 0, decimals: 10, tokenSymbol: "DOT")
         let started = Date()
@@ -110,9 +113,47 @@ import Testing
         v14[4] = 14
         let extra = MerkleizedMetadata.ExtraInfo(specVersion: 1, specName: "x", base58Prefix: 0, decimals: 10, tokenSymbol: "DOT")
         #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(try RuntimeMetadata(v14), extra) }
-        // Cut after the pallets: no extrinsic description, nothing to hash.
-        let callsOnly = try RuntimeMetadata(Self.registryAndPallets)
-        #expect(callsOnly.extrinsic == nil)
-        #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(callsOnly, extra) }
+        // Cut after the pallets: V14 (calls only) reads with no extrinsic description and has nothing
+        // to hash; V15 must be whole, and so must not end early or carry bytes after the runtime.
+        var callsOnly = Self.registryAndPallets
+        callsOnly[4] = 14
+        #expect(try RuntimeMetadata(callsOnly).extrinsic == nil)
+        #expect(throws: PolkadotError.self) { try MerkleizedMetadata.hash(try RuntimeMetadata(callsOnly), extra) }
+        #expect(throws: PolkadotError.self) { try RuntimeMetadata(Self.registryAndPallets) }
+        #expect(throws: PolkadotError.self) { try RuntimeMetadata(Self.metadata + [0]) }
+    }
+}
+
+/// The six published digests of the `merkleized-metadata` crate (RFC-0078's reference
+/// implementation), from its chain fixtures. The fixtures may not be copied into this repository:
+/// they are read from the steering folder beside it (`shared/vectors/polkadot/`), or from
+/// `KEYFOB_RFC0078_FIXTURES`; without them the test says so in one line and is skipped.
+@Suite struct PublishedDigestTests {
+    static let folder: URL? = {
+        if let path = ProcessInfo.processInfo.environment["KEYFOB_RFC0078_FIXTURES"] { return URL(fileURLWithPath: path) }
+        let project = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let beside = project.deletingLastPathComponent().appendingPathComponent("shared").appendingPathComponent("vectors")
+            .appendingPathComponent("polkadot")
+        return FileManager.default.fileExists(atPath: beside.appendingPathComponent("digests.json").path) ? beside : nil
+    }()
+
+    @Test(.enabled(if: folder != nil, "RFC-0078 fixtures absent (shared/vectors/polkadot beside the repository): skipped"))
+    func theSixPublishedDigestsMatch() throws {
+        let folder = try #require(Self.folder)
+        let published = try JSONSerialization.jsonObject(with: Data(contentsOf: folder.appendingPathComponent("digests.json"))) as! [String: Any]
+        let info = published["extra_info"] as! [String: Any]
+        let extra = MerkleizedMetadata.ExtraInfo(
+            specVersion: UInt32(info["spec_version"] as! Int), specName: info["spec_name"] as! String,
+            base58Prefix: UInt16(info["base58_prefix"] as! Int), decimals: UInt8(info["decimals"] as! Int),
+            tokenSymbol: info["token_symbol"] as! String)
+        let fixtures = published["fixtures"] as! [String: String]
+        #expect(fixtures.count == 6)
+        for (name, digest) in fixtures.sorted(by: { $0.key < $1.key }) {
+            let text = try String(contentsOf: folder.appendingPathComponent(name), encoding: .utf8)
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            // The fixture is the node's `Option<Vec<u8>>` form: read as a dapp would send it.
+            let metadata = try RuntimeMetadata(hex(text))
+            #expect(try hexString(MerkleizedMetadata.hash(metadata, extra)) == String(digest.dropFirst(2)), "\(name)")
+        }
     }
 }

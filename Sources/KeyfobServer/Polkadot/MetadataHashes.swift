@@ -15,10 +15,13 @@ final class MetadataHashes: Sendable {
     struct Runtime: Sendable {
         let key: [UInt8]
         let metadata: RuntimeMetadata
+        /// What the RFC-0078 hash covers, or why it cannot be hashed.
+        let registry: Result<HashedRegistry, PolkadotError>
     }
 
     private struct Entry {
         let metadata: RuntimeMetadata
+        let registry: Result<HashedRegistry, PolkadotError>
         var hashes: [MerkleizedMetadata.ExtraInfo: [UInt8]] = [:]
         var used: UInt64
     }
@@ -31,22 +34,23 @@ final class MetadataHashes: Sendable {
     /// The metadata in `bytes`, or nil when it does not read.
     func runtime(_ bytes: [UInt8]) -> Runtime? {
         let key = sha256(bytes)
-        if let known = touch(key) { return Runtime(key: key, metadata: known.metadata) }
+        if let known = touch(key) { return Runtime(key: key, metadata: known.metadata, registry: known.registry) }
         guard let metadata = try? RuntimeMetadata(bytes) else { return nil }
+        let registry = Result { () throws(PolkadotError) in try HashedRegistry(metadata) }
         entries.withLockedValue { state in
             state.clock += 1
             if state.map.count >= capacity, let oldest = state.map.min(by: { $0.value.used < $1.value.used })?.key {
                 state.map[oldest] = nil
             }
-            state.map[key] = Entry(metadata: metadata, used: state.clock)
+            state.map[key] = Entry(metadata: metadata, registry: registry, used: state.clock)
         }
-        return Runtime(key: key, metadata: metadata)
+        return Runtime(key: key, metadata: metadata, registry: registry)
     }
 
     /// The RFC-0078 hash of `runtime` with `extra`; nil when it has none.
     func hash(_ runtime: Runtime, _ extra: MerkleizedMetadata.ExtraInfo) -> [UInt8]? {
         if let known = touch(runtime.key)?.hashes[extra] { return known }
-        guard let hash = try? MerkleizedMetadata.hash(runtime.metadata, extra) else { return nil }
+        guard let registry = try? runtime.registry.get(), let hash = try? MerkleizedMetadata.hash(registry, extra) else { return nil }
         entries.withLockedValue { state in
             // A few chains' tokens per runtime at most: a dapp varying them cannot grow this.
             if state.map[runtime.key]?.hashes.count ?? 0 >= 8 { state.map[runtime.key]?.hashes.removeAll() }

@@ -73,6 +73,8 @@ extension PolkadotController {
         let summary: String?
         /// The whole address the summary sends to, for the page to show start…end with the rest a tap away.
         let recipient: String?
+        /// Verified: every call the call makes (a batch's, a proxy's), nested ones under theirs — none left out.
+        let calls: [CallLine]?
         /// Unverified: the call as the site's own metadata decodes it (the site's words, not a fact).
         let siteDescription: String?
         let callIndex: [Int]
@@ -93,6 +95,17 @@ extension PolkadotController {
         let notSigned: [String]
     }
 
+    /// One call of a batch as the page lists it: its sentence when it has one, its whole text, its own calls.
+    struct CallLine: Encodable {
+        let summary: String?
+        let text: String
+        let calls: [CallLine]
+
+        static func lines(_ calls: [DecodedCall]) -> [CallLine] {
+            calls.map { CallLine(summary: $0.summary, text: $0.text, calls: lines($0.innerCalls)) }
+        }
+    }
+
     struct BytesDetails: Encodable {
         let hex: String
         /// The data as text when it is UTF-8 (what a sign-in message usually is), with every
@@ -101,34 +114,9 @@ extension PolkadotController {
         /// `text` shows such characters escaped: the page says so.
         let escaped: Bool
 
-        /// UTF-8 as text a person reads exactly as it is: control characters (but the line break),
-        /// format characters (bidi overrides such as U+202E, zero-width spaces and joiners, the BOM),
-        /// line and paragraph separators and noncharacters written as `\u202E`, so no hidden
-        /// character makes the message read differently on screen. Nil when it is not UTF-8.
+        /// UTF-8 as text a person reads exactly as it is (`VisibleText`); nil when it is not UTF-8.
         static func visibleText(_ data: [UInt8]) -> (text: String, escaped: Bool)? {
-            guard let text = String(validating: data, as: UTF8.self) else { return nil }
-            func hidden(_ scalar: Unicode.Scalar) -> Bool {
-                switch scalar.properties.generalCategory {
-                case .control: scalar != "\n"
-                case .format, .lineSeparator, .paragraphSeparator: true
-                default: scalar.properties.isNoncharacterCodePoint
-                }
-            }
-            guard text.unicodeScalars.contains(where: hidden) else { return (text, false) }
-            // Escaping: a backslash the message itself holds is doubled, so `\u202E` on screen is
-            // always the escape, never text that imitates it.
-            var out = ""
-            for scalar in text.unicodeScalars {
-                if hidden(scalar) {
-                    let hex = String(scalar.value, radix: 16, uppercase: true)
-                    out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
-                } else if scalar == "\\" {
-                    out += "\\\\"
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-            return (out, true)
+            VisibleText.escaped(utf8: data)
         }
     }
 
@@ -170,15 +158,15 @@ extension PolkadotController {
         }
         let bound = check.bound
         let callHex = PolkadotHex.encode(Array(payload.method.prefix(2)))
-        // Amounts in the chain's own unit: the known chain's, or the one the verified hash commits to.
-        let decimals = known?.decimals ?? bound?.decimals
-        let token = known?.token ?? bound?.token
+        // Amounts in the chain's own unit: the one the verified hash commits to, else the known chain's.
+        let decimals = bound?.decimals ?? known?.decimals
+        let token = bound?.token ?? known?.token
         var decoded: DecodedCall?
         var siteDescription: String?
         let note: String
         if let bound {
-            decoded = try? CallDecoder(metadata: bound.metadata, ss58Prefix: bound.prefix, decimals: decimals, token: token)
-                .decode(payload.method)
+            // Read back from the bytes to be signed, through the hashed types only.
+            decoded = bound.reading.call
             note =
                 "Checked: this transaction carries the hash of the chain's own metadata (RFC-0078), which Keyfob computed from the metadata \(origin) provided; the chain refuses the signature if this description is wrong."
         } else {
@@ -188,7 +176,7 @@ extension PolkadotController {
                 ?? definition?.metaCalls.flatMap { Data(base64Encoded: $0) }.flatMap { try? RuntimeMetadata([UInt8]($0)) }
             let prefix = UInt16(clamping: definition?.ss58Format ?? account.network)
             siteDescription = metadata.flatMap {
-                try? CallDecoder(metadata: $0, ss58Prefix: prefix, decimals: decimals, token: token).decode(payload.method).text
+                try? CallDecoder(siteMetadata: $0, ss58Prefix: prefix, decimals: decimals, token: token).decode(payload.method).text
             }
             let why: String
             if case .unverified(let reason) = check.verdict { why = reason } else { why = "" }
@@ -196,12 +184,19 @@ extension PolkadotController {
                 "Not checked: \(why). Keyfob cannot tell what call \(callHex)… does, nor its amount, recipient or chain; only sign if you trust \(origin) and checked it there."
         }
         // Only what the listed extensions put in the signed bytes is said as part of the
-        // transaction: a tip, nonce, era or chain no extension encodes binds nothing.
+        // transaction: a tip, nonce, era or chain no extension encodes binds nothing. The era is said
+        // from signed data only: its period, and the block whose hash it signs (the block number a
+        // site sends is in no signed byte).
         let notSigned = "not part of what is signed"
-        let era =
-            !payload.signs(.era)
-            ? notSigned
-            : payload.era.period.map { "valid for \($0) blocks from block \(payload.blockNumber)" } ?? "immortal (valid until used)"
+        let era: String
+        if !payload.signs(.era) {
+            era = notSigned
+        } else if let period = payload.era.period {
+            let block = PolkadotHex.encode(payload.blockHash)
+            era = "for \(period) blocks from block \(block.prefix(10))…\(block.suffix(4))"
+        } else {
+            era = "immortal (valid until used)"
+        }
         let genesisSigned = payload.signs(.genesisHash)
         let unsigned: [(SignerPayload.Field, String)] = [
             (.genesisHash, "genesis hash (the chain)"), (.era, "era"), (.nonce, "nonce"), (.tip, "tip"),
@@ -213,11 +208,12 @@ extension PolkadotController {
             genesisHash: genesis, genesisSigned: genesisSigned,
             call: PolkadotHex.encode(payload.method), decodedCall: verified ? decoded?.text : nil,
             summary: verified && genesisSigned ? decoded?.summary : nil, recipient: verified ? decoded?.recipient : nil,
+            calls: verified ? decoded.map { CallLine.lines($0.innerCalls) } : nil,
             siteDescription: siteDescription, callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
             tip: payload.signs(.tip) ? Amount.format(payload.tip, decimals: decimals, token: token) : notSigned,
             nonce: payload.signs(.nonce) ? Amount.decimal(payload.nonce) : notSigned, era: era, specVersion: payload.specVersion,
             transactionVersion: payload.transactionVersion, signedExtensions: payload.signedExtensions,
-            assetId: payload.assetId.map(PolkadotHex.encode), metadataHashChecked: verified, verified: verified,
+            assetId: bound?.reading.assetId, metadataHashChecked: verified, verified: verified,
             metadataHash: payload.mode == 1 ? payload.metadataHash.map(PolkadotHex.encode) : nil,
             notSigned: unsigned.filter { !payload.signs($0.0) }.map(\.1))
     }

@@ -2,29 +2,35 @@ import Foundation
 import KeyfobCrypto
 import Polkadot
 
-/// What Keyfob can stand behind in a transaction before its owner sees it (#42, DESIGN §4.8:
+/// What Keyfob can stand behind in a transaction before its owner sees it (#42, #54; DESIGN §4.8:
 /// "what the page says is what is signed").
 ///
-/// - The signed extensions must be the chain's own list, in its order: the runtime's (from V15
-///   metadata of the payload's spec version, for a chain that checks a metadata hash) or, for a
-///   chain Keyfob knows by its genesis hash, one of that chain's lists. Any other list lets a dapp
-///   move bytes between the call and the extensions, so it is refused whatever the account allows.
 /// - *Verified*: the payload carries `CheckMetadataHash` mode 1 with the RFC-0078 hash Keyfob
-///   computed from that metadata, with the SS58 prefix, decimals and token the dapp gave. The
-///   chain then refuses the signature if the metadata (and so the decoded call) was not its own.
-///   A mode-0 payload for such a chain is made verified: Keyfob sets mode 1 and its hash, and
-///   answers the signed transaction with the signature.
-/// - Anything else is *unverified*: refused unless the account's owner allowed blind signing.
+///   computed from the V15 metadata the dapp provided (of the payload's spec version), with the SS58
+///   prefix, decimals and token the dapp gave; that runtime's `CheckMetadataHash` is the last
+///   extension adding signed data (so the hash is the payload's last 33 bytes); and the payload reads
+///   back whole with the runtime's hashed types (`HashedRegistry.readBack`). The chain then refuses
+///   the signature if the metadata (and so the decoded call) was not its own. A mode-0 payload for
+///   such a chain is made verified: Keyfob sets mode 1 and its hash, and answers the signed
+///   transaction with the signature.
+/// - The signed extensions must be the chain's own list, in its order: a verified runtime's, else a
+///   known genesis hash's (Keyfob's own lists, whatever metadata says), else the provided runtime's.
+///   Any other list lets a dapp move bytes between the call and the extensions, so it is refused
+///   whatever the account allows; so is a payload whose bytes do not read back.
+/// - Anything else is *unverified*: refused unless the account's owner allowed blind signing, and
+///   then only with no fee asset (`assetId` is read by its type, which needs verified metadata).
 struct TransactionCheck {
     /// The metadata a verified payload is bound to, and what its hash committed to.
     struct Bound {
-        let metadata: RuntimeMetadata
+        let registry: HashedRegistry
         let prefix: UInt16
         let decimals: Int
         let token: String
         /// The signer as the runtime writes it in a transaction (`MultiAddress::Id` or a bare
         /// `AccountId32`); nil when Keyfob cannot build its transactions.
         let signer: [UInt8]?
+        /// The payload as the runtime's hashed types read it back: what the page says.
+        let reading: PayloadReading
     }
 
     enum Verdict {
@@ -46,12 +52,12 @@ struct TransactionCheck {
     }
 
     /// Checks `payload` against the metadata `definition` the dapp provided for its chain (nil:
-    /// none). Throws when the extension list is not the chain's own or a claimed hash is wrong.
+    /// none). Throws when the extension list is not the chain's own, a claimed hash is wrong, or the
+    /// payload does not read back with the runtime's types.
     static func check(_ payload: SignerPayload, definition: MetadataDefinition?, setHashIfMissing: Bool) throws(PolkadotError)
         -> TransactionCheck
     {
-        let genesis = PolkadotHex.encode(payload.genesisHash)
-        let known = KnownChains.byGenesis[genesis]
+        let known = KnownChains.byGenesis[PolkadotHex.encode(payload.genesisHash)]
         var runtime: MetadataHashes.Runtime?
         var whyNot: String
         if let definition, let raw = definition.rawMetadata {
@@ -74,20 +80,28 @@ struct TransactionCheck {
             whyNot = "the site provided no metadata for this chain"
         }
 
-        // The chain's own extension list, whatever else holds.
-        if let runtime {
-            let own = runtime.metadata.extrinsic?.signedExtensions.map(\.identifier) ?? []
-            guard payload.signedExtensions == own else {
-                throw PolkadotError(
-                    .invalidPayload,
-                    "signedExtensions is not this runtime's own list (\(own.joined(separator: ", "))); nothing was signed")
+        if let runtime, let definition {
+            switch try verify(payload, runtime: runtime, definition: definition, setHashIfMissing: setHashIfMissing) {
+            case .success(let verified): return verified
+            case .failure(let why): whyNot = why.message
             }
-        } else if let known {
+        }
+
+        // Unverified: the chain's own extension list, whatever else holds — Keyfob's own for a
+        // chain it knows (metadata that is not verified chooses nothing), else the runtime's.
+        if let known {
             guard known.extensionLists.contains(payload.signedExtensions) else {
                 throw PolkadotError(
                     .invalidPayload,
                     "signedExtensions is not \(known.name)'s list (\(known.extensionLists[0].joined(separator: ", "))); nothing was signed"
                 )
+            }
+        } else if let runtime {
+            let own = runtime.metadata.extrinsic?.signedExtensions.map(\.identifier) ?? []
+            guard payload.signedExtensions == own else {
+                throw PolkadotError(
+                    .invalidPayload,
+                    "signedExtensions is not this runtime's own list (\(own.joined(separator: ", "))); nothing was signed")
             }
         } else {
             throw PolkadotError(
@@ -95,25 +109,43 @@ struct TransactionCheck {
                 "Keyfob cannot tell which signed extensions this chain has (\(whyNot)): the site must provide the runtime's V15 metadata (rawMetadata) for a chain with CheckMetadataHash; nothing was signed"
             )
         }
+        // Without types to read it by, a fee asset would be an opaque blob in the signed bytes.
+        guard payload.assetId == nil else {
+            throw PolkadotError(
+                .invalidPayload,
+                "assetId can only be signed when Keyfob checks the transaction with the runtime's metadata (\(whyNot)); nothing was signed")
+        }
+        return TransactionCheck(payload: payload, verdict: .unverified(whyNot), setHash: false)
+    }
 
-        guard let runtime, let definition, let version = runtime.metadata.runtimeVersion else {
-            return TransactionCheck(payload: payload, verdict: .unverified(whyNot), setHash: false)
+    /// The verified check, or why this payload is not verified (a sentence). Throws when the payload
+    /// cannot be signed at all: not the runtime's list, a wrong claimed hash, bytes that do not read back.
+    private static func verify(
+        _ payload: SignerPayload, runtime: MetadataHashes.Runtime, definition: MetadataDefinition, setHashIfMissing: Bool
+    ) throws(PolkadotError) -> Result<TransactionCheck, PolkadotError> {
+        func not(_ why: String) -> Result<TransactionCheck, PolkadotError> { .failure(PolkadotError(.invalidPayload, why)) }
+        let registry: HashedRegistry
+        switch runtime.registry {
+        case .success(let hashed): registry = hashed
+        case .failure(let error): return not("the site's metadata cannot be hashed (RFC-0078: \(error.message))")
         }
-        guard let prefix = definition.ss58Format.flatMap(UInt16.init(exactly:)),
+        let own = registry.extrinsic.signedExtensions.map(\.identifier)
+        guard payload.signedExtensions == own else {
+            throw PolkadotError(
+                .invalidPayload,
+                "signedExtensions is not this runtime's own list (\(own.joined(separator: ", "))); nothing was signed")
+        }
+        guard let version = runtime.metadata.runtimeVersion, let prefix = definition.ss58Format.flatMap(UInt16.init(exactly:)),
             let decimals = definition.tokenDecimals.flatMap(UInt8.init(exactly:)), let token = definition.tokenSymbol
-        else {
-            return TransactionCheck(
-                payload: payload, verdict: .unverified("the site's metadata lacks the SS58 prefix, decimals or token symbol"),
-                setHash: false)
-        }
+        else { return not("the site's metadata lacks the SS58 prefix, decimals or token symbol") }
         let extra = MerkleizedMetadata.ExtraInfo(
             specVersion: version.specVersion, specName: version.specName, base58Prefix: prefix, decimals: decimals, tokenSymbol: token)
-        guard let hash = MetadataHashes.shared.hash(runtime, extra) else {
-            return TransactionCheck(payload: payload, verdict: .unverified("the site's metadata cannot be hashed (RFC-0078)"), setHash: false)
+        guard let hash = MetadataHashes.shared.hash(runtime, extra) else { return not("the site's metadata cannot be hashed (RFC-0078)") }
+        guard registry.pinsMetadataHashLast else {
+            return not("in this runtime CheckMetadataHash is not the last extension that adds signed data, so its hash cannot be told from other fields")
         }
-        let bound = Bound(
-            metadata: runtime.metadata, prefix: prefix, decimals: Int(decimals), token: token,
-            signer: encodedSigner(runtime.metadata, accountId: payload.accountId))
+        let signer = encodedSigner(registry, accountId: payload.accountId)
+        let signed: SignerPayload
         if payload.mode == 1 {
             guard let claimed = payload.metadataHash, constantTimeEqual(claimed, hash) else {
                 throw PolkadotError(
@@ -121,23 +153,27 @@ struct TransactionCheck {
                     "metadataHash is not the hash (RFC-0078) of the metadata this site provided for spec \(version.specVersion); nothing was signed"
                 )
             }
-            return TransactionCheck(payload: payload, verdict: .verified(bound), setHash: false)
+            signed = payload
+        } else {
+            // Mode 0: Keyfob checks the hash itself, if it can hand back the transaction it signed.
+            guard setHashIfMissing, signer != nil, multiSignature(registry) else {
+                return not(
+                    setHashIfMissing
+                        ? "the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transactions to turn it on"
+                        : "the transaction leaves the metadata check off (mode 0)")
+            }
+            signed = payload.checkingMetadataHash(hash)
         }
-        // Mode 0: Keyfob checks the hash itself, if it can hand back the transaction it signed.
-        guard setHashIfMissing, bound.signer != nil, multiSignature(runtime.metadata) else {
-            let why =
-                setHashIfMissing
-                ? "the transaction leaves the metadata check off (mode 0), and Keyfob cannot build this chain's transactions to turn it on"
-                : "the transaction leaves the metadata check off (mode 0)"
-            return TransactionCheck(payload: payload, verdict: .unverified(why), setHash: false)
-        }
-        return TransactionCheck(payload: payload.checkingMetadataHash(hash), verdict: .verified(bound), setHash: true)
+        let decoder = CallDecoder(hashed: registry, ss58Prefix: prefix, decimals: Int(decimals), token: token)
+        let reading = try registry.readBack(signed, decoder: decoder)
+        let bound = Bound(registry: registry, prefix: prefix, decimals: Int(decimals), token: token, signer: signer, reading: reading)
+        return .success(TransactionCheck(payload: signed, verdict: .verified(bound), setHash: signed.mode != payload.mode))
     }
 
     /// `MultiAddress::Id` is variant 0 before the account id; a runtime whose address is the
     /// account id itself writes it bare. Anything else (AccountId20 chains, other address types): nil.
-    static func encodedSigner(_ metadata: RuntimeMetadata, accountId: [UInt8]) -> [UInt8]? {
-        guard accountId.count == 32, let type = metadata.extrinsic?.addressType, let info = metadata.types[type] else { return nil }
+    static func encodedSigner(_ registry: HashedRegistry, accountId: [UInt8]) -> [UInt8]? {
+        guard accountId.count == 32, let info = registry.typeInfo(registry.addressType) else { return nil }
         switch info.path.last {
         case "MultiAddress": return [0] + accountId
         case "AccountId32": return accountId
@@ -145,8 +181,8 @@ struct TransactionCheck {
         }
     }
 
-    static func multiSignature(_ metadata: RuntimeMetadata) -> Bool {
-        metadata.extrinsic?.signatureType.flatMap { metadata.types[$0]?.path.last } == "MultiSignature"
+    static func multiSignature(_ registry: HashedRegistry) -> Bool {
+        registry.typeInfo(registry.signatureType)?.path.last == "MultiSignature"
     }
 }
 
