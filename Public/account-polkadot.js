@@ -99,24 +99,37 @@ function polkadotRow(a) {
     showStatus("ok", `“${a.name}” was removed.`);
     await loadPolkadot();
   }));
-  // Blind signing: off unless the owner turns it on, with the passkey, for this account only.
+  // Blind signing: off unless the owner turns it on, with the passkey, for this account only. What
+  // it means is said before the box is ticked; on, it is shown as a warning, not a success.
   const unchecked = document.createElement("label");
   unchecked.className = "unchecked-setting";
   const box = document.createElement("input");
   box.type = "checkbox";
+  box.className = "blind-signing";
   box.checked = Boolean(a.acceptsUnverified);
+  const explain = document.createElement("p");
+  explain.className = "hint unchecked-explain";
+  explain.id = `blind-explain-${a.id}`;
+  explain.textContent = "Off (safer): Keyfob signs only transactions it checked against the chain's own description, so the page shows exactly what you sign. "
+    + "On: a site may also ask you to sign a transaction Keyfob cannot check — its call, amount and recipient are then the site's word, not a fact. "
+    + "Changing it asks for your passkey.";
+  box.setAttribute("aria-describedby", explain.id);
   unchecked.append(box, " Also sign unchecked transactions (blind signing)");
+  const showState = () => { unchecked.dataset.on = String(box.checked); };
+  showState();
   box.addEventListener("change", () => guarded(async () => {
     const wanted = box.checked;
     box.checked = !wanted;  // until the passkey said so
+    showState();
     const confirmation = await confirmAction("polkadot.accept_unverified", a.id);
     const updated = await api(`/api/polkadot/accounts/${encodeURIComponent(a.id)}/settings`, { method: "POST", body: { acceptUnverified: wanted, confirmation } });
     box.checked = updated.acceptsUnverified;
-    showStatus("ok", updated.acceptsUnverified
-      ? `“${a.name}” may now sign transactions Keyfob cannot check; their page warns you each time.`
+    showState();
+    showStatus(updated.acceptsUnverified ? "warn" : "ok", updated.acceptsUnverified
+      ? `Blind signing is on for “${a.name}”: it may sign transactions Keyfob cannot check, each page warning you. Turn it off when you no longer need it.`
       : `“${a.name}” signs only transactions Keyfob checked against the chain.`);
   }));
-  row.append(name, meta, address, copy, exportButton, qrBox, unchecked, remove, panel);
+  row.append(name, meta, address, copy, exportButton, qrBox, unchecked, explain, remove, panel);
   return row;
 }
 

@@ -54,6 +54,20 @@ function sentence(x) {
   return [x.summary.slice(0, at), address, x.summary.slice(at + x.recipient.length)];
 }
 
+/** A batch's calls, every one (nested batches as nested lists): each call's sentence, else its text. */
+function callList(calls) {
+  const list = document.createElement("ol");
+  list.className = "calls";
+  for (const c of calls) {
+    const li = document.createElement("li");
+    li.textContent = c.summary || c.text;
+    if (c.summary) li.title = c.text;
+    if (c.calls && c.calls.length) li.append(callList(c.calls));
+    list.append(li);
+  }
+  return list;
+}
+
 function render(d) {
   current = d;
   const host = new URL(d.origin).host;
@@ -79,6 +93,11 @@ function render(d) {
       $("what").replaceChildren(...sentence(x), ` · ${chain}`);
       call.textContent = x.decodedCall || x.call;
       item(fields, "Call", call);
+      if (x.calls && x.calls.length) {
+        const list = callList(x.calls);
+        list.id = "calls";
+        item(fields, `Its ${x.calls.length} call${x.calls.length === 1 ? "" : "s"}`, list);
+      }
       if (x.recipient) {
         const to = document.createElement("code");
         to.className = "wrap";
@@ -134,7 +153,9 @@ function render(d) {
     fields.append(li);
     $("call-note").textContent = (d.bytes.escaped
       ? "It holds characters that are invisible or change how text reads; they are shown as \\u codes, exactly where they are. "
-      : "") + "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.";
+      : "") + (d.bytes.ethereum
+      ? "It is an Ethereum signed message: Keyfob signs it as it is, as polkadot-js wallets do. It is not a Polkadot transaction, but only sign it if you trust this site."
+      : "Keyfob signs it inside <Bytes>…</Bytes>, as every polkadot-js wallet does, so it can never be a transaction.");
     detail("As hex", d.bytes.hex);
   }
   detail("Payload hash (BLAKE2b-256)", d.payloadHash);
@@ -143,6 +164,7 @@ function render(d) {
     ? `Check it, then sign with your passkey. Nothing was signed yet.`
     : d.state === "approved" ? "This request was signed already." : d.state === "rejected" ? "This request was rejected." : "This request has expired. Nothing was signed.";
   $("request-card").hidden = false;
+  $("decide-card").hidden = false;
   $("approve").disabled = $("reject").disabled = d.state !== "pending";
 }
 

@@ -332,6 +332,10 @@ public enum RawPayload {
     static let postfix = Array("</Bytes>".utf8)
     static let ethereum = Array("\u{19}Ethereum Signed Message:\n".utf8)
 
+    /// Data polkadot-js signs unwrapped: an Ethereum signed message (its own prefix keeps it from
+    /// being a transaction of an Ethereum chain, not of a Substrate one).
+    public static func isEthereumMessage(_ data: [UInt8]) -> Bool { data.starts(with: ethereum) }
+
     public static func wrap(_ data: [UInt8]) -> [UInt8] {
         let wrapped = data.count >= prefix.count + postfix.count && data.starts(with: prefix) && data.suffix(postfix.count).elementsEqual(postfix)
         return wrapped || data.starts(with: ethereum) ? data : prefix + data + postfix

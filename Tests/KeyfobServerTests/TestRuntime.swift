@@ -22,8 +22,21 @@ enum TestRuntime {
 
     static let metadata = metadata(extensions: extensions)
 
-    /// The runtime with another extension list (a chain Keyfob does not know, say).
-    static func metadata(extensions: [String]) -> [UInt8] {
+    /// What an attacker's variant of the runtime changes (#54); the defaults are the runtime itself.
+    struct Variant {
+        /// The pallet list's call type for Balances (the RFC-0078 hash does not cover the pallet list).
+        var balancesCalls = 10
+        /// Balances' name in the pallet list.
+        var balancesName = "Balances"
+        /// Balances' call enum starts with a `remark` of index 3, the transfer's own index.
+        var duplicateTransferIndex = false
+        /// Adds `Utility.batch` (0) and `batch_all` (2) over `Vec<RuntimeCall>`, and
+        /// `ChargeAssetTxPayment`'s `{ tip, asset_id: Option<u32> }` (types 20–23).
+        var extended = false
+    }
+
+    /// The runtime with another extension list (a chain Keyfob does not know, say), or an attacker's variant.
+    static func metadata(extensions: [String], _ change: Variant = Variant()) -> [UInt8] {
         func type(_ id: Int, path: [String] = [], _ definition: [UInt8]) -> [UInt8] {
             c(id) + c(path.count) + path.flatMap(text) + [0] + definition + [0]
         }
@@ -45,11 +58,17 @@ enum TestRuntime {
             type(7, [2] + c(0)),  // Vec<u8>
             type(
                 8, path: ["polkadot_runtime", "RuntimeCall"],
-                variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)))),
+                change.extended
+                    ? variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)), variant("Utility", 26, field(nil, 21)))
+                    : variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)))),
             type(9, [5, 7]),  // u128
             type(
                 10, path: ["pallet_balances", "pallet", "Call"],
-                variants(variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))),
+                change.duplicateTransferIndex
+                    ? variants(
+                        variant("remark", 3, field("remark", 7)),
+                        variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))
+                    : variants(variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))),
             type(
                 11, path: ["sp_runtime", "multiaddress", "MultiAddress"],
                 variants(variant("Id", 0, field(nil, 5)), variant("Raw", 2, field(nil, 7)))),
@@ -68,18 +87,27 @@ enum TestRuntime {
                 18, path: ["Option"],
                 variants(variant("None", 0), variant("Some", 1, field(nil, 4)))),
             type(19, [4] + c(0)),  // () again, the extensions' tuple
-        ]
+        ] + (change.extended ? [
+            type(20, [2] + c(8)),  // Vec<RuntimeCall>
+            type(
+                21, path: ["pallet_utility", "pallet", "Call"],
+                variants(variant("batch", 0, field("calls", 20)), variant("batch_all", 2, field("calls", 20)))),
+            type(22, path: ["Option"], variants(variant("None", 0), variant("Some", 1, field(nil, 1)))),  // Option<u32>
+            type(
+                23, path: ["pallet_asset_tx_payment", "ChargeAssetTxPayment"],
+                [0] + c(2) + field("tip", 12, "BalanceOf<T>") + field("asset_id", 22, "Option<T::AssetId>")),
+        ] : [])
         let version =
             text("polkadot") + text("parity-polkadot") + SCALE.littleEndian(0, width: 4)
             + SCALE.littleEndian(UInt64(specVersion), width: 4) + SCALE.littleEndian(0, width: 4) + c(0)
             + SCALE.littleEndian(26, width: 4) + [1]
         let system =
             text("System") + [0] + [1] + c(6) + [0] + c(1) + text("Version") + c(3) + c(version.count) + version + [0] + [0] + [0] + [0]
-        let balances = text("Balances") + [0] + [1] + c(10) + [0] + c(0) + [0] + [5] + [0]
+        let balances = text(change.balancesName) + [0] + [1] + c(change.balancesCalls) + [0] + c(0) + [0] + [5] + [0]
         // Each extension: what it adds to the transaction, and to the signed data only.
         let extensionTypes: [String: (Int, Int)] = [
             "CheckSpecVersion": (3, 1), "CheckTxVersion": (3, 1), "CheckGenesis": (3, 4), "CheckMortality": (16, 4),
-            "CheckNonce": (2, 3), "ChargeTransactionPayment": (12, 3), "CheckMetadataHash": (17, 18),
+            "CheckNonce": (2, 3), "ChargeTransactionPayment": (12, 3), "CheckMetadataHash": (17, 18), "ChargeAssetTxPayment": (23, 3),
         ]
         let extrinsic =
             [4] + c(11) + c(8) + c(15) + c(19) + c(extensions.count)

@@ -132,8 +132,36 @@ enum JSONBody {
         } catch let error as KeyfobError {
             throw error
         } catch {
+            // Foundation on Linux says "not valid JSON" for a valid number that does not fit its
+            // field (2.5 for an integer), with no path: find the number and name its field.
+            if let object = try? JSONSerialization.jsonObject(with: Data(bytes), options: [.fragmentsAllowed]),
+                let field = unfitNumber(in: object, at: [])
+            {
+                throw KeyfobError.invalid("field \"\(field.isEmpty ? "(body)" : field)\" must be a whole number in range")
+            }
             throw KeyfobError.invalid("request body is not valid JSON")
         }
+    }
+
+    /// The path of the first number that is not a whole number an Int holds (the body is bounded, so is the walk).
+    private static func unfitNumber(in value: Any, at path: [String]) -> String? {
+        switch value {
+        case let object as [String: Any]:
+            for key in object.keys.sorted() {
+                if let found = unfitNumber(in: object[key]!, at: path + [key]) { return found }
+            }
+        case let array as [Any]:
+            for (index, item) in array.enumerated() {
+                if let found = unfitNumber(in: item, at: path + ["[\(index)]"]) { return found }
+            }
+        case let number as NSNumber:  // true and false are 1 and 0, whole
+            let double = number.doubleValue
+            if double.rounded() != double || abs(double) >= 9.2e18 {
+                return path.joined(separator: ".").replacingOccurrences(of: ".[", with: "[")
+            }
+        default: break
+        }
+        return nil
     }
 
     private static func path(_ keys: [CodingKey]) -> String {

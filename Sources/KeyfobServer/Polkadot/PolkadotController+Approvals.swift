@@ -113,6 +113,8 @@ extension PolkadotController {
         let text: String?
         /// `text` shows such characters escaped: the page says so.
         let escaped: Bool
+        /// An Ethereum signed message, signed as it is (no `<Bytes>` wrapping): the page says so.
+        var ethereum = false
 
         /// UTF-8 as text a person reads exactly as it is (`VisibleText`); nil when it is not UTF-8.
         static func visibleText(_ data: [UInt8]) -> (text: String, escaped: Bool)? {
@@ -136,7 +138,9 @@ extension PolkadotController {
             reply.extrinsic = try await extrinsicDetails(payload, origin: record.origin, account: account)
         } else if let data = parsed.data {
             let visible = BytesDetails.visibleText(data)
-            reply.bytes = BytesDetails(hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false)
+            reply.bytes = BytesDetails(
+                hex: PolkadotHex.encode(data), text: visible?.text, escaped: visible?.escaped ?? false,
+                ethereum: RawPayload.isEthereumMessage(data))
         }
         return jsonResponse(reply)
     }
