@@ -164,19 +164,39 @@ async function bridge(origin, msgType, request) {
   return status < 300 ? { body } : failure(body.error || "internal_error", body.message || `Keyfob answered ${status}`);
 }
 
-/** Asks, in a Keyfob window, whether `origin` may see the addresses (the question Nova asks in its
- *  app). The page only shows the question; the answer is read from its address by this extension,
- *  which alone knows it asked, so the page can authorize nothing by itself. */
+/** Asks, in a Keyfob window, whether `origin` may see the addresses, and which (the question Nova
+ *  asks in its app). The page only shows the question; the answer is read from its address by this
+ *  extension, which alone knows it asked, so the page can authorize nothing by itself. Resolves
+ *  with the addresses ticked (each one of the person's own), or null. */
 async function consent(origin, originName) {
   const { server } = await state.get();
-  const page = `${server}/extension-consent.html?${new URLSearchParams({ origin, name: originName })}`;
-  const params = await keyfobWindow(page, `${server}/extension-consent.html?answer=`);
-  return params && params.get("answer") === "allow";
+  const listed = await api("/api/polkadot/accounts");
+  const accounts = listed.status === 200 && Array.isArray(listed.body.accounts) ? listed.body.accounts : [];
+  const query = new URLSearchParams({ origin, name: originName });
+  for (const a of accounts) query.append("account", `${a.address} ${a.name}`);
+  const params = await keyfobWindow(`${server}/extension-consent.html?${query}`, `${server}/extension-consent.html?answer=`);
+  if (!params || params.get("answer") !== "allow") return null;
+  const own = new Set(accounts.map((a) => a.address));
+  return (params.get("accounts") || "").split(",").filter((address) => own.has(address));
+}
+
+/** A signature Keyfob refused before showing it: a Keyfob window says so in plain words (one per
+ *  site at a time), while the site gets the reason at once. */
+const refusalShown = new Set();
+async function showRefusal(origin, code) {
+  if (refusalShown.has(origin) || code === "rate_limited") return;
+  refusalShown.add(origin);
+  const { server } = await state.get();
+  const query = new URLSearchParams({ refused: code, site: origin });
+  keyfobWindow(`${server}/polkadot-connect.html?${query}`, null).finally(() => refusalShown.delete(origin));
 }
 
 async function signing(origin, msgType, request) {
   const asked = await bridge(origin, msgType, request);
-  if (asked.error) return asked;
+  if (asked.error) {
+    showRefusal(origin, asked.error.code);
+    return asked;
+  }
   const pending = asked.body.pending;
   if (!pending) return { result: asked.body.result };
   const { server } = await state.get();
@@ -210,7 +230,8 @@ async function polkadot(origin, method, params) {
       const allowed = await oneAtATime(origin, async () => ({ result: await consent(origin, params.originName || "") }));
       if (allowed.error) return allowed;
       if (!allowed.result) return failure("user_rejected", "Rejected");
-      const authorized = await bridge(origin, "pub(authorize.tab)", { origin: params.originName || "" });
+      const chosen = allowed.result.length ? { accounts: allowed.result } : {};
+      const authorized = await bridge(origin, "pub(authorize.tab)", { origin: params.originName || "", ...chosen });
       if (authorized.error) return authorized;
       const again = await bridge(origin, "pub(accounts.list)", null);
       return again.error ? again : { result: again.body.result };

@@ -371,8 +371,10 @@ function renderRevocable(list, entries, emptyText) {
 }
 
 /** What one grant lets an app do, in words ("sign a note", "decrypt messages"). */
-function grantWords(g) {
-  if (g.method === "polkadot.authorize") return "see your Polkadot addresses (signing still asks)";
+function grantWords(g, shared = 0) {
+  if (g.method === "polkadot.authorize") {
+    return `see ${shared ? `${counted(shared, "Polkadot address")} you chose` : "your Polkadot addresses"} (signing still asks)`;
+  }
   if (g.method === "sign_event") return g.kind !== undefined ? `sign ${kindWords[g.kind] || `kind ${g.kind} events`}` : "sign events";
   return {
     get_public_key: "read your public key", nip04_encrypt: "encrypt messages (NIP-04)", nip04_decrypt: "decrypt messages (NIP-04)",
@@ -384,9 +386,12 @@ function grantWords(g) {
  *  with its own end (an hour's grant never reads as one without end beside another that has none). */
 function byDuration(grants) {
   const byEnd = new Map();
+  // The addresses a site was given are one grant each: said once, in the connection's words.
+  const shared = grants.filter((g) => g.method.startsWith("polkadot.account:")).length;
   for (const g of grants) {
+    if (g.method.startsWith("polkadot.account:")) continue;
     const end = g.expiresAt ? `until ${new Date(g.expiresAt).toLocaleString()}` : "until you revoke it";
-    byEnd.set(end, [...(byEnd.get(end) || []), grantWords(g)]);
+    byEnd.set(end, [...(byEnd.get(end) || []), grantWords(g, shared)]);
   }
   return [...byEnd].map(([end, words]) => `${words.join(", ")} ${end}`);
 }

@@ -342,3 +342,28 @@ function askInPage(into, { text, field, confirm = "OK", danger = false, extra = 
     (input || ok).focus();
   });
 }
+
+/** Checkboxes for the Polkadot accounts a site may see when it connects (all ticked at first), in
+ *  `into`; `onChange(count)` after each change. Returns a function giving the ticked addresses. */
+function accountChoice(into, accounts, onChange = () => {}) {
+  for (const old of into.querySelectorAll("label.account-choice")) old.remove();
+  const boxes = accounts.map((a, i) => {
+    const label = document.createElement("label");
+    label.className = "account-choice";
+    const box = document.createElement("input");
+    box.type = "checkbox";
+    box.checked = true;
+    box.value = a.address;
+    box.id = `share-${i}`;
+    const name = document.createElement("b");
+    name.textContent = a.name;
+    const address = document.createElement("code");
+    address.className = "wrap";
+    address.textContent = a.address;
+    label.append(box, " ", name, " ", address);
+    box.addEventListener("change", () => onChange(boxes.filter((b) => b.checked).length));
+    into.append(label);
+    return box;
+  });
+  return () => boxes.filter((b) => b.checked).map((b) => b.value);
+}

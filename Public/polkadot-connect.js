@@ -39,11 +39,18 @@ async function handle() {
       ? `${origin} (it calls itself “${String(asked.request.origin).slice(0, 64)}”)` : origin;
     const { accounts } = await api("/api/polkadot/accounts");
     $("no-accounts").hidden = accounts.length > 0;
+    $("account-choice").hidden = accounts.length === 0;
+    const chosen = accountChoice($("account-choice"), accounts, (count) => {
+      $("allow").disabled = count === 0;
+      $("none-ticked").hidden = count > 0;
+    });
     $("authorize-card").hidden = false;
     $("allow").addEventListener("click", async () => {
       try {
         $("allow").disabled = true;
-        await send("pub(authorize.tab)", asked.request);
+        // The site's own name for itself, and the accounts ticked here: nothing else of what it sent.
+        const name = asked.request && typeof asked.request.origin === "string" ? asked.request.origin.slice(0, 128) : "";
+        await send("pub(authorize.tab)", accounts.length ? { origin: name, accounts: chosen() } : { origin: name });
         const list = await send("pub(accounts.list)", null);
         reply({ type: asked.msgType, result: true, accounts: list.result });
       } catch (error) { $("allow").disabled = false; showError(error); }
@@ -62,14 +69,31 @@ async function handle() {
     }
     reply(answer);
   } catch (error) {
-    // Refused before anything was shown (an unknown extension, an address that is not yours…):
-    // the page gets the reason, the person sees it too.
-    showError(error);
+    // Refused before anything was shown (an unchecked transaction, an unknown extension…): the
+    // person reads what happened in plain words, the site gets the developer's reason.
+    refused(host, error.code);
     if (window.opener && origin) {
       window.opener.postMessage({ type: "keyfob-polkadot-reply", rid, outcome: { type: asked.msgType, error: error.message, code: error.code } }, origin);
     }
   }
 }
+
+/** A request Keyfob refused before showing it, in plain words: nothing was signed, why, what to do. */
+function refused(host, code) {
+  $("title").textContent = "Nothing was signed";
+  $("who").textContent = `${host} asked for a Polkadot signature, and Keyfob refused it before showing it to you.`;
+  const unchecked = code === "unverified_transaction";
+  $("refused-why").textContent = unchecked
+    ? "Keyfob could not check this transaction against the chain's own description of it (its metadata), so it cannot show you truthfully what it does — who gets what, on which chain. Your accounts sign only transactions Keyfob checked."
+    : "It is not a request Keyfob can show you truthfully (for example, a transaction for a chain Keyfob cannot read, or for an account you did not share with this site).";
+  $("refused-next").textContent = unchecked
+    ? "The site can make its transactions checkable (it must send its runtime's metadata and use CheckMetadataHash). If you trust the site and check each transaction there, you can allow unchecked transactions for one account in your settings."
+    : "The site was told why. You need not do anything.";
+  $("refused-setting").hidden = !unchecked;
+  $("refused-card").hidden = false;
+}
+
+$("refused-close").addEventListener("click", () => window.close());
 
 window.addEventListener("message", (event) => {
   if (asked || event.source !== window.opener || !event.data || event.data.type !== "keyfob-polkadot-request" || event.data.rid !== rid) return;
@@ -78,7 +102,13 @@ window.addEventListener("message", (event) => {
   handle().catch(showError);
 });
 
-if (window.opener) {
+const refusal = new URLSearchParams(location.search).get("refused");
+if (refusal) {
+  // The browser extension opens this window for a refusal, naming the site its browser reported.
+  let host = "A site";
+  try { host = new URL(new URLSearchParams(location.search).get("site") || "").host || host; } catch { /* not a URL */ }
+  refused(host, refusal);
+} else if (window.opener) {
   // Only a rid in this message: the page learns nothing, and answers to this window alone.
   window.opener.postMessage({ type: "keyfob-polkadot-ready", rid }, "*");
 } else {

@@ -41,7 +41,8 @@ public struct HashedRegistry: Sendable {
         // Every type reachable from the extrinsic; compacts and bit sequences end the walk (the
         // types under them are folded into the reference to them).
         var reachable: [Int: RuntimeMetadata.TypeInfo] = [:]
-        var stack = ([call, address, signature] + extrinsic.signedExtensions.flatMap { [$0.type, $0.additionalSigned] }).reversed()
+        var stack =
+            ([call, address, signature] + extrinsic.signedExtensions.flatMap { [$0.type, $0.additionalSigned] }).reversed()
             as [Int]
         while let id = stack.popLast() {
             guard reachable[id] == nil else { continue }

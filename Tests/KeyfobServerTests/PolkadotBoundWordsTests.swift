@@ -132,7 +132,8 @@ import Testing
             var unverified = TestRuntime.payload(address: otherAddress, extensions: KnownChains.assetHub, genesis: Self.assetHubGenesis)
             unverified["assetId"] = "0x01000000"
             let refused = try await Hashes.refused(unverified, client, token: other)
-            #expect(refused.status == .badRequest && (refused["message"] as? String)?.contains("assetId can only be signed") == true, "\(refused.json)")
+            #expect(
+                refused.status == .badRequest && (refused["message"] as? String)?.contains("assetId can only be signed") == true, "\(refused.json)")
             unverified["assetId"] = nil
             let blind = try await Hashes.shown(unverified, client, token: other)
             #expect(blind["verified"] as? Bool == false)
@@ -199,7 +200,8 @@ import Testing
             try await client.provideTestRuntime(token: token, definition: TestRuntime.definition(metadata: metadata))
             let seventeen = Self.batch(2, (0..<16).map { _ in Self.remark("hi") } + [PolkadotHex.decode(Self.thousand)!])
             let shown = try await Hashes.shown(
-                TestRuntime.payload(address: address, method: PolkadotHex.encode(seventeen), hash: TestRuntime.hash(of: metadata)), client, token: token)
+                TestRuntime.payload(address: address, method: PolkadotHex.encode(seventeen), hash: TestRuntime.hash(of: metadata)), client,
+                token: token)
             #expect(shown["verified"] as? Bool == true, "\(shown)")
             #expect(shown["summary"] as? String == "Make 17 calls in one transaction, all of them or none")
             let calls = try #require(shown["calls"] as? [[String: Any]])
@@ -243,6 +245,56 @@ import Testing
 
             let mistyped = try await client.call(.post, "/api/polkadot/accounts", json: ["network": 2.5], headers: Client.bearer(token))
             #expect(mistyped.status == .badRequest && (mistyped["message"] as? String)?.contains("\"network\"") == true, "\(mistyped.json)")
+        }
+    }
+
+    /// At connect the person chooses which accounts a site sees (#54): `accounts.list` names only
+    /// those, a signature asked of another is refused, and a new choice replaces the old one.
+    @Test func aSiteSeesOnlyTheAccountsChosen() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("chooser")
+            let auth = Client.bearer(token)
+            var addresses: [String] = []
+            for name in ["Main", "Savings"] {
+                let created = try await client.call(.post, "/api/polkadot/accounts", json: ["name": name, "network": 0], headers: auth)
+                addresses.append(try #require(created["address"] as? String))
+            }
+            func connect(_ accounts: [String]) async throws -> Reply {
+                try await client.call(
+                    .post, "/api/polkadot/message",
+                    json: PolkadotBridgeTests.message("pub(authorize.tab)", ["origin": "a dapp", "accounts": accounts]), headers: auth)
+            }
+            func listed() async throws -> [String] {
+                let list = try await client.call(
+                    .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: auth)
+                return (list["result"] as? [[String: Any]] ?? []).compactMap { $0["address"] as? String }
+            }
+            #expect(try await connect([addresses[0]]).status == .ok)
+            #expect(try await listed() == [addresses[0]])
+            let raw = ["address": addresses[1], "data": "0x6869", "type": "bytes"]
+            let refused = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(bytes.sign)", raw), headers: auth)
+            #expect(refused.status == .badRequest && (refused["message"] as? String)?.contains("you shared with") == true, "\(refused.json)")
+            // None, or an address that is not the person's: refused, the choice unchanged.
+            #expect(try await connect([]).status == .badRequest)
+            let foreign = SS58.encode(accountId: [UInt8](repeating: 7, count: 32), prefix: 0)
+            #expect(try await connect([foreign]).error == "invalid_pubkey")
+            #expect(try await listed() == [addresses[0]])
+            #expect(try await connect([addresses[1]]).status == .ok)
+            #expect(try await listed() == [addresses[1]])
+            // A mistyped choice is a 400 naming it, never "every account".
+            let mistyped = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", ["accounts": "all"]), headers: auth)
+            #expect(mistyped.status == .badRequest && mistyped.error == "invalid_request", "\(mistyped.json)")
+
+            // An Ethereum signed message is signed as it is: the page is told, to say so.
+            let ethereum = "0x" + Hex.encode(Array("\u{19}Ethereum Signed Message:\n2hi".utf8))
+            let asked = try await client.call(
+                .post, "/api/polkadot/message",
+                json: PolkadotBridgeTests.message("pub(bytes.sign)", ["address": addresses[1], "data": ethereum, "type": "bytes"]), headers: auth)
+            let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
+            let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+            #expect((details["bytes"] as? [String: Any])?["ethereum"] as? Bool == true, "\(details.json)")
         }
     }
 }

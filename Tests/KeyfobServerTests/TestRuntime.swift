@@ -47,56 +47,60 @@ enum TestRuntime {
             text(name) + c(fields.count) + fields.flatMap { $0 } + [index] + [0]
         }
         func variants(_ list: [UInt8]...) -> [UInt8] { [1] + c(list.count) + list.flatMap { $0 } }
-        let types = [
-            type(0, [5, 3]),  // u8
-            type(1, [5, 5]),  // u32
-            type(2, [6] + c(1)),  // Compact<u32>
-            type(3, [4, 0]),  // ()
-            type(4, [3] + SCALE.littleEndian(32, width: 4) + c(0)),  // [u8; 32]
-            type(5, path: ["sp_core", "crypto", "AccountId32"], [0] + c(1) + field(nil, 4)),
-            type(6, path: ["frame_system", "pallet", "Call"], variants(variant("remark", 0, field("remark", 7)))),
-            type(7, [2] + c(0)),  // Vec<u8>
-            type(
-                8, path: ["polkadot_runtime", "RuntimeCall"],
-                change.extended
-                    ? variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)), variant("Utility", 26, field(nil, 21)))
-                    : variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)))),
-            type(9, [5, 7]),  // u128
-            type(
-                10, path: ["pallet_balances", "pallet", "Call"],
-                change.duplicateTransferIndex
-                    ? variants(
-                        variant("remark", 3, field("remark", 7)),
-                        variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))
-                    : variants(variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))),
-            type(
-                11, path: ["sp_runtime", "multiaddress", "MultiAddress"],
-                variants(variant("Id", 0, field(nil, 5)), variant("Raw", 2, field(nil, 7)))),
-            type(12, [6] + c(9)),  // Compact<u128>
-            type(13, [3] + SCALE.littleEndian(64, width: 4) + c(0)),  // [u8; 64]
-            type(14, [3] + SCALE.littleEndian(65, width: 4) + c(0)),  // [u8; 65]
-            type(
-                15, path: ["sp_runtime", "MultiSignature"],
-                variants(variant("Ed25519", 0, field(nil, 13)), variant("Sr25519", 1, field(nil, 13)), variant("Ecdsa", 2, field(nil, 14)))),
-            // An era: immortal, or mortal as two bytes (frame's `Era` has 255 mortal variants; two say the same here).
-            type(
-                16, path: ["sp_runtime", "generic", "era", "Era"],
-                variants(variant("Immortal", 0), variant("Mortal7", 7, field(nil, 0)))),
-            type(17, path: ["frame_metadata_hash_extension", "Mode"], variants(variant("Disabled", 0), variant("Enabled", 1))),
-            type(
-                18, path: ["Option"],
-                variants(variant("None", 0), variant("Some", 1, field(nil, 4)))),
-            type(19, [4] + c(0)),  // () again, the extensions' tuple
-        ] + (change.extended ? [
-            type(20, [2] + c(8)),  // Vec<RuntimeCall>
-            type(
-                21, path: ["pallet_utility", "pallet", "Call"],
-                variants(variant("batch", 0, field("calls", 20)), variant("batch_all", 2, field("calls", 20)))),
-            type(22, path: ["Option"], variants(variant("None", 0), variant("Some", 1, field(nil, 1)))),  // Option<u32>
-            type(
-                23, path: ["pallet_asset_tx_payment", "ChargeAssetTxPayment"],
-                [0] + c(2) + field("tip", 12, "BalanceOf<T>") + field("asset_id", 22, "Option<T::AssetId>")),
-        ] : [])
+        let types =
+            [
+                type(0, [5, 3]),  // u8
+                type(1, [5, 5]),  // u32
+                type(2, [6] + c(1)),  // Compact<u32>
+                type(3, [4, 0]),  // ()
+                type(4, [3] + SCALE.littleEndian(32, width: 4) + c(0)),  // [u8; 32]
+                type(5, path: ["sp_core", "crypto", "AccountId32"], [0] + c(1) + field(nil, 4)),
+                type(6, path: ["frame_system", "pallet", "Call"], variants(variant("remark", 0, field("remark", 7)))),
+                type(7, [2] + c(0)),  // Vec<u8>
+                type(
+                    8, path: ["polkadot_runtime", "RuntimeCall"],
+                    change.extended
+                        ? variants(
+                            variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)), variant("Utility", 26, field(nil, 21)))
+                        : variants(variant("System", 0, field(nil, 6)), variant("Balances", 5, field(nil, 10)))),
+                type(9, [5, 7]),  // u128
+                type(
+                    10, path: ["pallet_balances", "pallet", "Call"],
+                    change.duplicateTransferIndex
+                        ? variants(
+                            variant("remark", 3, field("remark", 7)),
+                            variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))
+                        : variants(variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))),
+                type(
+                    11, path: ["sp_runtime", "multiaddress", "MultiAddress"],
+                    variants(variant("Id", 0, field(nil, 5)), variant("Raw", 2, field(nil, 7)))),
+                type(12, [6] + c(9)),  // Compact<u128>
+                type(13, [3] + SCALE.littleEndian(64, width: 4) + c(0)),  // [u8; 64]
+                type(14, [3] + SCALE.littleEndian(65, width: 4) + c(0)),  // [u8; 65]
+                type(
+                    15, path: ["sp_runtime", "MultiSignature"],
+                    variants(variant("Ed25519", 0, field(nil, 13)), variant("Sr25519", 1, field(nil, 13)), variant("Ecdsa", 2, field(nil, 14)))),
+                // An era: immortal, or mortal as two bytes (frame's `Era` has 255 mortal variants; two say the same here).
+                type(
+                    16, path: ["sp_runtime", "generic", "era", "Era"],
+                    variants(variant("Immortal", 0), variant("Mortal7", 7, field(nil, 0)))),
+                type(17, path: ["frame_metadata_hash_extension", "Mode"], variants(variant("Disabled", 0), variant("Enabled", 1))),
+                type(
+                    18, path: ["Option"],
+                    variants(variant("None", 0), variant("Some", 1, field(nil, 4)))),
+                type(19, [4] + c(0)),  // () again, the extensions' tuple
+            ]
+            + (change.extended
+                ? [
+                    type(20, [2] + c(8)),  // Vec<RuntimeCall>
+                    type(
+                        21, path: ["pallet_utility", "pallet", "Call"],
+                        variants(variant("batch", 0, field("calls", 20)), variant("batch_all", 2, field("calls", 20)))),
+                    type(22, path: ["Option"], variants(variant("None", 0), variant("Some", 1, field(nil, 1)))),  // Option<u32>
+                    type(
+                        23, path: ["pallet_asset_tx_payment", "ChargeAssetTxPayment"],
+                        [0] + c(2) + field("tip", 12, "BalanceOf<T>") + field("asset_id", 22, "Option<T::AssetId>")),
+                ] : [])
         let version =
             text("polkadot") + text("parity-polkadot") + SCALE.littleEndian(0, width: 4)
             + SCALE.littleEndian(UInt64(specVersion), width: 4) + SCALE.littleEndian(0, width: 4) + c(0)

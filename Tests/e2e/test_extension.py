@@ -134,6 +134,9 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         assert len(driver.window_handles) == 2, out(driver)
         driver.switch_to.window([h for h in driver.window_handles if h != main][0])
         wait_for(driver, lambda d: d.find_element(By.ID, "origin").text == origin)
+        # The person chooses the accounts the site sees (here the one there is, ticked).
+        boxes = driver.find_elements(By.CSS_SELECTOR, "#account-choice input[type=checkbox]")
+        assert [b.get_attribute("value") for b in boxes] == [address] and boxes[0].is_selected()
         driver.save_screenshot(shots(server) + "/extension-consent-window.png")
         driver.find_element(By.ID, "allow").click()
         driver.switch_to.window(main)
@@ -154,6 +157,21 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
 
         signature = bytes.fromhex(approved(f"raw({json.dumps(address)})", 0)["signature"][2:])
         assert sr25519.verify(signature, b"<Bytes>hello extension</Bytes>", public_key)
+        # Before the site provides its metadata, its transaction cannot be checked: refused, and a
+        # Keyfob window says so in plain words while the site gets the reason.
+        driver.execute_script(f"document.getElementById('out').textContent = ''; tx({json.dumps(address)})")
+        wait_for(driver, lambda d: out(d).startswith("error"))
+        assert out(driver).startswith("error unverified_transaction"), out(driver)
+        wait_for(driver, lambda d: len(d.window_handles) == 2)
+        driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+        wait_for(driver, lambda d: d.find_element(By.ID, "refused-card").is_displayed())
+        assert driver.find_element(By.ID, "title").text == "Nothing was signed"
+        assert f"127.0.0.1:{first.server_port}" in driver.find_element(By.ID, "who").text
+        assert "could not check this transaction" in driver.find_element(By.ID, "refused-why").text
+        driver.save_screenshot(shots(server) + "/extension-refused-unchecked.png")
+        driver.find_element(By.ID, "refused-close").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
         driver.find_element(By.ID, "provide").click()
         wait_for(driver, lambda d: out(d) == "true")
         shown = {}

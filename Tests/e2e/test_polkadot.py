@@ -19,6 +19,7 @@ from selenium.webdriver.common.virtual_authenticator import Credential
 sys.path.insert(0, os.path.dirname(__file__))
 from test_approvals import serve, sign_up  # noqa: E402
 from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
+from test_pages import serious_findings  # noqa: E402
 
 POLKADOT_GENESIS = "91b171bb158e2d3848fa23a9f1c25182fb8e20313b2c1eb49219da7a70ce90c3"
 BLOCK_HASH = "de8f69eeb5e065e18c6950ff708d7e551f68dc9bf59a07c52367c0280f805ec7"
@@ -152,6 +153,10 @@ def test_a_web_dapp_connects_and_signs_through_polkadot_js(server, driver):
     [b for b in second(driver).find_elements(By.TAG_NAME, "button") if b.text == "Remove it"][0].click()
     wait_for(driver, lambda d: "was removed" in d.find_element(By.ID, "status").text)
     assert [r.get_attribute("data-address") for r in driver.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")] == [address]
+    # A second account the dapp will not be shown (the person unticks it when connecting).
+    driver.find_element(By.ID, "polkadot-create").click()
+    wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#polkadot-list .polkadot-account")) == 2)
+    kept_back = second(driver).get_attribute("data-address")
     passkeys = driver.get_credentials()
 
     site = tempfile.mkdtemp(prefix="keyfob-dapp-")
@@ -167,6 +172,7 @@ const fail = (e) => show('error ' + (e.code || '') + ' ' + e.message);
 const address = {json.dumps(address)};
 const hex = (text) => '0x' + Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('');
 function connect() {{ window.injectedWeb3.keyfob.enable('Test dapp').then(async (i) => {{ injected = i; show(await i.accounts.get()); }}, fail); }}
+function signAsHidden() {{ injected.signer.signRaw({{ address: {json.dumps("KEPT")}, data: hex('hi'), type: 'bytes' }}).then(show, fail); }}
 function raw() {{ injected.signer.signRaw({{ address, data: hex('hello polkadot'), type: 'bytes' }}).then(show, fail); }}
 function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).then(show, fail); }}
 function unchecked() {{ injected.signer.signPayload({json.dumps(dict(payload(address), specVersion="0x000f4dfd"))}).then(show, fail); }}
@@ -177,10 +183,24 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
 <button id=tx onclick="tx()">tx</button>
 <button id=unchecked onclick="unchecked()">unchecked</button>
 <button id=provide onclick="provide()">provide</button>
+<button id=hidden onclick="signAsHidden()">hidden</button>
 <pre id=out></pre>""")
+    with open(os.path.join(site, "index.html")) as f:
+        page = f.read().replace('"KEPT"', json.dumps(kept_back))
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(page)
     httpd, main, out = open_dapp(driver, site)
     try:
         assert f"127.0.0.1:{httpd.server_port}" in driver.find_element(By.ID, "title").text
+        # The person chooses which accounts the site sees: both ticked at first; unticking both
+        # leaves nothing to connect; the second stays unticked.
+        boxes = driver.find_elements(By.CSS_SELECTOR, "#account-choice input[type=checkbox]")
+        assert [b.get_attribute("value") for b in boxes] == [address, kept_back] and all(b.is_selected() for b in boxes)
+        for b in boxes:
+            b.click()
+        assert not driver.find_element(By.ID, "allow").is_enabled() and driver.find_element(By.ID, "none-ticked").is_displayed()
+        boxes[0].click()
+        assert driver.find_element(By.ID, "allow").is_enabled()
         driver.save_screenshot(shots(server) + "/polkadot-connect.png")
         driver.find_element(By.ID, "allow").click()
         wait_for(driver, lambda d: len(d.window_handles) == 1)
@@ -188,6 +208,15 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         wait_for(driver, lambda d: out(d).startswith("["))
         accounts = json.loads(out(driver))
         assert [a["address"] for a in accounts] == [address] and accounts[0]["type"] == "sr25519"
+        # The account it was not shown cannot be asked to sign either.
+        driver.find_element(By.ID, "hidden").click()
+        popup(driver, main)
+        wait_for(driver, lambda d: d.find_element(By.ID, "refused-card").is_displayed())
+        driver.find_element(By.ID, "refused-close").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("error"))
+        assert "not one of the Keyfob Polkadot accounts you shared" in out(driver), out(driver)
 
         def sign_in_keyfob(button, uses, check, screenshot):
             """Clicks `button`, approves in Keyfob's window after `check`, and returns what the page got."""
@@ -229,6 +258,16 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
                                        {"width": width, "height": 844, "deviceScaleFactor": 1, "mobile": True})
                 assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth"), width
                 driver.save_screenshot(shots(server) + f"/polkadot-approve-extrinsic-{width}.png")
+                # The Sign button is in view at the foot of a phone's screen (a sticky bar).
+                assert driver.execute_script(
+                    "const r = document.getElementById('approve').getBoundingClientRect(); return r.bottom <= innerHeight && r.top >= 0"), width
+            # In the dark theme the recipient reads in the accent colour, not dark on dark; axe finds nothing serious.
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": "dark"}]})
+            color = driver.execute_script("return getComputedStyle(document.querySelector('#what button.address')).color")
+            assert color != "rgb(17, 17, 19)", color
+            assert serious_findings(driver) == []
+            driver.save_screenshot(shots(server) + "/polkadot-approve-extrinsic-dark-390.png")
+            driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
             driver.find_element(By.CSS_SELECTOR, "#what button.address").click()
             assert bob in driver.find_element(By.ID, "what").text
             assert driver.execute_script("return document.documentElement.scrollWidth <= window.innerWidth")
@@ -246,12 +285,18 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         assert "polkadot.sign_payload" in logs and "transport=polkadot-web" in logs
 
         # A transaction of another spec version than the metadata's cannot be checked: refused by
-        # default, with the reason in Keyfob's window and for the page.
+        # default. Keyfob's window says so in plain words (nothing signed, why, the setting, Close);
+        # the page gets the developer's reason.
         driver.find_element(By.ID, "unchecked").click()
         popup(driver, main)
-        wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") == "error")
-        assert "cannot check this transaction" in driver.find_element(By.ID, "status").text
-        driver.close()
+        wait_for(driver, lambda d: d.find_element(By.ID, "refused-card").is_displayed())
+        assert driver.find_element(By.ID, "title").text == "Nothing was signed"
+        assert "could not check this transaction" in driver.find_element(By.ID, "refused-why").text
+        assert driver.find_element(By.ID, "refused-setting").get_attribute("href").endswith("/account.html#polkadot")
+        assert "rawMetadata" not in driver.find_element(By.TAG_NAME, "main").text
+        driver.save_screenshot(shots(server) + "/polkadot-refused-unchecked.png")
+        driver.find_element(By.ID, "refused-close").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
         driver.switch_to.window(main)
         wait_for(driver, lambda d: out(d).startswith("error"))
         assert out(driver).startswith("error unverified_transaction")
@@ -262,9 +307,15 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         carry_passkeys(driver, passkeys, ahead=40)
         driver.get(f"{server.url}/account.html")
         wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input"))
+        # What blind signing means is said before the box is ticked; on, it is a warning, not a success.
+        assert "Keyfob cannot check" in driver.find_element(By.CSS_SELECTOR, "#polkadot-list p.unchecked-explain").text
         driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input").click()
-        wait_for(driver, lambda d: "may now sign transactions Keyfob cannot check" in d.find_element(By.ID, "status").text)
+        wait_for(driver, lambda d: "Blind signing is on" in d.find_element(By.ID, "status").text)
+        assert driver.find_element(By.ID, "status").get_attribute("data-status") == "warn"
+        assert driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting").get_attribute("data-on") == "true"
         assert driver.find_element(By.CSS_SELECTOR, "#polkadot-list label.unchecked-setting input").is_selected()
+        driver.execute_script("document.querySelector('#polkadot-list label.unchecked-setting').scrollIntoView({block: 'center'})")
+        driver.save_screenshot(shots(server) + "/account-polkadot-blind-signing-on.png")
         driver.close()
         driver.switch_to.window(main)
 
@@ -274,7 +325,10 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
             warning = driver.find_element(By.ID, "unchecked")
             assert warning.is_displayed() and "Keyfob cannot check what this transaction does" in warning.text
             assert "amount, recipient and chain are unchecked" in warning.text
-            assert warning.location["y"] < driver.find_element(By.ID, "approve").location["y"]
+            # Read before the Sign button: earlier in the page, while the button stays in its sticky bar.
+            assert driver.execute_script(
+                "return document.getElementById('unchecked').compareDocumentPosition(document.getElementById('approve'))"
+                " & Node.DOCUMENT_POSITION_FOLLOWING")
             assert driver.find_element(By.ID, "what").text.startswith("A transaction Keyfob could not check")
             assert "0x" + METHOD in driver.find_element(By.ID, "fields").text
             assert not driver.find_elements(By.ID, "recipient")
@@ -439,8 +493,12 @@ def test_account_streams_end_when_the_permission_is_revoked_or_the_session_signs
     status, reply = c.register(SoftKey(server.url), "stream")
     assert status == 200, reply
     token = reply["token"]
-    assert c.call("POST", "/api/polkadot/accounts", {"name": "Main"}, token=token)[0] == 201
-    seed = {"id": "7", "msgType": "pub(authorize.tab)", "origin": "dapp-request", "request": None, "url": "https://dapp.example/"}
+    status, main = c.call("POST", "/api/polkadot/accounts", {"name": "Main"}, token=token)
+    assert status == 201
+    assert c.call("POST", "/api/polkadot/accounts", {"name": "Savings"}, token=token)[0] == 201
+    # Connected with one account chosen (#54): the stream, like accounts.list, names only that one.
+    seed = {"id": "7", "msgType": "pub(authorize.tab)", "origin": "dapp-request",
+            "request": {"origin": "a dapp", "accounts": [main["address"]]}, "url": "https://dapp.example/"}
 
     def open_stream():
         assert c.call("POST", "/api/polkadot/message", seed, token=token)[0] == 200
@@ -448,11 +506,14 @@ def test_account_streams_end_when_the_permission_is_revoked_or_the_session_signs
         connection.request("GET", "/api/polkadot/subscribe?id=7&url=https%3A%2F%2Fdapp.example%2F",
                            headers={"Authorization": f"Bearer {token}"})
         events = connection.getresponse()
-        assert events.status == 200 and events.readline().startswith(b"data: ")
+        first = events.readline()
+        assert events.status == 200 and first.startswith(b"data: ")
+        assert [a["name"] for a in json.loads(first[6:])["result"]] == ["Main"], first
         return connection, events
 
     connection, events = open_stream()
-    grant = [g for g in c.call("GET", "/api/signer/grants", token=token)[1]["grants"] if g["client"] == "https://dapp.example"][0]
+    grant = [g for g in c.call("GET", "/api/signer/grants", token=token)[1]["grants"]
+             if g["client"] == "https://dapp.example" and g["method"] == "polkadot.authorize"][0]
     assert c.call("DELETE", f"/api/signer/grants/{grant['id']}", token=token)[0] == 200
     events.read()  # returns at the stream's end (a socket timeout fails the test)
     connection.close()

@@ -69,6 +69,15 @@ extension PolkadotController {
         }
     }
 
+    /// A message's `request` that may be null or absent.
+    static func decode<T: Decodable>(_ type: T?.Type, of bytes: [UInt8]) throws -> T? {
+        try decode(MaybeCarrying<T>.self, bytes).request
+    }
+
+    struct MaybeCarrying<Body: Decodable>: Decodable {
+        let request: Body?
+    }
+
     @Sendable func message(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         // metadata.provide carries a runtime's metadata (about a megabyte of hex for Polkadot); every
@@ -109,19 +118,28 @@ extension PolkadotController {
         let who = caller(auth, origin: origin, transport: transport, request: request, context: context)
         switch type {
         case "pub(authorize.tab)":
-            // The app (Nova's own prompt) or Keyfob's popup asked the user before sending this.
-            if try await !isAuthorized(origin, userID: auth.user.id) {
+            // The app (Nova's own prompt) or Keyfob's popup asked the user before sending this;
+            // Keyfob's windows send the accounts the person ticked, and the site sees only those.
+            let asked = try Self.decode(Optional<AuthorizeRequest>.self, of: body)
+            let chosen = try await chosenAccounts(asked?.accounts, userID: auth.user.id)
+            let authorized = try await isAuthorized(origin, userID: auth.user.id)
+            if !authorized || chosen != nil {
                 try await dispatcher.perform(Self.authorizeMethod, for: who, limit: .uncounted) { _ in
-                    try await store.insertGrant(
-                        GrantRecord(
-                            id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
-                            kind: nil, allow: true, createdAt: now(), expiresAt: nil))
+                    // A new connection starts from this choice (none: every account), never from
+                    // what a revoked one had chosen.
+                    try await share(chosen ?? [], with: origin, userID: auth.user.id)
+                    if !authorized {
+                        try await store.insertGrant(
+                            GrantRecord(
+                                id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
+                                kind: nil, allow: true, createdAt: now(), expiresAt: nil))
+                    }
                 }
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(accounts.list)":
             try await requireAuthorized(origin, who)
-            return jsonResponse(MessageReply(type: type, result: AnyEncodable(try await injectedAccounts(auth.user.id))))
+            return jsonResponse(MessageReply(type: type, result: AnyEncodable(try await injectedAccounts(auth.user.id, origin: origin))))
         case "pub(accounts.subscribe)":
             try await requireAuthorized(origin, who)
             // Updates stream from GET /api/polkadot/subscribe?id=<this message's id>&url=<the dapp>.
@@ -156,8 +174,9 @@ extension PolkadotController {
                     let raw = try Self.decode(Carrying<RawRequest>.self, body).request
                     stored = StoredRequest(raw: raw)
                     let parsed = try SigningRequest(type: type, stored: stored)
-                    guard try await accountRecord(for: parsed.accountId, userID: auth.user.id) != nil else {
-                        throw KeyfobError(.invalidPubkey, "\(parsed.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+                    guard try await sharedAccount(for: parsed.accountId, userID: auth.user.id, origin: origin) != nil else {
+                        throw KeyfobError(
+                            .invalidPubkey, "\(parsed.address.prefix(64)) is not one of the Keyfob Polkadot accounts you shared with \(origin)")
                     }
                 }
                 operation.queued()
@@ -186,8 +205,8 @@ extension PolkadotController {
     /// extension list, and either verified or an account that accepts unverified ones.
     private func queued(_ json: SignerPayload.JSON, origin: String, auth: Sessions.Authenticated) async throws -> StoredRequest {
         let payload = try SignerPayload(json)
-        guard let account = try await accountRecord(for: payload.accountId, userID: auth.user.id) else {
-            throw KeyfobError(.invalidPubkey, "\(payload.address.prefix(64)) is not one of your Keyfob Polkadot accounts")
+        guard let account = try await sharedAccount(for: payload.accountId, userID: auth.user.id, origin: origin) else {
+            throw KeyfobError(.invalidPubkey, "\(payload.address.prefix(64)) is not one of the Keyfob Polkadot accounts you shared with \(origin)")
         }
         let check = try await transactionCheck(payload, origin: origin, userID: auth.user.id, setHashIfMissing: true)
         if case .unverified(let why) = check.verdict, !account.acceptsUnverified {
@@ -236,9 +255,55 @@ extension PolkadotController {
         let type: String
     }
 
-    func injectedAccounts(_ userID: String) async throws -> [InjectedAccount] {
-        try await store.substrateAccounts(ofUser: userID).map { record in
+    /// The accounts `origin` sees: those the person ticked when connecting it, or all of them for a
+    /// connection made without a choice (the Nova app's own prompt, connections before #54).
+    func injectedAccounts(_ userID: String, origin: String) async throws -> [InjectedAccount] {
+        try await sharedAccounts(userID, origin: origin).map { record in
             InjectedAccount(address: Self.reply(record).address, genesisHash: nil, name: record.name, type: record.keyType)
+        }
+    }
+
+    func sharedAccounts(_ userID: String, origin: String) async throws -> [SubstrateAccountRecord] {
+        let shared = Set(
+            try await store.grants(ofUser: userID, now: now()).filter { $0.client == origin && $0.method.hasPrefix(Self.shareMethod) }
+                .map { String($0.method.dropFirst(Self.shareMethod.count)) })
+        let accounts = try await store.substrateAccounts(ofUser: userID)
+        return shared.isEmpty ? accounts : accounts.filter { shared.contains($0.id) }
+    }
+
+    /// `pub(authorize.tab)`'s request: the name the site gives itself and, from Keyfob's own
+    /// windows, the addresses the person chose to share.
+    struct AuthorizeRequest: Decodable {
+        var origin: String?
+        var accounts: [String]?
+    }
+
+    /// The records of the addresses chosen (nil: no choice was sent). Each must be the person's own.
+    private func chosenAccounts(_ addresses: [String]?, userID: String) async throws -> [SubstrateAccountRecord]? {
+        guard let addresses else { return nil }
+        guard !addresses.isEmpty, addresses.count <= 64 else {
+            throw KeyfobError.invalid("accounts lists the addresses to share: at least one")
+        }
+        let accounts = try await store.substrateAccounts(ofUser: userID)
+        return try addresses.map { address in
+            guard let id = SS58.decode(address)?.accountId,
+                let record = accounts.first(where: { KeyType(rawValue: $0.keyType)?.accountId(publicKey: $0.publicKey) == id })
+            else { throw KeyfobError(.invalidPubkey, "\(address.prefix(64)) is not one of your Keyfob Polkadot accounts") }
+            return record
+        }
+    }
+
+    /// Replaces what `origin` sees with `accounts`: one grant each, ended with the connection (none:
+    /// every account, as for a connection made without a choice).
+    private func share(_ accounts: [SubstrateAccountRecord], with origin: String, userID: String) async throws {
+        for grant in try await store.grants(ofUser: userID, now: now()) where grant.client == origin && grant.method.hasPrefix(Self.shareMethod) {
+            _ = try await store.deleteGrant(id: grant.id, ofUser: userID)
+        }
+        for account in Set(accounts.map(\.id)).sorted() {
+            try await store.insertGrant(
+                GrantRecord(
+                    id: Base64URL.encode(randomBytes(12)), userID: userID, client: origin, method: Self.shareMethod + account, kind: nil,
+                    allow: true, createdAt: now(), expiresAt: nil))
         }
     }
 
@@ -251,6 +316,13 @@ extension PolkadotController {
             throw KeyfobError(
                 .permissionDenied, "\(origin) is not connected to your Keyfob Polkadot accounts: send pub(authorize.tab) first",
                 status: .forbidden)
+        }
+    }
+
+    /// The account, when `origin` may see it (`sharedAccounts`): a site asks to sign only with those.
+    func sharedAccount(for accountId: [UInt8], userID: String, origin: String) async throws -> SubstrateAccountRecord? {
+        try await sharedAccounts(userID, origin: origin).first { record in
+            KeyType(rawValue: record.keyType)?.accountId(publicKey: record.publicKey) == accountId
         }
     }
 
@@ -319,7 +391,7 @@ extension PolkadotController {
         return EventStream.response { stream in
             var last: [UInt8] = []
             func send(always: Bool) async {
-                let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID)) ?? []))
+                let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID, origin: origin)) ?? []))
                 guard always || update != last else { return }
                 last = update
                 stream.yield(ByteBuffer(string: "data: \(String(decoding: update, as: UTF8.self))\n\n"))

@@ -41,6 +41,8 @@ struct PolkadotController: Sendable {
     static let requestLifetime: TimeInterval = 300
     static let maxPending = 10
     static let authorizeMethod = "polkadot.authorize"
+    /// A grant per account a connected site sees: `polkadot.account:<account id>`.
+    static let shareMethod = "polkadot.account:"
 
     func addRoutes(to router: Router<KeyfobRequestContext>) {
         router.get("/api/polkadot/accounts", use: listAccounts)

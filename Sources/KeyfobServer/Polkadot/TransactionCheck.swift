@@ -142,7 +142,8 @@ struct TransactionCheck {
             specVersion: version.specVersion, specName: version.specName, base58Prefix: prefix, decimals: decimals, tokenSymbol: token)
         guard let hash = MetadataHashes.shared.hash(runtime, extra) else { return not("the site's metadata cannot be hashed (RFC-0078)") }
         guard registry.pinsMetadataHashLast else {
-            return not("in this runtime CheckMetadataHash is not the last extension that adds signed data, so its hash cannot be told from other fields")
+            return not(
+                "in this runtime CheckMetadataHash is not the last extension that adds signed data, so its hash cannot be told from other fields")
         }
         let signer = encodedSigner(registry, accountId: payload.accountId)
         let signed: SignerPayload
