@@ -20,11 +20,11 @@ public struct DecodedCall: Sendable, Equatable {
 
     public init(pallet: String, call: String, arguments: [Argument]) {
         (self.pallet, self.call, self.arguments) = (pallet, call, arguments)
+        text = "\(pallet).\(call)(" + arguments.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + ")"
     }
 
-    public var text: String {
-        "\(pallet).\(call)(" + arguments.map { "\($0.name): \($0.value)" }.joined(separator: ", ") + ")"
-    }
+    /// `Pallet.call(name: value, …)`, made once.
+    public let text: String
 
     /// The calls this one makes (a batch's or a proxy's), in order, every one of them.
     public var innerCalls: [DecodedCall] { arguments.flatMap { $0.calls ?? [] } }
@@ -45,13 +45,15 @@ public struct CallDecoder: Sendable {
     /// The `RuntimeCall` enum: pallets as variants, each holding its call enum.
     let callType: Int
     let bitSequences: [Int: (width: Int, lsb0: Bool)]
+    /// A compact → the number it holds, as the hash sees it (nil: `Compact<()>`, zero bytes).
+    let compacts: [Int: RuntimeMetadata.Primitive?]
     public let ss58Prefix: UInt16
     public let decimals: Int?
     public let token: String?
     static let maxSteps = 50_000
 
     public init(hashed registry: HashedRegistry, ss58Prefix: UInt16, decimals: Int?, token: String?) {
-        (types, callType, bitSequences) = (registry.types, registry.callType, registry.bitSequences)
+        (types, callType, bitSequences, compacts) = (registry.types, registry.callType, registry.bitSequences, registry.compacts)
         (self.ss58Prefix, self.decimals, self.token) = (ss58Prefix, decimals, token)
     }
 
@@ -70,7 +72,23 @@ public struct CallDecoder: Sendable {
             types[callType] = .init(path: ["RuntimeCall"], definition: .variant(pallets))
         }
         var bits: [Int: (width: Int, lsb0: Bool)] = [:]
+        var compacts: [Int: RuntimeMetadata.Primitive?] = [:]
         for (id, info) in types {
+            if case .compact(var inner) = info.definition {
+                // The number under a compact (a struct of one field, or `()`), a few levels down.
+                var found: RuntimeMetadata.Primitive?? = nil
+                for _ in 0..<8 {
+                    switch types[inner]?.definition {
+                    case .primitive(let p)?: found = .some(p)
+                    case .composite(let fields)? where fields.count == 1: inner = fields[0].type
+                    case .composite(let fields)? where fields.isEmpty: found = .some(nil)
+                    case .tuple(let members)? where members.isEmpty: found = .some(nil)
+                    default: found = .some(.u128)
+                    }
+                    if found != nil { break }
+                }
+                compacts[id] = found ?? .some(.u128)
+            }
             guard case .bitSequence(let store, let order) = info.definition else { continue }
             let width: Int =
                 switch types[store]?.definition {
@@ -81,7 +99,7 @@ public struct CallDecoder: Sendable {
                 }
             bits[id] = (width, types[order]?.path.contains("Msb0") != true)
         }
-        (self.types, self.bitSequences) = (types, bits)
+        (self.types, self.bitSequences, self.compacts) = (types, bits, compacts)
         (self.ss58Prefix, self.decimals, self.token) = (ss58Prefix, decimals, token)
     }
 
@@ -125,14 +143,35 @@ public struct CallDecoder: Sendable {
 
     private static func name(_ text: String) -> String { VisibleText.escaped(text).text }
 
+    /// What one call may write as text (its values and names, before they are joined): a page
+    /// shows it whole, or the call is not shown at all.
+    static let maxText = 512 * 1024
+
+    /// Pallets whose balance arguments are the chain's own token (the one the hash names); a
+    /// balance anywhere else (an asset's, a foreign one) is shown as a plain number.
+    static let nativeBalancePallets: Set<String> = [
+        "Balances", "Staking", "NominationPools", "ConvictionVoting", "Vesting", "Crowdloan", "Bounties", "ChildBounties",
+        "Treasury", "Proxy", "Multisig", "Identity", "Referenda", "Democracy", "Council", "FastUnstake",
+    ]
+
     private struct Walker {
         let decoder: CallDecoder
         var reader: ScaleReader
         var steps = 0
+        var written = 0
+        /// The pallet of the call being read: whether its balances are the native token.
+        var pallet = ""
 
         mutating func step(_ depth: Int) throws(PolkadotError) {
             steps += 1
             guard steps <= CallDecoder.maxSteps, depth < 24 else { throw PolkadotError(.invalidPayload, "the call is nested too deeply to show") }
+        }
+
+        /// Counts `text` against the call's text budget.
+        mutating func wrote(_ text: String) throws(PolkadotError) -> String {
+            written += text.utf8.count
+            guard written <= CallDecoder.maxText else { throw PolkadotError(.invalidPayload, "the call is too long to show whole") }
+            return text
         }
 
         /// A `RuntimeCall`: the pallet's variant, then its call enum's variant and the arguments.
@@ -149,12 +188,17 @@ public struct CallDecoder: Sendable {
             guard let variant = calls.first(where: { $0.index == callIndex }) else {
                 throw PolkadotError(.invalidPayload, "\(CallDecoder.name(pallet.name)) has no call \(callIndex) in this metadata")
             }
+            let outer = self.pallet
+            self.pallet = pallet.name
+            defer { self.pallet = outer }
             var arguments: [DecodedCall.Argument] = []
             for (position, field) in variant.fields.enumerated() {
-                let name = field.name.map(CallDecoder.name) ?? "\(position)"
+                let name = try wrote(field.name.map(CallDecoder.name) ?? "\(position)")
                 arguments.append(try argument(name, field, depth: depth + 1))
             }
-            return DecodedCall(pallet: CallDecoder.name(pallet.name), call: CallDecoder.name(variant.name), arguments: arguments)
+            let decoded = DecodedCall(
+                pallet: try wrote(CallDecoder.name(pallet.name)), call: try wrote(CallDecoder.name(variant.name)), arguments: arguments)
+            return decoded
         }
 
         /// One argument; a call or a list of calls is kept whole beside its text.
@@ -181,11 +225,12 @@ public struct CallDecoder: Sendable {
             try step(depth)
             if id == decoder.callType { return try call(depth: depth).text }
             let info = try decoder.type(id)
-            let isBalance = typeName?.contains("Balance") == true
+            let isBalance =
+                typeName.map { $0.contains("Balance") && !$0.contains("Asset") } == true && CallDecoder.nativeBalancePallets.contains(pallet)
             switch info.definition {
             case .composite(let fields):
                 if info.path.last == "AccountId32", fields.count == 1, isBytes32(fields[0].type) {
-                    return SS58.encode(accountId: try reader.take(32), prefix: decoder.ss58Prefix)
+                    return try wrote(SS58.encode(accountId: try reader.take(32), prefix: decoder.ss58Prefix))
                 }
                 if fields.count == 1, fields[0].name == nil {
                     return try value(fields[0].type, typeName: fields[0].typeName ?? typeName, depth: depth + 1)
@@ -196,7 +241,7 @@ public struct CallDecoder: Sendable {
                 guard let variant = variants.first(where: { $0.index == index }) else {
                     throw PolkadotError(.invalidPayload, "no variant \(index) of \(CallDecoder.name(info.path.last ?? "an enum"))")
                 }
-                let name = CallDecoder.name(variant.name)
+                let name = try wrote(CallDecoder.name(variant.name))
                 return variant.fields.isEmpty ? name : name + (try fieldList(variant.fields, depth: depth, empty: ""))
             case .sequence(let inner):
                 let count = try reader.length(minimumSize: isZeroSized(inner) ? 0 : 1)
@@ -208,15 +253,32 @@ public struct CallDecoder: Sendable {
                 for member in members { parts.append(try value(member, typeName: nil, depth: depth + 1)) }
                 return "(" + parts.joined(separator: ", ") + ")"
             case .primitive(let primitive):
-                return try self.primitive(primitive, isBalance: isBalance)
+                return try wrote(try self.primitive(primitive, isBalance: isBalance))
             case .compact:
-                return amount(try reader.compactBytes(), isBalance: isBalance)
+                // As the hash sees it: `Compact<()>` is zero bytes (SCALE writes nothing for it),
+                // any other holds one unsigned number no wider than its type.
+                let held: RuntimeMetadata.Primitive? = decoder.compacts[id] ?? .some(.u128)
+                guard let number = held else { return "()" }
+                let magnitude = try reader.compactBytes()
+                let width: Int =
+                    switch number {
+                    case .u8: 1
+                    case .u16: 2
+                    case .u32: 4
+                    case .u64: 8
+                    case .u128: 16
+                    default: 32
+                    }
+                guard magnitude.dropFirst(width).allSatisfy({ $0 == 0 }) else {
+                    throw PolkadotError(.invalidPayload, "a compact number is wider than its type")
+                }
+                return try wrote(amount(magnitude, isBalance: isBalance))
             case .bitSequence:
                 // SCALE's BitVec: the bit count, then whole store words.
                 let bits = try reader.compact()
                 let width = decoder.bitSequences[id]?.width ?? 1
                 let bitsPerWord = 8 * width
-                return PolkadotHex.encode(try reader.take((bits + bitsPerWord - 1) / bitsPerWord * width))
+                return try wrote(PolkadotHex.encode(try reader.take((bits + bitsPerWord - 1) / bitsPerWord * width)))
             }
         }
 
@@ -225,7 +287,11 @@ public struct CallDecoder: Sendable {
             var parts: [String] = []
             for field in fields {
                 let shown = try value(field.type, typeName: field.typeName, depth: depth + 1)
-                parts.append(field.name.map { "\(CallDecoder.name($0)): \(shown)" } ?? shown)
+                if let name = field.name {
+                    parts.append("\(try wrote(CallDecoder.name(name))): \(shown)")
+                } else {
+                    parts.append(shown)
+                }
             }
             return fields.allSatisfy({ $0.name == nil }) ? "(" + parts.joined(separator: ", ") + ")" : " { " + parts.joined(separator: ", ") + " }"
         }
@@ -233,7 +299,7 @@ public struct CallDecoder: Sendable {
         /// Every item, none left out: the page folds a long list, it never drops one.
         private mutating func list(count: Int, _ inner: Int, depth: Int) throws(PolkadotError) -> String {
             if case .primitive(.u8)? = decoder.types[inner]?.definition {
-                return PolkadotHex.encode(try reader.take(count))
+                return try wrote(PolkadotHex.encode(try reader.take(count)))
             }
             guard count <= CallDecoder.maxSteps else { throw PolkadotError(.invalidPayload, "a list in the call is too long to show") }
             var shown: [String] = []
@@ -265,12 +331,12 @@ public struct CallDecoder: Sendable {
                 }
             case .char:
                 guard let scalar = Unicode.Scalar(try reader.u32()) else { throw PolkadotError(.invalidPayload, "not a character") }
-                return "'" + VisibleText.escaped(String(scalar)).text + "'"
+                return VisibleText.quoted(String(scalar), quote: "'")
             case .str:
                 guard let text = String(validating: try reader.take(try reader.length()), as: UTF8.self) else {
                     throw PolkadotError(.invalidPayload, "a text argument is not UTF-8")
                 }
-                return "\"" + VisibleText.escaped(text).text.replacingOccurrences(of: "\"", with: "\\\"") + "\""
+                return VisibleText.quoted(text)
             case .u8, .u16, .u32, .u64, .u128, .u256:
                 let widths: [RuntimeMetadata.Primitive: Int] = [.u8: 1, .u16: 2, .u32: 4, .u64: 8, .u128: 16, .u256: 32]
                 return amount(try reader.take(widths[p]!), isBalance: isBalance)

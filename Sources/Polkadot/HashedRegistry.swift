@@ -19,6 +19,8 @@ public struct HashedRegistry: Sendable {
     let compacts: [Int: RuntimeMetadata.Primitive?]
     /// A reachable bit sequence → its store's width in bytes and whether its order is `Lsb0`.
     let bitSequences: [Int: (width: Int, lsb0: Bool)]
+    /// The reachable types that are always zero bytes long.
+    let zeroSized: Set<Int>
 
     /// Types visited under compacts and bit sequences, for one registry. Real runtimes need about
     /// 500 (Polkadot 453, Kusama 505: a compact wraps a number, or a struct of one); the limit is
@@ -119,6 +121,7 @@ public struct HashedRegistry: Sendable {
             }
         }
         (self.compacts, self.bitSequences) = (compacts, bitSequences)
+        zeroSized = Self.zeroSizedTypes(reachable)
     }
 
     /// Type `id`, when the hash covers it.
@@ -134,14 +137,33 @@ public struct HashedRegistry: Sendable {
     public var coveredTypeIDs: Set<Int> { Set(types.keys) }
 
     /// Whether a value of type `id` is always zero bytes long (`()`, an empty struct, `[T; 0]`, or
-    /// made only of such).
-    func isZeroSized(_ id: Int, depth: Int = 0) -> Bool {
-        guard depth < 32, let info = types[id] else { return false }
-        switch info.definition {
-        case .composite(let fields): return fields.allSatisfy { isZeroSized($0.type, depth: depth + 1) }
-        case .tuple(let members): return members.allSatisfy { isZeroSized($0, depth: depth + 1) }
-        case .array(let length, let inner): return length == 0 || isZeroSized(inner, depth: depth + 1)
-        default: return false
+    /// made only of such). Each type is looked at once (`zeroSized`, computed with the registry).
+    func isZeroSized(_ id: Int) -> Bool { zeroSized.contains(id) }
+
+    /// The reachable types that are zero bytes long: found by rounds over the registry until nothing
+    /// changes, each round linear, so no shape of types costs more than their count squared in the
+    /// worst case and their count in practice (a few rounds).
+    static func zeroSizedTypes(_ types: [Int: RuntimeMetadata.TypeInfo]) -> Set<Int> {
+        var zero = Set<Int>()
+        var changed = true
+        var rounds = 0
+        while changed && rounds < 64 {
+            changed = false
+            rounds += 1
+            for (id, info) in types where !zero.contains(id) {
+                let isZero: Bool
+                switch info.definition {
+                case .composite(let fields): isZero = fields.allSatisfy { zero.contains($0.type) }
+                case .tuple(let members): isZero = members.allSatisfy { zero.contains($0) }
+                case .array(let length, let inner): isZero = length == 0 || zero.contains(inner)
+                default: isZero = false
+                }
+                if isZero {
+                    zero.insert(id)
+                    changed = true
+                }
+            }
         }
+        return zero
     }
 }

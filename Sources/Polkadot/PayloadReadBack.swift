@@ -37,6 +37,20 @@ extension HashedRegistry {
         guard bytes.suffix(33).elementsEqual([1] + hash) else {
             throw PolkadotError(.invalidPayload, "the payload does not end with the metadata hash")
         }
+        // Each extension its own fields: two that share one (polkadot-js writes it once) would lay
+        // the transaction out otherwise than the runtime reads it.
+        var perExtension = payload.method
+        for part in [\SignedExtension.type, \SignedExtension.additionalSigned] {
+            for signedExtension in extensions {
+                guard let fields = payload.encodedFields(of: signedExtension.identifier) else {
+                    throw PolkadotError(.unknownExtension, "Keyfob cannot encode \(signedExtension.identifier.prefix(64))")
+                }
+                perExtension += part == \SignedExtension.type ? fields.extra : fields.additional
+            }
+        }
+        guard perExtension == bytes else {
+            throw PolkadotError(.invalidPayload, "two of the runtime's signed extensions write the same field")
+        }
         var reader = ScaleReader(bytes)
         let call = try decoder.call(from: &reader)
         guard reader.offset == payload.method.count else {
@@ -72,7 +86,9 @@ extension HashedRegistry {
     /// `ChargeAssetTxPayment`'s extra, `{ tip, asset_id: Option<AssetId> }`: the asset as its type
     /// decodes it, nil for `None`.
     private func assetField(_ id: Int, decoder: CallDecoder, from reader: inout ScaleReader) throws(PolkadotError) -> String? {
-        guard case .composite(let fields) = try type(id).definition, fields.count == 2, fields[1].name == "asset_id" else {
+        guard case .composite(let fields) = try type(id).definition, fields.count == 2, fields[1].name == "asset_id",
+            try type(fields[1].type).path.last == "Option"
+        else {
             throw PolkadotError(.invalidPayload, "ChargeAssetTxPayment is not { tip, asset_id } in this runtime")
         }
         _ = try decoder.value(fields[0].type, from: &reader)

@@ -82,7 +82,7 @@ public struct RuntimeMetadata: Sendable {
         for position in 0..<count {
             let id = try r.compact()
             guard id == position else { throw PolkadotError(.invalidPayload, "the metadata's type \(position) is numbered \(id)") }
-            let path = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in try r.text() }
+            let path = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in try r.name() }
             _ = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
                 _ = try r.text()
                 _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }
@@ -96,7 +96,7 @@ public struct RuntimeMetadata: Sendable {
         var runtimeVersion: (String, UInt32)?
         let palletCount = try r.length()
         for _ in 0..<palletCount {
-            let name = try r.text()
+            let name = try r.name()
             _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try Self.skipStorage(&r) }
             let calls = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }
             _ = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.compact() }  // events
@@ -181,7 +181,7 @@ public struct RuntimeMetadata: Sendable {
             extrinsicVersion = try r.byte()
         }
         let extensions = try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
-            Extrinsic.SignedExtension(identifier: try r.text(), type: try r.compact(), additionalSigned: try r.compact())
+            Extrinsic.SignedExtension(identifier: try r.name(), type: try r.compact(), additionalSigned: try r.compact())
         }
         return Extrinsic(
             version: extrinsicVersion, addressType: address, callType: call, signatureType: signature, signedExtensions: extensions)
@@ -193,9 +193,9 @@ public struct RuntimeMetadata: Sendable {
 
     private static func fields(_ r: inout ScaleReader) throws(PolkadotError) -> [Field] {
         try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
-            let name = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.text() }
+            let name = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.name() }
             let type = try r.compact()
-            let typeName = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.text() }
+            let typeName = try r.option { (r: inout ScaleReader) throws(PolkadotError) in try r.name() }
             _ = try docs(&r)
             return Field(name: name, type: type, typeName: typeName)
         }
@@ -207,7 +207,7 @@ public struct RuntimeMetadata: Sendable {
         case 1:
             return .variant(
                 try r.vector { (r: inout ScaleReader) throws(PolkadotError) in
-                    let name = try r.text()
+                    let name = try r.name()
                     let fields = try fields(&r)
                     let index = try r.byte()
                     _ = try docs(&r)

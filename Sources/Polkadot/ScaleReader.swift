@@ -28,22 +28,30 @@ struct ScaleReader {
         try take(4).enumerated().reduce(0) { $0 | UInt32($1.element) << (8 * UInt32($1.offset)) }
     }
 
-    /// A compact integer as its little-endian magnitude (up to 2^536).
+    /// A compact integer as its little-endian magnitude (up to 2^536), in its one canonical form, as
+    /// parity-scale-codec decodes it: a value in the shortest mode that holds it, a big integer in
+    /// the fewest bytes. Another form is refused, so one number has one encoding.
     mutating func compactBytes() throws(PolkadotError) -> [UInt8] {
         let first = try byte()
         switch first & 0b11 {
         case 0b00: return [first >> 2]
         case 0b01:
             let value = (UInt16(first) | UInt16(try byte()) << 8) >> 2
+            guard value >= 1 << 6 else { throw Self.nonCanonical }
             return [UInt8(value & 0xff), UInt8(value >> 8)]
         case 0b10:
             let rest = try take(3)
             let value = (UInt32(first) | UInt32(rest[0]) << 8 | UInt32(rest[1]) << 16 | UInt32(rest[2]) << 24) >> 2
+            guard value >= 1 << 14 else { throw Self.nonCanonical }
             return SCALE.littleEndian(UInt64(value), width: 4)
         default:
-            return try take(Int(first >> 2) + 4)
+            let magnitude = try take(Int(first >> 2) + 4)
+            guard magnitude.last != 0, magnitude.count > 4 || magnitude[3] >= 0x40 else { throw Self.nonCanonical }
+            return magnitude
         }
     }
+
+    static let nonCanonical = PolkadotError(.invalidPayload, "a SCALE compact integer is not in its shortest form")
 
     /// A compact integer that must fit in an Int (lengths, type ids).
     mutating func compact() throws(PolkadotError) -> Int {
@@ -62,6 +70,14 @@ struct ScaleReader {
 
     mutating func text() throws(PolkadotError) -> String {
         String(decoding: try take(try length()), as: UTF8.self)
+    }
+
+    /// A name (a type's path segment, a field's or a variant's name, a type name): at most 512
+    /// bytes, so no metadata can make every mention of a name cost megabytes.
+    mutating func name() throws(PolkadotError) -> String {
+        let count = try length()
+        guard count <= 512 else { throw PolkadotError(.invalidPayload, "a name in the metadata is longer than 512 bytes") }
+        return String(decoding: try take(count), as: UTF8.self)
     }
 
     mutating func vector<T>(_ item: (inout ScaleReader) throws(PolkadotError) -> T) throws(PolkadotError) -> [T] {

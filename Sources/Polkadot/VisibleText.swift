@@ -27,6 +27,25 @@ public enum VisibleText {
         String(validating: bytes, as: UTF8.self).map(escaped)
     }
 
+    /// `text` in quotes as a call's argument is shown: every hidden character and the line break as
+    /// `\uXXXX`, the quote and the backslash always escaped, so the quoted text cannot end early or
+    /// imitate an escape.
+    public static func quoted(_ text: String, quote: Character = "\"") -> String {
+        var out = String(quote)
+        for scalar in text.unicodeScalars {
+            if hidden(scalar) || scalar == "\n" {
+                let hex = String(scalar.value, radix: 16, uppercase: true)
+                out += "\\u" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
+            } else if scalar == "\\" || Character(scalar) == quote {
+                out += "\\"
+                out.unicodeScalars.append(scalar)
+            } else {
+                out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + String(quote)
+    }
+
     static func hidden(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.properties.generalCategory {
         case .control: scalar != "\n"

@@ -209,6 +209,16 @@ import Testing
             #expect((calls[16]["summary"] as? String)?.hasPrefix("Send 1000 DOT to ") == true, "\(calls[16])")
             #expect((shown["decodedCall"] as? String)?.contains("Balances.transfer_keep_alive(") == true)
 
+            // The review's Compact<()>: SCALE writes nothing for Polkadot's `MultiAddress::Index(())`,
+            // so the first transfer is 4 bytes and the second names its own account and 1000 DOT.
+            // Read as a number, it once showed a dust transfer and a remark instead.
+            let void = Self.batch(2, [[5, 3, 1, 0], PolkadotHex.decode(Self.thousand)!])
+            let both = try await Hashes.shown(
+                TestRuntime.payload(address: address, method: PolkadotHex.encode(void), hash: TestRuntime.hash(of: metadata)), client, token: token)
+            let pair = try #require(both["calls"] as? [[String: Any]], "\(both)")
+            #expect(pair.count == 2 && (pair[0]["text"] as? String)?.contains("dest: Index(())") == true, "\(pair)")
+            #expect((pair[1]["summary"] as? String)?.hasPrefix("Send 1000 DOT to ") == true, "\(pair)")
+
             let nested = Self.batch(2, [Self.batch(0, [PolkadotHex.decode(Self.thousand)!]), Self.remark("x")])
             let inner = try await Hashes.shown(
                 TestRuntime.payload(address: address, method: PolkadotHex.encode(nested), hash: TestRuntime.hash(of: metadata)), client, token: token)

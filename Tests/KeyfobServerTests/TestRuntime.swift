@@ -30,8 +30,9 @@ enum TestRuntime {
         var balancesName = "Balances"
         /// Balances' call enum starts with a `remark` of index 3, the transfer's own index.
         var duplicateTransferIndex = false
-        /// Adds `Utility.batch` (0) and `batch_all` (2) over `Vec<RuntimeCall>`, and
-        /// `ChargeAssetTxPayment`'s `{ tip, asset_id: Option<u32> }` (types 20–23).
+        /// Adds `Utility.batch` (0) and `batch_all` (2) over `Vec<RuntimeCall>`,
+        /// `ChargeAssetTxPayment`'s `{ tip, asset_id: Option<u32> }` and Polkadot's
+        /// `MultiAddress::Index(Compact<()>)` (types 20–24).
         var extended = false
     }
 
@@ -73,7 +74,9 @@ enum TestRuntime {
                         : variants(variant("transfer_keep_alive", 3, field("dest", 11, "AccountIdLookupOf<T>"), field("value", 12, "T::Balance")))),
                 type(
                     11, path: ["sp_runtime", "multiaddress", "MultiAddress"],
-                    variants(variant("Id", 0, field(nil, 5)), variant("Raw", 2, field(nil, 7)))),
+                    change.extended
+                        ? variants(variant("Id", 0, field(nil, 5)), variant("Index", 1, field(nil, 24)), variant("Raw", 2, field(nil, 7)))
+                        : variants(variant("Id", 0, field(nil, 5)), variant("Raw", 2, field(nil, 7)))),
                 type(12, [6] + c(9)),  // Compact<u128>
                 type(13, [3] + SCALE.littleEndian(64, width: 4) + c(0)),  // [u8; 64]
                 type(14, [3] + SCALE.littleEndian(65, width: 4) + c(0)),  // [u8; 65]
@@ -100,6 +103,7 @@ enum TestRuntime {
                     type(
                         23, path: ["pallet_asset_tx_payment", "ChargeAssetTxPayment"],
                         [0] + c(2) + field("tip", 12, "BalanceOf<T>") + field("asset_id", 22, "Option<T::AssetId>")),
+                    type(24, [6] + c(3)),  // Compact<()>: zero bytes, as Polkadot's MultiAddress::Index holds it
                 ] : [])
         let version =
             text("polkadot") + text("parity-polkadot") + SCALE.littleEndian(0, width: 4)

@@ -108,6 +108,43 @@ import Testing
         #expect(Date().timeIntervalSince(started) < 10)
     }
 
+    /// The review's exponential walk: a zero-sized extension after `CheckMetadataHash` made of 40
+    /// levels of `T{a: T', b: T'}` (2^40 paths) is known zero-sized at once, each type looked at once.
+    @Test func zeroSizedTypesAreFoundWithoutWalkingEveryPath() throws {
+        func type(_ id: Int, _ definition: [UInt8]) -> [UInt8] { Self.c(id) + [0, 0] + definition + [0] }
+        func field(_ type: Int) -> [UInt8] { [0] + Self.c(type) + [0, 0] }
+        var types: [[UInt8]] = [type(0, [4, 0])]  // ()
+        for id in 1...40 { types.append(type(id, [0] + Self.c(2) + field(id - 1) + field(id - 1))) }
+        types.append(type(41, [5, 3]))  // u8
+        let extensions =
+            Self.c(2) + Self.text("CheckMetadataHash") + Self.c(41) + Self.c(41) + Self.text("StorageWeightReclaim") + Self.c(40) + Self.c(0)
+        let bytes =
+            Array("meta".utf8) + [15] + Self.c(types.count) + types.flatMap { $0 } + [0]
+            + [4] + Self.c(41) + Self.c(41) + Self.c(41) + Self.c(0) + extensions + Self.tail
+        let started = Date()
+        let registry = try HashedRegistry(try RuntimeMetadata(bytes))
+        #expect(registry.pinsMetadataHashLast)
+        #expect(Date().timeIntervalSince(started) < 5)
+    }
+
+    /// Names are short in real metadata; one of megabytes (repeated on every mention) is refused.
+    @Test func longNamesAreRefused() throws {
+        var bytes = Self.metadata
+        let at = try #require(bytes.firstRange(of: Self.text("Call")))
+        bytes.replaceSubrange(at, with: Self.text(String(repeating: "x", count: 513)))
+        #expect(throws: PolkadotError.self) { try RuntimeMetadata(bytes) }
+    }
+
+    /// Compact integers have one form: a small value in a longer mode is refused, as parity-scale-codec refuses it.
+    @Test func compactIntegersMustBeCanonical() throws {
+        var zero = ScaleReader([0b01, 0])  // 0 in the two-byte mode
+        #expect(throws: PolkadotError.self) { try zero.compactBytes() }
+        var ok = ScaleReader([0x01, 0x01])  // 64 in the two-byte mode
+        #expect(try ok.compactBytes() == [64, 0])
+        var big = ScaleReader([0b11, 0xff, 0xff, 0xff, 0x00])  // 2^24 - 1 in the big-integer mode
+        #expect(throws: PolkadotError.self) { try big.compactBytes() }
+    }
+
     @Test func v14AndCallsOnlyMetadataHaveNoDigest() throws {
         var v14 = Self.metadata
         v14[4] = 14

@@ -211,7 +211,7 @@ extension PolkadotController {
             chain: genesisSigned ? known?.name : nil,
             genesisHash: genesis, genesisSigned: genesisSigned,
             call: PolkadotHex.encode(payload.method), decodedCall: verified ? decoded?.text : nil,
-            summary: verified && genesisSigned ? decoded?.summary : nil, recipient: verified ? decoded?.recipient : nil,
+            summary: verified && genesisSigned ? decoded?.summary : nil, recipient: verified && genesisSigned ? decoded?.recipient : nil,
             calls: verified ? decoded.map { CallLine.lines($0.innerCalls) } : nil,
             siteDescription: siteDescription, callIndex: payload.method.prefix(2).map(Int.init), callNote: note,
             tip: payload.signs(.tip) ? Amount.format(payload.tip, decimals: decimals, token: token) : notSigned,
