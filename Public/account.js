@@ -733,7 +733,7 @@ $("signout-all").addEventListener("click", async () => {
   let ended;
   try { ended = await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } catch (error) { showError(error); return; }
   // What ended, for the sign-in page to say (kept in this tab, not in the address: a link must not word it).
-  sessionStorage.setItem("keyfob-signed-out", JSON.stringify({ sessions: ended.sessions, apps: ended.apps, grants: ended.grants }));
+  sessionStorage.setItem("keyfob-signed-out", JSON.stringify({ sessions: ended.sessions, apps: ended.apps, grants: ended.grants, requests: ended.requests }));
   location.assign("/?signedout");
 });
 

@@ -93,8 +93,10 @@ document.getElementById("passkey-name").value = deviceName();
     try { ended = JSON.parse(everywhere); } catch { /* shown without figures */ }
     const number = (name) => Math.max(0, Number.isInteger(ended[name]) ? ended[name] : 0);
     const apps = number("apps");
+    const requests = number("requests");
     showStatus("ok", `You are signed out everywhere: ${counted(number("sessions"), "session")} ended, `
-      + `${apps === 1 ? "1 app was" : `${apps} apps were`} disconnected and ${counted(number("grants"), "permission")} revoked. `
+      + `${apps === 1 ? "1 app was" : `${apps} apps were`} disconnected and ${counted(number("grants"), "permission")} revoked`
+      + (requests ? `, and ${requests === 1 ? "1 waiting request was" : `${requests} waiting requests were`} cancelled. ` : ". ")
       + (apps ? "After you sign in, connect your apps again with a new bunker URL." : "Sign in again with your passkey."));
     return;
   }

@@ -162,7 +162,9 @@ function render(d) {
   detail("Request", d.id);
   $("who").textContent = d.state === "pending"
     ? `Check it, then sign with your passkey. Nothing was signed yet.`
-    : d.state === "approved" ? "This request was signed already." : d.state === "rejected" ? "This request was rejected." : "This request has expired. Nothing was signed.";
+    : d.state === "approved" ? "This request was signed already." : d.state === "rejected" ? "This request was rejected."
+    : d.state === "cancelled" ? "This request was cancelled when you signed out everywhere: the site's permission ended. Nothing was signed."
+    : "This request has expired. Nothing was signed.";
   $("request-card").hidden = false;
   $("decide-card").hidden = false;
   $("approve").disabled = $("reject").disabled = d.state !== "pending";

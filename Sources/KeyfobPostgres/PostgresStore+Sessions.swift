@@ -55,7 +55,17 @@ extension PostgresStore {
                 "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
             ).collect()
             let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING 1", logger: logger).collect()
-            return SignedOutEverywhere(sessions: sessions.count, clients: clients.count, grants: grants.count)
+            // What an intruder's client left waiting is cancelled, not left to be approved; the
+            // Polkadot metadata its dapps stored goes with their permissions.
+            let nostr = try await connection.query(
+                "UPDATE signer_requests SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING 1", logger: logger
+            ).collect()
+            let polkadot = try await connection.query(
+                "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING 1", logger: logger
+            ).collect()
+            try await connection.query("DELETE FROM polkadot_metadata WHERE user_id = \(userID)", logger: logger).collect()
+            return SignedOutEverywhere(
+                sessions: sessions.count, clients: clients.count, grants: grants.count, requests: nostr.count + polkadot.count)
         }
     }
 

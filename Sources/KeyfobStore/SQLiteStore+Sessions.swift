@@ -46,6 +46,14 @@ extension SQLiteStore {
                     "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = ?", [.text(userID)])
                 try connection.query("DELETE FROM grants WHERE user_id = ?", [.text(userID)])
                 ended.grants = connection.changes
+                // What an intruder's client left waiting is cancelled, not left to be approved; the
+                // Polkadot metadata its dapps stored goes with their permissions.
+                try connection.query("UPDATE signer_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])
+                ended.requests = connection.changes
+                try connection.query(
+                    "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])
+                ended.requests += connection.changes
+                try connection.query("DELETE FROM polkadot_metadata WHERE user_id = ?", [.text(userID)])
                 return ended
             }
         }

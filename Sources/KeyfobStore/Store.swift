@@ -91,10 +91,14 @@ public struct SignedOutEverywhere: Sendable, Equatable {
     public var clients: Int
     /// Grants revoked: remembered choices of nostr apps and Polkadot dapp permissions.
     public var grants: Int
-    public init(sessions: Int, clients: Int, grants: Int) {
+    /// Waiting requests cancelled (nostr redirect-flow and NIP-46 requests, Polkadot requests): their
+    /// pages say so, and nothing answers them.
+    public var requests: Int
+    public init(sessions: Int, clients: Int, grants: Int, requests: Int = 0) {
         self.sessions = sessions
         self.clients = clients
         self.grants = grants
+        self.requests = requests
     }
 }
 

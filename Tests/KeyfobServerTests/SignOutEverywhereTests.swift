@@ -63,6 +63,67 @@ import WebAuthnTestSupport
         }
     }
 
+    /// The break-in story with requests left waiting (#55): the intruder's NIP-46 request, a web
+    /// app's redirect request and a Polkadot site's request are cancelled with everything else, the
+    /// reply counts them, and each page says the request was cancelled — none can be approved.
+    @Test func signingOutEverywhereCancelsEveryWaitingRequest() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            var (token, passkey) = try await client.newAccount("brenda")
+            let auth = Client.bearer(token)
+            let url = try await client.bunkerURL(token: token)
+            let intruder = try NIP46TestClient(hub: hub, signer: url.signer)
+            #expect(try await intruder.call("connect", [url.signer.hex, url.secret!])?["result"] as? String == "ack")
+            let nip46 = try approvalID(try await intruder.call("sign_event", [Self.note]))
+            let link = try SignerCodec.buildURL(keyfobRequest(.signEvent, content: RedirectFlowTests.note, transport: .keyfobLink))
+            let opened = try #require(try await client.open(serverTarget(link), token: token).1)
+            let redirect = String(opened.dropFirst("/approve/".count))
+            #expect(try await client.call(.get, "/api/requests/\(redirect)", headers: auth).status == .ok)
+            let address = try await client.connectedPolkadotAccount(token: token)
+            let asked = try await client.call(
+                .post, "/api/polkadot/message",
+                json: PolkadotBridgeTests.message("pub(bytes.sign)", ["address": address, "data": "0x6869", "type": "bytes"]), headers: auth)
+            let polkadot = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
+
+            let confirmation = try await client.confirmation("sessions.revoke", by: &passkey, token: token)
+            let out = try await client.call(.post, "/logout?everywhere=1", json: ["confirmation": confirmation], headers: auth)
+            #expect(out.status == .ok && out["requests"] as? Int == 3, "\(out.json)")
+
+            let again = Client.bearer(try #require(try await client.signIn(&passkey)["token"] as? String))
+            for id in [nip46, redirect] {
+                let gone = try await client.call(.get, "/api/requests/\(id)", headers: again)
+                #expect(gone.status == .notFound && gone["state"] as? String == "cancelled", "\(gone.json)")
+                #expect((gone["message"] as? String)?.contains("cancelled") == true)
+                let approve = try await client.call(.post, "/api/requests/\(id)/approve", json: [:], headers: again)
+                #expect(approve.status == .notFound, "\(approve.json)")
+            }
+            let details = try await client.call(.get, "/api/polkadot/requests/\(polkadot)/details", headers: again)
+            #expect(details["state"] as? String == "cancelled", "\(details.json)")
+            let challenge = try await client.call(.post, "/api/polkadot/requests/\(polkadot)/challenge", json: [:], headers: again)
+            #expect(challenge.status == .notFound, "\(challenge.json)")
+        }
+    }
+
+    /// A NIP-46 request whose client was disconnected is shown as cancelled, never approved into the void.
+    @Test func aRequestWhoseClientIsGoneIsCancelled() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("carla")
+            let auth = Client.bearer(token)
+            let url = try await client.bunkerURL(token: token)
+            let app = try NIP46TestClient(hub: hub, signer: url.signer)
+            #expect(try await app.call("connect", [url.signer.hex, url.secret!])?["result"] as? String == "ack")
+            let id = try approvalID(try await app.call("sign_event", [Self.note]))
+            let clients = try await client.call(.get, "/api/signer/bunker/clients", headers: auth)
+            let listed = try #require((clients["clients"] as? [[String: Any]])?.first, "\(clients.json)")
+            let pubkey = try #require(listed["pubkey"] as? String ?? listed["clientPubkey"] as? String, "\(listed)")
+            let removed = try await client.call(.delete, "/api/signer/bunker/clients/\(pubkey)", headers: auth)
+            #expect(removed.status == .ok, "\(removed.json)")
+            let gone = try await client.call(.get, "/api/requests/\(id)", headers: auth)
+            #expect(gone.status == .notFound && gone["state"] as? String == "cancelled", "\(gone.json)")
+        }
+    }
+
     @Test func lockNowLocksEverySessionOfTheAccountAndIsAudited() async throws {
         try await Harness().run { client in
             var (token, passkey) = try await client.newAccount("bob")

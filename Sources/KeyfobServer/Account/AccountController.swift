@@ -81,9 +81,10 @@ struct AccountController: Sendable {
                 await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
                 events.record(
                     .signedOut, username: auth.user.username,
-                    detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants)")
+                    detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants) requests=\(ended.requests)")
                 return jsonResponse(
-                    SignedOutReply(signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants),
+                    SignedOutReply(
+                        signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants, requests: ended.requests),
                     headers: cleared)
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
@@ -105,6 +106,8 @@ struct AccountController: Sendable {
         let apps: Int
         /// Remembered choices and dapp permissions revoked.
         let grants: Int
+        /// Waiting requests cancelled (nostr apps', NIP-46 clients', Polkadot sites').
+        let requests: Int
     }
 
     /// "Lock now": every session of the account locked at once (they stay signed in; signing

@@ -170,6 +170,12 @@ struct ApprovalController: Sendable {
         else {
             throw gone
         }
+        // A NIP-46 request whose client is gone (disconnected, or every app signed out) has nobody
+        // to answer: cancelled, never approved into the void.
+        if case .nip46(let address) = incoming.reply, try await store.bunkerClient(userID: auth.user.id, clientPubkey: address.client) == nil {
+            _ = try await store.decidePendingRequest(id: record.id, userID: auth.user.id, state: "cancelled", now: now())
+            throw gone
+        }
         return (record, incoming)
     }
 
@@ -358,9 +364,11 @@ struct ApprovalController: Sendable {
             return jsonResponse(GoneReply(state: "unknown", message: Self.goneMessage), status: .notFound)
         }
         guard record.state == "pending" else {
-            return jsonResponse(
-                GoneReply(state: record.state, message: "This request was \(record.state) already; the app has its answer."),
-                status: .notFound)
+            let message =
+                record.state == "cancelled"
+                ? "This request was cancelled: its app was disconnected (you signed out everywhere, or removed it). Nothing was signed, and the app gets no answer."
+                : "This request was \(record.state) already; the app has its answer."
+            return jsonResponse(GoneReply(state: record.state, message: message), status: .notFound)
         }
         var back: String?
         if let target = pending.open(record, signerKey: nil),
