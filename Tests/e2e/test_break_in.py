@@ -91,6 +91,8 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     driver.save_screenshot(f"{shots(server)}/lock-now-390.png")
     locked = intruder.ask("sign_event", NOTE)  # a grant never skips the lock: nothing is signed
     assert locked is None or '"sig"' not in (locked.get("result") or ""), locked
+    # It waits on the approval page for the owner (the intruder's request, left waiting).
+    waiting_id = locked["error"].rsplit("/approve/", 1)[1]
 
     # Sign out everywhere, confirmed with the passkey; the result says what ended.
     button = driver.find_element(By.ID, "signout-all")
@@ -102,6 +104,7 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     wait_for(driver, lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, timeout=20)
     text = driver.find_element(By.ID, "status").text
     assert "1 app was disconnected" in text and "3 permissions revoked" in text and "new bunker URL" in text, text
+    assert "1 waiting request was cancelled" in text, text
     driver.save_screenshot(f"{shots(server)}/signed-out-everywhere-390.png")
     assert events.read() is not None  # the stream ended (read returns at its end)
 
@@ -114,6 +117,12 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     spare_secret = urllib.parse.parse_qs(urllib.parse.urlsplit(spare["url"]).query)["secret"][0]
     retry = RawClient(relay, bunker["pubkey"])
     assert "unauthorized" in retry.ask("connect", bunker["pubkey"], spare_secret)["error"]
+    # The intruder's waiting request is gone: its page says it was cancelled, with no Approve.
+    driver.get(f"{server.url}/approve/{waiting_id}")
+    wait_for(driver, lambda d: d.find_element(By.ID, "title").text == "This request is gone")
+    assert "cancelled" in driver.find_element(By.ID, "status").text
+    assert not driver.find_element(By.ID, "approve").is_displayed()
+    driver.save_screenshot(f"{shots(server)}/break-in-request-cancelled-390.png")
     dapp["msgType"] = "pub(accounts.list)"
     status, denied = fetch(driver, "/api/polkadot/message", dapp)
     assert status == 403 and denied["error"] == "permission_denied", denied
