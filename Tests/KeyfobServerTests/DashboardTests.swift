@@ -45,6 +45,69 @@ import WebAuthnTestSupport
         }
     }
 
+    /// #55: the operator's live stream ends with its operator — when the admin token it was opened
+    /// with is rotated, when `keyfob admins remove` unbinds the account, and when the operator signs
+    /// out everywhere — instead of delivering every user's activity on.
+    @Test func anOperatorStreamEndsWithItsOperator() async throws {
+        let harness = try Harness()
+        let root = NIOLockedValueBox<(String, SoftwareAuthenticator)?>(nil)
+        try await harness.run { client in
+            let created = try await client.newAccount("root")
+            root.withLockedValue { $0 = created }
+        }
+        let admins = try await Admins.bind(["root"], store: harness.store, now: harness.clock.now + 1)
+        harness.clock.advance(10)
+        let (adminToken, hash) = AdminToken.generate()
+        try await harness.store.setMetaValue(AdminController.tokenMetaName, hash)
+        try await harness.run(admins: admins) { client in
+            var (session, passkey) = try #require(root.withLockedValue { $0 })
+            defer { session = "" }
+            /// Opens the stream with `headers`, does `end`, then makes activity until the stream ends (10 s at most).
+            func ends(_ headers: HTTPFields, after end: @escaping @Sendable () async throws -> Void) async throws -> Bool {
+                try await withThrowingTaskGroup(of: Bool.self) { group in
+                    group.addTask {
+                        _ = try await client.raw.execute(uri: "/api/admin/stream", method: .get, headers: headers, body: nil)
+                        return true
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .milliseconds(200))
+                        try await end()
+                        for _ in 0..<40 {
+                            _ = try await client.newAccount(nil)  // activity the stream would carry
+                            try await Task.sleep(for: .milliseconds(250))
+                        }
+                        return false
+                    }
+                    let first = try await group.next()!
+                    group.cancelAll()
+                    return first
+                }
+            }
+            // The admin token rotated.
+            #expect(
+                try await ends(Client.bearer(adminToken)) {
+                    let (_, rotated) = AdminToken.generate()
+                    try await harness.store.setMetaValue(AdminController.tokenMetaName, rotated)
+                })
+            // `keyfob admins remove root`.
+            let user = try #require(try await harness.store.user(named: "root"))
+            #expect(
+                try await ends(Client.bearer(session)) {
+                    try await Admins.bind(user, isOperator: false, in: harness.store, at: harness.clock.now)
+                })
+            try await Admins.bind(user, isOperator: true, in: harness.store, at: harness.clock.now)
+            // Signed out everywhere.
+            let confirmation = try JSONSerialization.data(
+                withJSONObject: ["confirmation": try await client.confirmation("sessions.revoke", by: &passkey, token: session)])
+            let auth = Client.bearer(session)
+            let signedOut = try await ends(auth) {
+                let out = try await client.call(.post, "/logout?everywhere=1", body: [UInt8](confirmation), headers: auth)
+                guard out.status == .ok else { throw KeyfobError.invalid("sign out everywhere: \(out.json)") }
+            }
+            #expect(signedOut)
+        }
+    }
+
     @Test func theEventsCarryCeremoniesFailuresAndSignerOperations() async throws {
         let harness = try Harness()
         let (token, hash) = AdminToken.generate()

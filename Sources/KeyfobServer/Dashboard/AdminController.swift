@@ -101,19 +101,65 @@ struct AdminController: Sendable {
         return jsonResponse(["events": feed.recent(outcome: outcome, code: code, limit: 500)])
     }
 
-    /// Server-sent events: one JSON object per activity, as it happens.
+    /// Server-sent events: one JSON object per activity, as it happens — for as long as whoever
+    /// opened it is still an operator. Their standing is checked again before an event is sent (at
+    /// most once a second) and on a tick: the stream ends once their session ends (signed out,
+    /// everywhere included), `keyfob admins remove` unbinds them, or the admin token it was opened
+    /// with is rotated.
     @Sendable func stream(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        try await authorize(request)
+        let opener = try await operatorOf(request)
+        let stillOperator = standing(of: opener, request: request)
         let activities = feed.subscribe()
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return EventStream.response { send in
             send.yield(ByteBuffer(string: ": keyfob activity stream\n\n"))
-            for await activity in activities {
-                let json = (try? encoder.encode(activity)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-                send.yield(ByteBuffer(string: "data: \(json)\n\n"))
+            await withTaskGroup(of: Void.self) { group in
+                // nil: a tick (no event); the check runs and a keep-alive comment goes out.
+                let (merged, sink) = AsyncStream<Activity?>.makeStream(bufferingPolicy: .bufferingNewest(64))
+                group.addTask {
+                    for await activity in activities { sink.yield(activity) }
+                    sink.finish()
+                }
+                group.addTask {
+                    while (try? await Task.sleep(for: .seconds(Self.standingRecheck))) != nil { sink.yield(nil) }
+                }
+                var checkedAt = ContinuousClock.now
+                for await activity in merged {
+                    if activity == nil || ContinuousClock.now - checkedAt >= .seconds(1) {
+                        guard await stillOperator() else { break }
+                        checkedAt = ContinuousClock.now
+                    }
+                    guard let activity else {
+                        send.yield(ByteBuffer(string: ": keep-alive\n\n"))
+                        continue
+                    }
+                    let json = (try? encoder.encode(activity)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                    send.yield(ByteBuffer(string: "data: \(json)\n\n"))
+                }
+                group.cancelAll()
             }
+        }
+    }
+
+    /// How often an operator stream with no events checks that its opener is still an operator.
+    static let standingRecheck: Double = 5
+
+    /// Whether the operator who opened a stream still is one: the same admin token (not rotated), or
+    /// the same session, still alive, of an account still an operator. A store error counts as no.
+    func standing(of opener: (name: String, session: Sessions.Authenticated?), request: Request) -> @Sendable () async -> Bool {
+        let tokenHash: [UInt8]? = opener.session == nil ? request.headers[.authorization].map { header in
+            sha256(Array(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces).utf8))
+        } : nil
+        let session = opener.session.map { ($0.session.tokenHash, $0.user) }
+        return { [store, sessions, admins, now] in
+            if let tokenHash {
+                guard let stored = try? await store.metaValue(Self.tokenMetaName) else { return false }
+                return constantTimeEqual(stored, tokenHash)
+            }
+            guard let (hash, user) = session, (try? await sessions.store.session(tokenHash: hash, now: now())) != nil else { return false }
+            return (try? await admins.isOperator(user)) == true
         }
     }
 
