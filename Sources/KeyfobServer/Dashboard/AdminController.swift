@@ -149,9 +149,11 @@ struct AdminController: Sendable {
     /// Whether the operator who opened a stream still is one: the same admin token (not rotated), or
     /// the same session, still alive, of an account still an operator. A store error counts as no.
     func standing(of opener: (name: String, session: Sessions.Authenticated?), request: Request) -> @Sendable () async -> Bool {
-        let tokenHash: [UInt8]? = opener.session == nil ? request.headers[.authorization].map { header in
-            sha256(Array(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces).utf8))
-        } : nil
+        let tokenHash: [UInt8]? =
+            opener.session == nil
+            ? request.headers[.authorization].map { header in
+                sha256(Array(String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces).utf8))
+            } : nil
         let session = opener.session.map { ($0.session.tokenHash, $0.user) }
         return { [store, sessions, admins, now] in
             if let tokenHash {
