@@ -201,8 +201,16 @@ async function confirmAction(action, target = "", credentialIds) {
   const reply = await api("/api/confirmations", { method: "POST", body: { action, target } });
   const publicKey = requestOptionsFromJSON(reply.options);
   if (credentialIds) {
+    // The PRF inputs narrowed with the allow list: a browser refuses salts for a passkey it may not use.
     const allowed = new Set(credentialIds);
     publicKey.allowCredentials = publicKey.allowCredentials.filter((c) => allowed.has(b64url.encode(c.id)));
+    const prf = publicKey.extensions && publicKey.extensions.prf;
+    if (prf && prf.evalByCredential) {
+      prf.evalByCredential = Object.fromEntries(Object.entries(prf.evalByCredential).filter(([id]) => allowed.has(id)));
+    }
+    if (!publicKey.allowCredentials.length) {
+      throw Object.assign(new Error("That passkey cannot confirm this here: sign in again with it, then try once more."), { code: "passkey_not_eligible" });
+    }
   }
   const credential = await navigator.credentials.get({ publicKey });
   return assertionToJSON(credential);

@@ -197,3 +197,75 @@ def test_a_key_sealed_at_sign_up_opens_only_with_the_passkey_that_made_the_accou
     event = sign_note(driver, "sealed from the first second")
     assert event["pubkey"] == pubkey.hex() and verify_event(event), event
     save(driver, "sealed-at-signup.png")
+
+
+def presence(driver, authenticator_id, on):
+    """Whether a virtual authenticator answers by itself: off, it never answers, so another does."""
+    driver.execute_cdp_cmd("WebAuthn.setAutomaticPresenceSimulation", {"authenticatorId": authenticator_id, "enabled": on})
+
+
+def test_sealing_with_every_passkey_then_each_opens_the_key_alone(server, driver):
+    """#55: "Add to seal" and "Seal with all my passkeys that can" once failed every time (the PRF
+    inputs were not narrowed with the allow list; a passkey added in this session could not
+    confirm). Three PRF passkeys, added as a browser that evaluates no PRF at creation adds them
+    (they do not seal at once): the first seals, the second joins with "Add to seal", the third with
+    "Seal with all"; then each alone signs in, unlocks and signs."""
+    driver.get(server.url + "/?signedout")
+    first = add_authenticator(driver, prf=True)
+    driver.find_element(By.ID, "username").send_keys("sally")
+    driver.find_element(By.ID, "signup").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
+    hrp, pubkey = bech32_decode(driver.find_element(By.ID, "npub").text)
+    make_the_backup_step(driver)
+    driver.find_element(By.ID, "seal").click()
+    wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
+
+    def add_without_prf_at_creation(transport):
+        """Another device's passkey, made without a PRF result (as some browsers make them)."""
+        authenticator = add_authenticator(driver, prf=True, transport=transport)
+        driver.execute_script("""
+            const create = navigator.credentials.create.bind(navigator.credentials);
+            navigator.credentials.create = (options) => {
+              const prf = options.publicKey.extensions && options.publicKey.extensions.prf;
+              if (prf) delete prf.eval;
+              return create(options);
+            };""")
+        count = passkey_count(driver)
+        driver.find_element(By.ID, "add").click()
+        wait_for(driver, lambda d: passkey_count(d) == count + 1 or status(d)[0] == "error")
+        assert passkey_count(driver) == count + 1, status(driver)
+        return authenticator
+
+    second = add_without_prf_at_creation("usb")
+    assert "Add to seal" in status(driver)[1], status(driver)
+    rows = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")
+    [b for b in rows[1].find_elements(By.TAG_NAME, "button") if b.text == "Add to seal"][0].click()
+    wait_for(driver, lambda d: "now opens your sealed key" in status(d)[1] or status(d)[0] == "error")
+    assert status(driver)[0] == "ok", status(driver)
+    wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 2 passkeys")
+
+    presence(driver, second, False)  # it would refuse the new passkey as one it has already
+    third = add_without_prf_at_creation("nfc")
+    presence(driver, second, True)
+    assert driver.find_element(By.ID, "seal-all").is_displayed()
+    driver.find_element(By.ID, "seal-all").click()
+    wait_for(driver, lambda d: "1 more passkey now opens" in status(d)[1] or status(d)[0] == "error")
+    assert status(driver)[0] == "ok", status(driver)
+    wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 3 passkeys")
+    assert not driver.find_element(By.ID, "seal-all").is_displayed()
+    save(driver, "sealed-by-three.png")
+
+    # Each alone (the others do not answer): sign out, sign in with it, unlock with it, sign.
+    everyone = [first, second, third]
+    for alone in everyone:
+        for other in everyone:
+            presence(driver, other, other == alone)
+        driver.find_element(By.ID, "signout").click()
+        wait_for(driver, lambda d: "signedout" in d.current_url)
+        driver.find_element(By.ID, "signin").click()
+        wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 3)
+        wait_for(driver, lambda d: d.find_element(By.ID, "unlock").is_displayed())
+        driver.find_element(By.ID, "unlock").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
+        event = sign_note(driver, f"opened by passkey {everyone.index(alone) + 1} alone")
+        assert event["pubkey"] == pubkey.hex() and verify_event(event), event

@@ -66,19 +66,21 @@ struct ActionConfirmations: Sendable {
         return keyPrefix + Base64URL.encode(sha256(Array(text.utf8)))
     }
 
-    /// The passkeys that may confirm for this session: the one it signed in with, and those the
-    /// account had before; not one added since.
-    func eligible(_ auth: Sessions.Authenticated) async throws -> [CredentialRecord] {
-        try await store.credentials(ofUser: auth.user.id).filter { Self.mayConfirm($0, for: auth.session) }
+    /// The passkeys that may confirm `action` for this session: the one it signed in with, and those
+    /// the account had before; not one added since — but any of the account's passkeys may join the
+    /// seal (`key.seal`): adding it took an older passkey's confirmation already, and it gains only a
+    /// way to open the key, which this unlocked session holds anyway.
+    func eligible(_ auth: Sessions.Authenticated, for action: Action) async throws -> [CredentialRecord] {
+        try await store.credentials(ofUser: auth.user.id).filter { Self.mayConfirm($0, action, for: auth.session) }
     }
 
-    static func mayConfirm(_ credential: CredentialRecord, for session: SessionRecord) -> Bool {
-        credential.createdAt < session.createdAt || credential.id == session.credentialID
+    static func mayConfirm(_ credential: CredentialRecord, _ action: Action, for session: SessionRecord) -> Bool {
+        action == .seal || credential.createdAt < session.createdAt || credential.id == session.credentialID
     }
 
     /// Options for confirming `action` on `target` (empty when the action has none).
     func options(_ action: Action, target: String, for auth: Sessions.Authenticated, ip: String?) async throws -> Response {
-        var allowed = try await eligible(auth)
+        var allowed = try await eligible(auth, for: action)
         guard !allowed.isEmpty else {
             throw KeyfobError(
                 .permissionDenied, "none of your passkeys is older than this session; sign in again with one of them",
@@ -143,7 +145,7 @@ struct ActionConfirmations: Sendable {
         else {
             throw KeyfobError(.credentialNotFound, "this is not one of your passkeys", status: .notFound)
         }
-        guard Self.mayConfirm(record, for: auth.session) else {
+        guard Self.mayConfirm(record, action, for: auth.session) else {
             throw KeyfobError(
                 .permissionDenied, "this passkey was added after this session signed in; sign in with it first",
                 status: .forbidden)
