@@ -1,12 +1,12 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
-import KeyfobStore
 import Nostr
 import Testing
 import WebAuthn
 
 @testable import KeyfobServer
+@testable import KeyfobStore
 
 /// Every key operation goes through `SignerDispatcher.perform` (#44): over its limit it is refused
 /// and audited, on every transport — one entry for a burst of refusals, not one each — and when
@@ -96,6 +96,25 @@ import WebAuthn
             let reply = try await nip46.reply(to: try nip46.send("sign_event", [#"{"kind":1,"content":"unrecorded","tags":[]}"#]), wait: 3)
             #expect(reply?["result"] as? String == nil || (reply?["result"] as? String)?.contains("\"sig\"") == false, "\(reply ?? [:])")
             #expect((reply?["error"] as? String)?.hasPrefix("store_unavailable") == true, "got \(String(describing: reply))")
+        }
+    }
+}
+
+extension OnePathTests {
+    /// #55: a request that reaches the signer while its store cannot be read (the signer lookup
+    /// itself fails) is answered `store_unavailable`, as every other transport answers, not silence.
+    @Test func aNip46RequestDuringAStoreOutageIsAnsweredStoreUnavailable() async throws {
+        let hub = RelayHub()
+        let harness = try Harness()
+        try await harness.run(hub: hub) { client in
+            let (token, _) = try await client.newAccount("olga")
+            let nip46 = try await client.connectedClient(token: token, hub: hub)
+            try harness.store.write { try harness.store.connection.execute("ALTER TABLE bunker_signers RENAME TO bunker_signers_away") }
+            let reply = try await nip46.reply(to: try nip46.send("get_public_key", []), wait: 3)
+            #expect((reply?["error"] as? String)?.hasPrefix("store_unavailable") == true, "got \(String(describing: reply))")
+            try harness.store.write { try harness.store.connection.execute("ALTER TABLE bunker_signers_away RENAME TO bunker_signers") }
+            let back = try await nip46.reply(to: try nip46.send("get_public_key", []), wait: 3)
+            #expect((back?["result"] as? String)?.count == 64, "got \(String(describing: back))")
         }
     }
 }

@@ -53,6 +53,10 @@ final class Bunker: Sendable, Service {
     private let refusedCount = NIOLockedValueBox((count: 0, since: Date.distantPast))
     /// Requests for shut sealed signers from keys never connected to them, likewise.
     private let refusedStrangers = NIOLockedValueBox((count: 0, since: Date.distantPast))
+    /// Signer records seen lately, by public key: only to answer `store_unavailable` while the store
+    /// is down (never to sign). At most `knownSignersKept`; when full, forgotten all at once.
+    private let knownSigners = NIOLockedValueBox<[String: BunkerSignerRecord]>([:])
+    static let knownSignersKept = 4096
     let logger: Logger
     let now: @Sendable () -> Date
     static let secretLifetime: TimeInterval = 600
@@ -180,7 +184,20 @@ final class Bunker: Sendable, Service {
     func handle(_ event: Event) async {
         let addressed = event.tags.filter { $0.count >= 2 && $0[0] == "p" }.map { $0[1] }.prefix(4)
         for pubkey in addressed {
-            guard let record = try? await store.bunkerSigner(pubkey: pubkey) else { continue }
+            let record: BunkerSignerRecord
+            do {
+                guard let found = try await store.bunkerSigner(pubkey: pubkey) else { continue }
+                record = found
+                knownSigners.withLockedValue { known in
+                    if known.count >= Self.knownSignersKept, known[pubkey] == nil { known.removeAll() }
+                    known[pubkey] = found
+                }
+            } catch {
+                // The store is down: a client of a signer seen here gets `store_unavailable` (and
+                // retries), as every other transport's client does, rather than silence.
+                await answerUnavailable(event, signer: knownSigners.withLockedValue { $0[pubkey] })
+                return
+            }
             // A sealed signer answers only while one of its owner's sessions is unlocked: the kill
             // switch or a sign-out on any instance shuts it here too.
             if record.passkeySealed, (try? await store.hasUnlockedSession(ofUser: record.userID, now: now())) != true {
@@ -216,6 +233,17 @@ final class Bunker: Sendable, Service {
             }
             return
         }
+    }
+
+    /// A request that came while the store was down: answered `store_unavailable` when its signer
+    /// was seen here before (its key, under the master key, is what encrypts the reply); nothing was
+    /// done, so the client may send it again. A sealed signer shut now cannot read it: silence.
+    private func answerUnavailable(_ event: Event, signer record: BunkerSignerRecord?) async {
+        logger.warning("nip46.store_unavailable", metadata: ["method": "lookup"])
+        guard let record, let key = try? secretKey(of: record), let (sender, message, encryption) = try? NIP46.unwrap(event, with: key),
+            let request = try? NIP46.Request.parse(message)
+        else { return }
+        try? await send(Self.errorResponse(request.id, KeyfobError.databaseUnavailable), with: key, to: sender, encryption: encryption, queue: false)
     }
 
     /// The answer to `request` from `sender`, or nil for none (a key that never connected).
@@ -325,155 +353,4 @@ final class Bunker: Sendable, Service {
         return true
     }
 
-    // MARK: Signing
-
-    /// A signer request from a connected client, through the same dispatcher, grants, limits and
-    /// audit log as REST (transport `nip46`). It runs at once only when the user allowed it before
-    /// AND one of their sessions is unlocked (a grant skips the page, never the lock) AND the key
-    /// opens without a passkey; otherwise it waits on the approval page (`auth_url`).
-    /// `sealingWith`: a sealed account's signer key, under which a waiting request is stored.
-    func sign(_ address: BunkerAddress, userID: String, sealingWith signerKey: SecretKey? = nil) async throws -> NIP46.Response {
-        guard let user = try await store.user(id: userID) else { return NIP46.Response(id: address.requestID, result: nil, error: "no such account") }
-        let caller = SignerCaller(
-            userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
-            limitKey: address.clientIdentifier)
-        let call: SignerCall
-        do { call = try address.call(now: now()) } catch {
-            return Self.errorResponse(address.requestID, try await dispatcher.refusal(error, method: address.method, for: caller))
-        }
-        let decision = try await grants.decision(userID: userID, client: caller.client, method: call.method.rawValue, kind: call.kind)
-        if decision == .deny {
-            try await dispatcher.rejection(call.method.rawValue, kind: call.kind, for: caller)
-            return NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: you chose to reject these requests")
-        }
-        if decision == .allow, try await store.hasUnlockedSession(ofUser: userID, now: now()),
-            try await custody.canOpen(userID, unlock: nil)
-        {
-            do {
-                let result = try await dispatcher.run(call, for: caller)
-                return NIP46.Response(id: address.requestID, result: address.result(result.result, event: result.event?.json))
-            } catch let error as KeyfobError {
-                return Self.errorResponse(address.requestID, error)
-            }
-        }
-        do {
-            let id = try await pending.create(
-                .nip46(address, call: call), userID: userID, requester: caller.client,
-                sealingWith: signerKey)
-            logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
-            return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
-        } catch StoreError.limitReached {
-            return NIP46.Response(
-                id: address.requestID, result: nil,
-                error: "rate_limited: \(PendingRequests.maxPerClient) requests are waiting for approval already")
-        }
-    }
-
-    static func errorResponse(_ id: String, _ error: KeyfobError) -> NIP46.Response {
-        NIP46.Response(id: id, result: nil, error: "\(error.code): \(error.message)")
-    }
-
-    /// Answers a request the user decided on the approval page: published here at once and queued
-    /// in the database for the instance that holds the client's connection, if another does.
-    func deliver(_ outcome: SignerOutcome, to address: BunkerAddress, unlock: SessionUnlock?) async throws {
-        guard let record = try await store.bunkerSigner(pubkey: address.signer),
-            try await store.bunkerClient(userID: record.userID, clientPubkey: address.client) != nil
-        else {
-            logger.notice("nip46.reply_dropped", metadata: ["client": "\(address.client.prefix(12))"])
-            return  // the client was disconnected meanwhile: it gets no answer
-        }
-        let response: NIP46.Response =
-            switch outcome {
-            case .success(let result, let event): NIP46.Response(id: address.requestID, result: address.result(result, event: event))
-            case .rejected: NIP46.Response(id: address.requestID, result: nil, error: "user_rejected: the user rejected this request")
-            case .failure(let code, let message): NIP46.Response(id: address.requestID, result: nil, error: "\(code): \(message)")
-            }
-        try await send(
-            response, with: try secretKey(of: record, unlock: unlock), to: try PublicKey(hex: address.client),
-            encryption: address.cipher)
-    }
-
-    /// Seals `response` for `client` and publishes it here (and to the external relays this
-    /// instance holds); with `queue`, also in the database for the instance that holds the
-    /// client's connection when that is another one.
-    func send(
-        _ response: NIP46.Response, with key: SecretKey, to client: PublicKey, encryption: NIP46.Encryption,
-        queue: Bool = true
-    ) async throws {
-        let at = now()
-        let reply = try NIP46.wrap(response.json, from: key, to: client, createdAt: Int64(at.timeIntervalSince1970), encryption: encryption)
-        hub.publishOutgoing(reply)
-        if queue { try await store.appendBunkerReply(reply.json, at: at, dropBefore: at.addingTimeInterval(-Self.replyLifetime)) }
-    }
-
-    /// `{"name": …, "url": …}` a client may send with `connect` (its own claim, shown unverified).
-    static func metadata(_ text: String) -> (name: String?, url: String?) {
-        let object = NIP46.clientMetadata(text)
-        return (clean(object["name"]), clean(object["url"]))
-    }
-
-    /// The relays a pasted URL names: each a public `wss://` relay (`RelayAddressPolicy`), and the
-    /// user within their caps; all of them within the links this server holds.
-    func checkRelays(_ url: NostrConnectURL, userID: String) async throws {
-        for relay in url.relays {
-            do { try await relayPolicy.check(relay) } catch {
-                throw KeyfobError.invalid("the relay \"\(LogText.escaped(String(relay.prefix(80))))\" \(error.reason)")
-            }
-        }
-        let others = try await store.nostrConnectClients().filter { !($0.userID == userID && $0.clientPubkey == url.client.hex) }
-        let mine = others.filter { $0.userID == userID }
-        guard mine.count < Self.maxNostrConnectClients else {
-            throw KeyfobError(
-                .invalidRequest,
-                "\(Self.maxNostrConnectClients) clients are connected through relays of their own; "
-                    + "disconnect one on the account page first", status: .conflict)
-        }
-        let configured = Set(configuredRelays)
-        guard Set(mine.flatMap(\.relays) + url.relays).subtracting(configured).count <= Self.maxRelaysPerUser else {
-            throw KeyfobError(
-                .invalidRequest,
-                "your clients name more than \(Self.maxRelaysPerUser) relays of their own; "
-                    + "disconnect one on the account page first", status: .conflict)
-        }
-        guard Set(others.flatMap(\.relays) + url.relays).union(configured).count <= ExternalRelays.maxLinks else {
-            throw KeyfobError(
-                .rateLimited,
-                "this server holds as many relay links as it can; use a client on the server's own relay "
-                    + "(a bunker:// URL) instead", status: .serviceUnavailable)
-        }
-    }
-
-    /// A client's self-description as shown: no control characters, at most 100 of them.
-    static func clean(_ value: Any?) -> String? {
-        guard let text = value as? String, !text.isEmpty else { return nil }
-        return String(text.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(100).map(Character.init))
-    }
-
-    // MARK: nostrconnect://
-
-    /// The user pasted a client's `nostrconnect://` URL: the client is connected (with the relays
-    /// it named, where Keyfob now listens for it) and gets `connect`'s answer, its own secret.
-    func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?) async throws -> BunkerClientRecord {
-        let at = now()
-        if let wait = nostrConnectLimiter.take(userID, now: at) {
-            throw KeyfobError(
-                .rateLimited, "too many nostrconnect URLs pasted lately; try again in \(wait) s", status: .tooManyRequests,
-                retryAfter: wait)
-        }
-        try await checkRelays(url, userID: userID)
-        let record = try await signer(of: userID, unlock: unlock)
-        let key = try secretKey(of: record, unlock: unlock)
-        let client = BunkerClientRecord(
-            userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
-            perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
-            relays: url.relays)
-        try await store.putBunkerClient(client)
-        await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
-        // Queued as well: another instance may hold the external relays and send it from the queue.
-        try await send(
-            NIP46.Response(id: Hex.encode(randomBytes(8)), result: url.secret), with: key,
-            to: url.client, encryption: .nip44)
-        logger.info("nip46.nostrconnect", metadata: ["client": "\(client.clientPubkey.prefix(12))", "relays": "\(url.relays.count)"])
-        return client
-    }
 }
