@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -299,16 +300,25 @@ public func buildRouter(
         }
         return metrics.exposition()
     }
+    // The store's answer is kept a second: /healthz is public, and its check writes (SQLite).
+    let lastHealth = NIOLockedValueBox<(at: ContinuousClock.Instant, healthy: Bool)?>(nil)
     router.get("/healthz") { _, _ -> Response in
         // Not ready until start-up (migrations, the master-key check) has run: a load balancer
         // must not send sign-ins to an instance that would answer them 503.
         guard gate.open else { return jsonResponse(["status": "starting"], status: .serviceUnavailable) }
-        do {
-            try await store.healthCheck()
-            return jsonResponse(["status": "ok"])
-        } catch {
-            return jsonResponse(["status": "unavailable"], status: .serviceUnavailable)
+        var healthy: Bool
+        if let last = lastHealth.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
+            healthy = last.healthy
+        } else {
+            healthy = true
+            do { try await store.healthCheck() } catch { healthy = false }
+            lastHealth.withLockedValue { $0 = (ContinuousClock.now, healthy) }
         }
+        // 503 with a reason when the store cannot read or write (a full disk, a read-only file,
+        // PostgreSQL away): the instance cannot keep what it acknowledges, so it takes no traffic.
+        return healthy
+            ? jsonResponse(["status": "ok"])
+            : jsonResponse(["status": "unavailable", "reason": "the store cannot read or write"], status: .serviceUnavailable)
     }
     if configuration.benchEcho { addBenchEchoRoutes(to: router, maxBodySize: configuration.maxBodySize) }
     return router

@@ -131,9 +131,17 @@ extension SQLiteStore {
         }
     }
 
+    /// The store reads and writes: a probe row in `meta` is written through the writer, so a full
+    /// disk or a read-only file fails here (a read alone answered while nothing could be written).
     public func healthCheck() async throws {
         try read { connection in
             try connection.query("SELECT 1")
         }
+        try write {
+            try connection.query(
+                "INSERT OR REPLACE INTO meta (name, value) VALUES ('health_probe', ?)",
+                [.blob(withUnsafeBytes(of: Date().timeIntervalSince1970.bitPattern.littleEndian) { Array($0) })])
+        }
     }
 }
+

@@ -178,6 +178,22 @@ extension Client {
         }
     }
 
+    /// #55: `/healthz` said 200 while SQLite could not write; its probe writes, so it says 503.
+    @Test func healthzSaysUnavailableWhenTheStoreCannotWrite() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            #expect(try await client.call(.get, "/healthz").status == .ok)
+            try harness.store.write {
+                try harness.store.connection.execute(
+                    "CREATE TRIGGER no_meta BEFORE INSERT ON meta BEGIN SELECT RAISE(FAIL, 'database or disk is full'); END")
+            }
+            try await Task.sleep(for: .milliseconds(1100))  // past the one second an answer is kept
+            let down = try await client.call(.get, "/healthz")
+            #expect(down.status == .serviceUnavailable && down["status"] as? String == "unavailable", "\(down.json)")
+            #expect((down["reason"] as? String)?.contains("cannot read or write") == true)
+        }
+    }
+
     @Test func signEventAnswersNoSignatureWhenItsEntryCannotBeWritten() async throws {
         let harness = try Harness()
         try await harness.run { client in
