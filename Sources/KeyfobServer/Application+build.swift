@@ -1,5 +1,4 @@
 import Foundation
-import NIOConcurrencyHelpers
 import HTTPTypes
 import Hummingbird
 import HummingbirdCore
@@ -7,6 +6,7 @@ import KeyfobCrypto
 import KeyfobPostgres
 import KeyfobStore
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
 import WebAuthn
@@ -266,10 +266,12 @@ public func buildRouter(
         store: store, sessions: sessions, events: events, custody: custody,
         names: names, confirmations: confirmations, streams: accountStreams, dispatcher: dispatcher, now: clock
     ).addRoutes(to: router)
+    // Live streams a session, an account and an address hold open (dashboard and account streams).
+    let streamSlots = StreamSlots()
     AdminController(
         store: store, configuration: configuration, sessions: sessions,
         admins: admins ?? Admins(namedSince: [:], store: store), feed: feed, connections: connections,
-        names: names, confirmations: confirmations, logger: logger, now: clock
+        names: names, confirmations: confirmations, streamSlots: streamSlots, logger: logger, now: clock
     ).addRoutes(to: router)
     BunkerController(bunker: bunker, sessions: sessions, configuration: configuration).addRoutes(to: router)
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
@@ -284,7 +286,7 @@ public func buildRouter(
     PolkadotController(
         store: store, sessions: sessions, substrate: SubstrateCustody(custody: custody, store: store, now: clock),
         dispatcher: dispatcher, confirmations: confirmations, configuration: configuration, passkeys: passkeys,
-        events: accountStreams, now: clock
+        events: accountStreams, streamSlots: streamSlots, now: clock
     ).addRoutes(to: router)
     WellKnownController(configuration: configuration).addRoutes(to: router)
     // Metrics are for the operator's scraper: loopback peers and --metrics-from addresses only,

@@ -19,6 +19,7 @@ struct AdminController: Sendable {
     let connections: ConnectionCounter
     let names: PasskeyNames
     let confirmations: ActionConfirmations
+    let streamSlots: StreamSlots
     let logger: Logger
     let now: @Sendable () -> Date
 
@@ -108,12 +109,17 @@ struct AdminController: Sendable {
     /// with is rotated.
     @Sendable func stream(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let opener = try await operatorOf(request)
+        let address = sessions.client.resolve(request, context: context)
+        let slot =
+            try opener.session.map { try streamSlots.take(session: $0.session.tokenHash, userID: $0.user.id, address: address) }
+            ?? streamSlots.take(session: [], userID: "admin-token", address: address)
         let stillOperator = standing(of: opener, request: request)
         let activities = feed.subscribe()
         let encoder = JSONEncoder()
         encoder.dateEncodingStrategy = .iso8601
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return EventStream.response { send in
+            _ = slot  // held while the stream lives
             send.yield(ByteBuffer(string: ": keyfob activity stream\n\n"))
             await withTaskGroup(of: Void.self) { group in
                 // nil: a tick (no event); the check runs and a keep-alive comment goes out.

@@ -381,6 +381,8 @@ extension PolkadotController {
         let id = String((request.queryValue("id") ?? "").prefix(128))
         let who = caller(auth, origin: origin, transport: "polkadot-bridge", request: request, context: context)
         try await requireAuthorized(origin, who)
+        let slot = try streamSlots.take(
+            session: auth.session.tokenHash, userID: auth.user.id, address: sessions.client.resolve(request, context: context))
         let changes = events.subscribe(auth.user.id)
         let userID = auth.user.id
         let tokenHash = auth.session.tokenHash
@@ -389,6 +391,7 @@ extension PolkadotController {
             return (try? await isAuthorized(origin, userID: userID)) == true
         }
         return EventStream.response { stream in
+            _ = slot  // held while the stream lives
             var last: [UInt8] = []
             func send(always: Bool) async {
                 let update = jsonBytes(SubscriptionUpdate(id: id, result: (try? await injectedAccounts(userID, origin: origin)) ?? []))

@@ -33,6 +33,7 @@ struct PolkadotController: Sendable {
     let configuration: ServerConfiguration
     let passkeys: PasskeyCheck
     let events: SubstrateAccountEvents
+    let streamSlots: StreamSlots
     let now: @Sendable () -> Date
     /// scrypt for JSON backups (32 MiB a call): at most two at once.
     let scryptSlots = ScryptSlots(limit: 2)
