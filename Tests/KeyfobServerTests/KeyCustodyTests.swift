@@ -53,6 +53,24 @@ import WebAuthnTestSupport
         }
     }
 
+    /// P4 (#55): an ncryptsec check costs an scrypt run with no passkey: an account may start 10 at
+    /// once and 30 an hour, whatever its sessions, on a pool of its own; the next is `rate_limited`.
+    @Test func scryptRunsAreRatedPerAccount() async throws {
+        try await Harness { $0.signRate = 1000 }.run { client in
+            let (token, passkey) = try await client.newAccount("stretch")
+            var owner = passkey
+            let second = try #require(try await client.signIn(&owner)["token"] as? String)
+            let key = SecretKey.generate()
+            let body: [String: Any] = ["ncryptsec": try NIP49.encrypt(key, password: "pässword", logN: 4), "password": "pässword"]
+            var statuses: [UInt] = []
+            for n in 0..<11 {
+                let reply = try await client.call(.post, "/api/signer/key/check", json: body, headers: Client.bearer(n % 2 == 0 ? token : second))
+                statuses.append(UInt(reply.status.code))
+            }
+            #expect(statuses.prefix(10).allSatisfy { $0 == 200 } && statuses.last == 429, "\(statuses)")
+        }
+    }
+
     /// The account page checks a key before asking to replace: the check names the key's npub, says
     /// when it is the key already held, refuses what the import would refuse, and changes nothing.
     @Test func aKeyIsCheckedBeforeItReplacesAnything() async throws {

@@ -136,7 +136,7 @@ struct PolkadotController: Sendable {
                 key = try SubstrateKey(type: type, secretURI: phrase + path)
             } else if let backup = body.backup {
                 guard let password = body.password else { throw KeyfobError.invalid("the backup's password is missing") }
-                key = try await scryptSlots.run {
+                key = try await scryptSlots.run(for: auth.user.id) {
                     try JSONBackup.importKey(backup, password: password)
                 }
             } else {
@@ -218,7 +218,7 @@ struct PolkadotController: Sendable {
             let record = try await account(id, of: auth.user.id)
             let key = try await substrate.open(record, unlock: auth.unlock)
             let (name, prefix) = (record.name, UInt16(clamping: record.network))
-            return try await scryptSlots.run {
+            return try await scryptSlots.run(for: auth.user.id) {
                 jsonBytes(JSONBackup.export(key, password: password, name: name, prefix: prefix))
             }
         }

@@ -104,7 +104,7 @@ struct SignerController: Sendable {
             try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
             // Replacing the key is an account change: an assertion made for it, by an older passkey.
             _ = try await confirmations.verify(body.confirmation, .importKey, target: "", for: auth)
-            let key = try await importedKey(in: body)
+            let key = try await importedKey(in: body, userID: auth.user.id)
             return try await custody.replace(userID: caller.userID, with: key, unlock: caller.unlock)
         }
         let pubkey = try PublicKey(hex: record.pubkey)
@@ -120,7 +120,7 @@ struct SignerController: Sendable {
         // audited like the import they prepare (the key itself is not kept).
         let key = try await dispatcher.perform("check_import", for: caller(auth, request: request, context: context)) { _ in
             try await refuseReplacingWhilePolkadotAccounts(userID: auth.user.id)
-            return try await importedKey(in: body)
+            return try await importedKey(in: body, userID: auth.user.id)
         }
         let current = try await custody.record(for: auth.user.id)
         let pubkey = key.publicKey
@@ -152,7 +152,7 @@ struct SignerController: Sendable {
     }
 
     /// The secret key in an import body: exactly one of `nsec`, `secret` (64 hex) or `ncryptsec` with `password`.
-    func importedKey(in body: KeyTransfer) async throws -> SecretKey {
+    func importedKey(in body: KeyTransfer, userID: String) async throws -> SecretKey {
         let given = [("nsec", body.nsec), ("secret", body.secret), ("ncryptsec", body.ncryptsec)].filter { $0.1 != nil }
         guard given.count == 1, let value = given[0].1 else {
             throw KeyfobError.invalid("send exactly one of nsec, secret (64 hex characters) or ncryptsec with password")
@@ -171,7 +171,7 @@ struct SignerController: Sendable {
                 guard let password = body.password, !password.isEmpty else {
                     throw KeyfobError.invalid("an ncryptsec needs its password")
                 }
-                return try await scryptSlots.run {
+                return try await scryptSlots.run(for: userID) {
                     try NIP49.decrypt(value, password: password, maxLogN: configuration.maxImportLogN)
                 }
             }
@@ -190,7 +190,7 @@ struct SignerController: Sendable {
             // The key leaving Keyfob is a takeover if it is not the owner: an assertion made for it.
             _ = try await confirmations.verify(body.confirmation, .exportKey, target: "", for: auth)
             let key = try await custody.open(custody.record(for: caller.userID), unlock: caller.unlock)
-            return try await scryptSlots.run { try NIP49.encrypt(key, password: password, logN: 16) }
+            return try await scryptSlots.run(for: caller.userID) { try NIP49.encrypt(key, password: password, logN: 16) }
         }
         return jsonResponse(["ncryptsec": ncryptsec])
     }
@@ -241,15 +241,25 @@ struct HistoryReply: Encodable {
     let next: String?
 }
 
-/// Bounds how many scrypt computations (64–256 MiB and a few hundred ms each) run at once, on
-/// NIO's thread pool so they never block the request threads; the rest get `rate_limited`.
+/// Where password-stretching runs (NIP-49's scrypt, polkadot-js backups' scrypt): a pool of its
+/// own, so a flood of scrypt never waits ahead of the shared pool's other work; at most `limit` a
+/// controller at once (a 2^18 scrypt is 256 MiB), and a per-account rate, so one account with
+/// many sessions cannot keep the pool busy.
 final class ScryptSlots: Sendable {
     private let inUse = NIOLockedValueBox(0)
     let limit: Int
+    /// Scrypt runs an account may start: 10 at once, 30 an hour.
+    let perAccount = RateLimiter(rate: 30, per: 3600, burst: 10)
+    static let pool: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 2)
+        pool.start()
+        return pool
+    }()
 
     init(limit: Int) { self.limit = limit }
 
-    func run<R: Sendable>(_ body: @escaping @Sendable () throws -> R) async throws -> R {
+    func run<R: Sendable>(for userID: String, _ body: @escaping @Sendable () throws -> R) async throws -> R {
+        if let retryAfter = perAccount.take(userID, now: Date()) { throw KeyfobError.rateLimited(retryAfter: retryAfter) }
         let taken = inUse.withLockedValue { count -> Bool in
             guard count < limit else { return false }
             count += 1
@@ -257,6 +267,6 @@ final class ScryptSlots: Sendable {
         }
         guard taken else { throw KeyfobError.rateLimited(retryAfter: 2) }
         defer { inUse.withLockedValue { $0 -= 1 } }
-        return try await NIOThreadPool.singleton.runIfActive(body)
+        return try await Self.pool.runIfActive(body)
     }
 }
