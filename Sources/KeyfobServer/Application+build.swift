@@ -105,11 +105,13 @@ public func buildApplication(
     let maxConnections = budget.http
     let addresses = AddressConnections(
         limit: configuration.maxConnectionsPerAddress ?? AddressConnections.defaultLimit(budget: maxConnections),
-        ipv6Prefix: configuration.ipv6Prefix, trustedProxies: configuration.trustedProxies)
+        ipv6Prefix: configuration.ipv6Prefix, trustedProxies: configuration.trustedProxies,
+        cappedShare: AddressConnections.cappedShare(budget: maxConnections))
     logger.info(
         "connection limits",
         metadata: [
-            "maxConnections": "\(maxConnections)", "perAddress": "\(addresses.limit)", "nip46Connections": "\(budget.relay)",
+            "maxConnections": "\(maxConnections)", "perAddress": "\(addresses.limit)", "reserve": "\(maxConnections - addresses.cappedShare)",
+            "nip46Connections": "\(budget.relay)",
             "descriptorReserve": "\(budget.reserve)", "descriptorLimit": "\(budget.descriptorLimit)",
             "headerTimeout": "\(configuration.headerTimeout)s",
             "bodyTimeout": "\(configuration.bodyTimeout)s",

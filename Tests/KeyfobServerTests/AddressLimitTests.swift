@@ -50,6 +50,34 @@ import WebAuthnTestSupport
         #expect(client(["192.0.2.7"], peer: try SocketAddress(ipAddress: "203.0.113.9", port: 1)) == "203.0.113.9")
     }
 
+    /// #55: four addresses at their cap once took every connection (a quarter each), and health
+    /// checks from this host timed out. Now an address holds an eighth (8 to 32), and capped
+    /// addresses together leave a reserve only uncapped peers (loopback, trusted proxies) reach.
+    @Test func fourCappedAddressesLeaveRoomForAFifthAndTheReserve() {
+        let budget = 150  // what `ulimit -n 256` leaves the HTTP port
+        let addresses = AddressConnections(
+            limit: AddressConnections.defaultLimit(budget: budget), ipv6Prefix: 64, trustedProxies: [],
+            cappedShare: AddressConnections.cappedShare(budget: budget))
+        #expect(addresses.limit == 18 && addresses.cappedShare == 132)
+        for host in 1...4 {
+            while addresses.admit("198.51.100.\(host)") {}
+            #expect(addresses.held("198.51.100.\(host)") == addresses.limit)
+        }
+        #expect(addresses.admit("203.0.113.5"), "a fifth client is served")
+        #expect(addresses.key(for: try? SocketAddress(ipAddress: "127.0.0.1", port: 1)) == nil, "this host's probes are not capped")
+        // Every capped address together stops short of the budget: the reserve stays free.
+        var taken = 4 * addresses.limit + 1
+        var host = 0
+        while taken < budget {
+            host += 1
+            guard addresses.admit("192.0.2.\(host % 250)") || addresses.admit("10.1.\(host).1") else { break }
+            taken += 1
+        }
+        #expect(taken == addresses.cappedShare && budget - taken >= 8)
+        addresses.release("203.0.113.5")
+        #expect(addresses.admit("203.0.113.6"))
+    }
+
     @Test func ipv6AddressesAreCountedByTheirSlash64() {
         #expect(ClientAddress.limitKey("2001:db8:1:2:aaaa:bbbb:cccc:dddd", ipv6Prefix: 64) == "2001:db8:1:2::/64")
         #expect(ClientAddress.limitKey("2001:db8:1:2::1", ipv6Prefix: 64) == "2001:db8:1:2::/64")

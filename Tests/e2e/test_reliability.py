@@ -464,7 +464,7 @@ def test_sigterm_with_event_streams_open_stops_within_a_second():
 def test_one_address_cannot_hold_the_http_port():
     """Under `ulimit -n 256` the HTTP share is small (a few dozen connections): slow headers from one
     address used to fill it, and no health probe was answered while they were held. Now one address
-    holds at most its share (a quarter, at least 8): its further connections are closed as they
+    holds at most its share (an eighth, 8 to 32): its further connections are closed as they
     open, and other addresses — and the operator's probe from loopback — are still answered."""
     raise_own_fd_limit()
     server = Server(args=("--header-timeout", "60"),

@@ -9,17 +9,25 @@ import NIOCore
 final class AddressConnections: Sendable {
     let limit: Int
     let ipv6Prefix: Int
+    /// Connections all capped addresses together may hold: the rest of the budget is a reserve only
+    /// uncapped peers (this host's health probes, a trusted proxy) reach.
+    let cappedShare: Int
     private let exempt: Set<String>
-    private let open = NIOLockedValueBox([String: Int]())
+    private let open = NIOLockedValueBox((byKey: [String: Int](), total: 0))
 
-    init(limit: Int, ipv6Prefix: Int, trustedProxies: [String]) {
+    init(limit: Int, ipv6Prefix: Int, trustedProxies: [String], cappedShare: Int = .max) {
         self.limit = limit
         self.ipv6Prefix = ipv6Prefix
+        self.cappedShare = cappedShare
         exempt = Set(trustedProxies)
     }
 
-    /// The per-address share of an HTTP budget: a quarter, at least 8 (a browser opens 6 to a host).
-    static func defaultLimit(budget: Int) -> Int { max(8, budget / 4) }
+    /// The per-address share of an HTTP budget: an eighth, at least 8 (a browser opens 6 to a host)
+    /// and at most 32 whatever the budget, so four busy hosts take at most half of a 256 budget.
+    static func defaultLimit(budget: Int) -> Int { max(8, min(32, budget / 8)) }
+
+    /// What capped addresses together may hold of `budget`: all but a reserve of an eighth (at least 8).
+    static func cappedShare(budget: Int) -> Int { max(1, budget - max(8, budget / 8)) }
 
     /// The key one connection counts under, or nil when its address is not capped.
     func key(for address: SocketAddress?) -> String? {
@@ -28,25 +36,28 @@ final class AddressConnections: Sendable {
         return ClientAddress.limitKey(ip, ipv6Prefix: ipv6Prefix)
     }
 
-    /// Takes a place for `key`; false when its address holds `limit` connections already.
+    /// Takes a place for `key`; false when its address holds `limit` connections already, or capped
+    /// addresses together hold their whole share.
     func admit(_ key: String) -> Bool {
-        open.withLockedValue { counts in
-            let held = counts[key, default: 0]
-            guard held < limit else { return false }
-            counts[key] = held + 1
+        open.withLockedValue { state in
+            let held = state.byKey[key, default: 0]
+            guard held < limit, state.total < cappedShare else { return false }
+            state.byKey[key] = held + 1
+            state.total += 1
             return true
         }
     }
 
     func release(_ key: String) {
-        open.withLockedValue { counts in
-            let left = counts[key, default: 1] - 1
-            counts[key] = left > 0 ? left : nil
+        open.withLockedValue { state in
+            guard let held = state.byKey[key] else { return }
+            state.byKey[key] = held > 1 ? held - 1 : nil
+            state.total -= 1
         }
     }
 
     /// Connections held by `key` now (tests).
-    func held(_ key: String) -> Int { open.withLockedValue { $0[key, default: 0] } }
+    func held(_ key: String) -> Int { open.withLockedValue { $0.byKey[key, default: 0] } }
 
     /// This host's own usual address (a local proxy, the operator's probes). Only the one: the
     /// rest of 127/8 is left capped, so a test can play another host from 127.0.0.2.

@@ -247,10 +247,10 @@ extension Setting {
     static var maxConnectionsPerAddress: Setting {
         .optionalNumber(
             "max-connections-per-address", "KEYFOB_MAX_CONNECTIONS_PER_ADDRESS", \.maxConnectionsPerAddress, in: 1...Int.max,
-            default: "a quarter of the HTTP share, at least 8",
+            default: "an eighth of the HTTP share, 8 to 32",
             help: "HTTP connections one client address may hold at once; one more is closed as it opens.",
             details:
-                "Loopback and `--trusted-proxy` addresses are not capped (they carry many clients); an IPv6 client counts by its `--ipv6-prefix`. See [Connections and memory](#connections-and-memory)."
+                "Loopback and `--trusted-proxy` addresses are not capped (they carry many clients); an IPv6 client counts by its `--ipv6-prefix`. Capped addresses together hold at most seven eighths of the share: the rest is kept for this host's probes and trusted proxies. See [Connections and memory](#connections-and-memory)."
         )
     }
     static var benchEcho: Setting {
