@@ -320,8 +320,19 @@ extension StoreContractTests {
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0)?.unlockedUntil == nil)
         #expect(try await store.lockSessions(ofUser: alice.id) == 0)
 
+        // A request each left waiting (#55): the signed-out user's is cancelled, the other's waits.
+        for owner in [alice, bob] {
+            try await store.insertPendingRequest(
+                PendingRequestRecord(
+                    id: owner.id + "-r", userID: owner.id, requester: "ip:10.0.0.1", client: "cc", transport: "nip46",
+                    method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0, expiresAt: t0 + 300),
+                now: t0, maxPending: 8)
+        }
+
         let ended = try await store.signOutEverywhere(userID: alice.id)
-        #expect(ended == SignedOutEverywhere(sessions: 1, clients: 1, grants: 2))
+        #expect(ended == SignedOutEverywhere(sessions: 1, clients: 1, grants: 2, requests: 1))
+        #expect(try await store.claimPendingRequest(id: alice.id + "-r", userID: alice.id, now: t0) == nil)
+        #expect(try await store.claimPendingRequest(id: bob.id + "-r", userID: bob.id, now: t0) != nil)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0) == nil)
         #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
         #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
