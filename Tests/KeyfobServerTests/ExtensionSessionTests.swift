@@ -40,11 +40,28 @@ import WebAuthnTestSupport
                     .post, "/api/polkadot/message",
                     json: PolkadotBridgeTests.message("pub(bytes.sign)", ["address": address, "data": "0x6869"]), headers: auth)
                 let id = try #require((asked["pending"] as? [String: Any])?["id"] as? String, "\(asked.json)")
-                let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: auth)
+                let details = try await client.call(.get, "/api/polkadot/requests/\(id)/details", headers: Client.bearer(token))
                 return (details["transport"] as? String, details["verifiedOrigin"] as? Bool)
             }
             #expect(try await origin(of: ext) == ("polkadot-extension", true))
             #expect(try await origin(of: Client.bearer(token)) == ("polkadot-bridge", false))
+
+            // #55: the extension's session answers sites' Polkadot calls, not account changes: every
+            // other endpoint refuses it (403), while its own calls still work.
+            let refusals: [(HTTPRequest.Method, String, Any?)] = [
+                (.post, "/api/polkadot/accounts", ["name": "Planted"]), (.get, "/api/signer/grants", nil),
+                (.post, "/api/signer/sign_event", ["event": ["kind": 1, "content": "x"]]), (.post, "/api/confirmations", ["action": "key.export"]),
+                (.get, "/api/signer/history", nil), (.post, "/api/extension/session", [:]), (.get, "/account/credentials", nil),
+                (.post, "/api/signer/lock", [:]), (.get, "/api/signer/bunker", nil), (.post, "/logout?everywhere=1", [:]),
+            ]
+            for (method, path, body) in refusals {
+                let reply = try await client.call(method, path, json: body, headers: ext)
+                #expect(reply.status == .forbidden && reply.error == "permission_denied", "\(method) \(path): \(reply.json)")
+            }
+            #expect(try await client.call(.get, "/api/polkadot/accounts", headers: ext).status == .ok)
+            let list = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: ext)
+            #expect(list.status == .ok, "\(list.json)")
 
             // Sign out everywhere: the extension's session ends with the others.
             let ended = try await client.call(

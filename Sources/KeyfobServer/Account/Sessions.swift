@@ -70,7 +70,32 @@ struct Sessions: Sendable {
             let user = try await store.user(id: session.userID)
         else { return nil }
         if viaCookie { try checkOrigin(request) }
+        if !viaCookie, session.kind == AccountController.extensionKind, !Self.extensionMayCall(request) {
+            throw KeyfobError(
+                .permissionDenied,
+                "the browser extension's session answers sites' Polkadot calls only; account changes are made on Keyfob's own pages",
+                status: .forbidden)
+        }
         return Authenticated(session: session, user: user, viaCookie: viaCookie, token: raw)
+    }
+
+    /// What the browser extension's session may call (#55): its own state, the Polkadot bridge and
+    /// a request it asked (read or rejected), the account list its consent window shows, signing
+    /// itself out. Nothing that changes the account, reads the signer's history or signs directly.
+    static func extensionMayCall(_ request: Request) -> Bool {
+        let path = request.uri.path
+        switch request.method {
+        case .get:
+            if path == "/session" || path == "/api/polkadot/accounts" { return true }
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            return parts.count == 5 && path.hasPrefix("/api/polkadot/requests/")
+        case .post:
+            if path == "/api/polkadot/message" || (path == "/logout" && request.uri.query == nil) { return true }
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            return parts.count == 6 && path.hasPrefix("/api/polkadot/requests/") && parts[5] == "reject"
+        default:
+            return false
+        }
     }
 
     /// Like `authenticate`, but a request without a valid session is `unauthorized`.
