@@ -307,4 +307,24 @@ import Testing
             #expect((details["bytes"] as? [String: Any])?["ethereum"] as? Bool == true, "\(details.json)")
         }
     }
+
+    /// #55: metadata.provide carries megabytes to read and keep: an account sends at most 8 at once
+    /// (60 an hour); the next is `429 rate_limited`. V15 with a byte after the runtime is refused.
+    @Test func metadataProvideIsRatedPerAccount() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("provider")
+            _ = try await client.connectedPolkadotAccount(token: token)
+            var trailing = TestRuntime.definition
+            trailing["rawMetadata"] = PolkadotHex.encode(TestRuntime.metadata + [0])
+            let refused = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(metadata.provide)", trailing),
+                headers: Client.bearer(token))
+            #expect(refused.status == .badRequest && refused.error == "invalid_content", "\(refused.json)")
+            for _ in 0..<7 { try await client.provideTestRuntime(token: token) }
+            let over = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(metadata.provide)", TestRuntime.definition),
+                headers: Client.bearer(token))
+            #expect(over.status == .tooManyRequests && over.error == "rate_limited", "\(over.json)")
+        }
+    }
 }

@@ -151,6 +151,7 @@ extension PolkadotController {
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(known)))
         case "pub(metadata.provide)":
             try await requireAuthorized(origin, who)
+            if let retryAfter = metadataRate.take(auth.user.id, now: now()) { throw KeyfobError.rateLimited(retryAfter: retryAfter) }
             let definition: MetadataDefinition
             do {
                 definition = try SignerPayload.decode(Carrying<MetadataDefinition>.self, from: body).request

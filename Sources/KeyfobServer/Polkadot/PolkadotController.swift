@@ -37,6 +37,9 @@ struct PolkadotController: Sendable {
     let now: @Sendable () -> Date
     /// scrypt for JSON backups (32 MiB a call): at most two at once.
     let scryptSlots = ScryptSlots(limit: 2)
+    /// `metadata.provide` an account may send: each carries up to 4 MiB to read and keep (8 at once, 60 an hour;
+    /// `/polkadot.js` sends it again with each signature, and the stored one serves when it is refused).
+    let metadataRate = RateLimiter(rate: 60, per: 3600, burst: 8)
 
     /// A signing request waits this long for the user.
     static let requestLifetime: TimeInterval = 300
