@@ -44,7 +44,7 @@ $("connect").addEventListener("click", async () => {
     } else if (!answer.ok) {
       showStatus("error", `The extension refused the session: ${answer.error ? answer.error.message : "unknown reason"}.`);
     } else {
-      showStatus("ok", `Connected: the extension signs as ${reply.username}, each signature with your passkey. You can close this tab.`);
+      showStatus("ok", `Connected: the extension signs as ${reply.username}, each request approved by you in a Keyfob window. You can close this tab.`);
       $("connect-card").hidden = true;
     }
   } catch (error) {
