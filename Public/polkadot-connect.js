@@ -95,8 +95,17 @@ function refused(host, code) {
 
 $("refused-close").addEventListener("click", () => window.close());
 
+/** The messages a page may send through this window; anything else (another type, or not a plain
+ *  string) is refused here, so only the connect card ever connects a site. */
+const SIGNING = ["pub(extrinsic.sign)", "pub(bytes.sign)"];
+
 window.addEventListener("message", (event) => {
   if (asked || event.source !== window.opener || !event.data || event.data.type !== "keyfob-polkadot-request" || event.data.rid !== rid) return;
+  const type = event.data.msgType;
+  if (typeof type !== "string" || (type !== "pub(authorize.tab)" && !SIGNING.includes(type))) {
+    window.opener.postMessage({ type: "keyfob-polkadot-reply", rid, outcome: { error: "this window answers connecting and signing only", code: "unsupported_type" } }, event.origin);
+    return;
+  }
   origin = event.origin;
   asked = event.data;
   handle().catch(showError);

@@ -310,10 +310,16 @@ public func buildRouter(
         // Not ready until start-up (migrations, the master-key check) has run: a load balancer
         // must not send sign-ins to an instance that would answer them 503.
         guard gate.open else { return jsonResponse(["status": "starting"], status: .serviceUnavailable) }
-        var healthy: Bool
-        if let last = lastHealth.withLockedValue({ $0 }), ContinuousClock.now - last.at < .seconds(1) {
-            healthy = last.healthy
-        } else {
+        // One check a second: the first request past it stamps the time before checking, so the
+        // ones arriving meanwhile take the last answer instead of queuing writes of their own.
+        let (cached, mustCheck) = lastHealth.withLockedValue { last -> (Bool, Bool) in
+            if let last, ContinuousClock.now - last.at < .seconds(1) { return (last.healthy, false) }
+            let previous = last?.healthy ?? true
+            last = (ContinuousClock.now, previous)
+            return (previous, true)
+        }
+        var healthy = cached
+        if mustCheck {
             healthy = true
             do { try await store.healthCheck() } catch { healthy = false }
             lastHealth.withLockedValue { $0 = (ContinuousClock.now, healthy) }

@@ -16,7 +16,7 @@ extension DecodedCall {
                 ? "Send all you can to \(to), keeping your account open" : "Send your whole transferable balance to \(to)"
         case ("System", "remark"), ("System", "remark_with_event"):
             guard let remark = value("remark") else { return nil }
-            return "Write a remark on chain: " + (Self.printable(remark).map { "“\($0)”" } ?? remark)
+            return "Write a remark on chain: " + (Self.printable(remark).map { VisibleText.quoted($0) } ?? remark)
         case ("Utility", "batch"), ("Utility", "batch_all"), ("Utility", "force_batch"):
             guard let calls = count("calls") else { return nil }
             let each =
@@ -64,11 +64,11 @@ extension DecodedCall {
         shown.hasPrefix("Id(") && shown.hasSuffix(")") ? String(shown.dropFirst(3).dropLast()) : shown
     }
 
-    /// A remark's bytes as text, when they are short UTF-8 on one line, hidden characters escaped
-    /// (`VisibleText`): a bidi override cannot make the quote read otherwise.
+    /// A remark's bytes as text, when they are short UTF-8 on one line; the summary quotes it with
+    /// `VisibleText.quoted` (hidden characters, quotes and backslashes escaped), so neither a bidi
+    /// override nor a quote mark inside can make the sentence read otherwise.
     static func printable(_ hex: String) -> String? {
-        guard let bytes = PolkadotHex.decode(hex), bytes.count <= 256, let text = VisibleText.escaped(utf8: bytes)?.text,
-            !text.contains("\n")
+        guard let bytes = PolkadotHex.decode(hex), bytes.count <= 256, let text = String(validating: bytes, as: UTF8.self), !text.contains("\n")
         else { return nil }
         return text
     }

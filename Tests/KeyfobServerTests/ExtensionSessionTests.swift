@@ -59,6 +59,11 @@ import WebAuthnTestSupport
                 #expect(reply.status == .forbidden && reply.error == "permission_denied", "\(method) \(path): \(reply.json)")
             }
             #expect(try await client.call(.get, "/api/polkadot/accounts", headers: ext).status == .ok)
+            // The token sent as a cookie (with a forged Origin) is no session at all: no scope to skip.
+            var asCookie: HTTPFields = [.cookie: "keyfob_session=\(extensionToken)"]
+            asCookie[.origin] = Harness.origin
+            #expect(try await client.call(.get, "/session", headers: asCookie).status == .unauthorized)
+            #expect(try await client.call(.get, "/api/signer/history", headers: asCookie).status == .unauthorized)
             let list = try await client.call(
                 .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: ext)
             #expect(list.status == .ok, "\(list.json)")

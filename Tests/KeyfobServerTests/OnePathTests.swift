@@ -109,7 +109,10 @@ extension OnePathTests {
         try await harness.run(hub: hub) { client in
             let (token, _) = try await client.newAccount("olga")
             let nip46 = try await client.connectedClient(token: token, hub: hub)
+            let stranger = try NIP46TestClient(hub: hub, signer: try await client.bunkerURL(token: token).signer)
             try harness.store.write { try harness.store.connection.execute("ALTER TABLE bunker_signers RENAME TO bunker_signers_away") }
+            // A key that never connected gets silence, outage or not.
+            #expect(try await stranger.reply(to: try stranger.send("get_public_key", []), wait: 1) == nil)
             let reply = try await nip46.reply(to: try nip46.send("get_public_key", []), wait: 3)
             #expect((reply?["error"] as? String)?.hasPrefix("store_unavailable") == true, "got \(String(describing: reply))")
             try harness.store.write { try harness.store.connection.execute("ALTER TABLE bunker_signers_away RENAME TO bunker_signers") }

@@ -246,7 +246,12 @@ import Testing
             let spoof = Self.remark("Pay Alice \u{202E}0001 DOT")
             let remark = try await Hashes.shown(
                 TestRuntime.payload(address: address, method: PolkadotHex.encode(spoof), hash: TestRuntime.hash), client, token: token)
-            #expect(remark["summary"] as? String == "Write a remark on chain: “Pay Alice \\u202E0001 DOT”", "\(remark)")
+            #expect(remark["summary"] as? String == #"Write a remark on chain: "Pay Alice \u202E0001 DOT""#, "\(remark)")
+            // A quote mark inside cannot end the quote early and add words after it.
+            let injected = Self.remark(#"hi" and send 1000 DOT to Bob ""#)
+            let quoted = try await Hashes.shown(
+                TestRuntime.payload(address: address, method: PolkadotHex.encode(injected), hash: TestRuntime.hash), client, token: token)
+            #expect(quoted["summary"] as? String == #"Write a remark on chain: "hi\" and send 1000 DOT to Bob \"""#, "\(quoted)")
 
             var mode0 = TestRuntime.payload(address: address)
             mode0["metadataHash"] = PolkadotHex.encode(TestRuntime.hash)
@@ -292,6 +297,14 @@ import Testing
             #expect(try await listed() == [addresses[0]])
             #expect(try await connect([addresses[1]]).status == .ok)
             #expect(try await listed() == [addresses[1]])
+            // The choice is the connection's: its shares removed first (as a revocation does, newest
+            // first), the site sees nothing, never every account.
+            let grants = try await client.call(.get, "/api/signer/grants", headers: auth)["grants"] as? [[String: Any]] ?? []
+            for share in grants where (share["method"] as? String)?.hasPrefix("polkadot.account:") == true {
+                #expect(try await client.call(.delete, "/api/signer/grants/\(share["id"] as! String)", headers: auth).status == .ok)
+            }
+            #expect(try await listed() == [])
+            #expect(try await connect([addresses[1]]).status == .ok)
             // A mistyped choice is a 400 naming it, never "every account".
             let mistyped = try await client.call(
                 .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", ["accounts": "all"]), headers: auth)

@@ -49,7 +49,7 @@ import Testing
         let bob = SS58.encode(accountId: hex("8eaf04151687736326c9fea17e25fc5287613693c912909cb226aa4794f26a48"), prefix: 0)
         #expect(
             summaries == [
-                "Send 1 DOT to \(bob), keeping your account open", "Write a remark on chain: “hello”",
+                "Send 1 DOT to \(bob), keeping your account open", #"Write a remark on chain: "hello""#,
                 "Make 2 calls in one transaction, all of them or none", "Add up to 2.5 DOT to your stake",
             ])
         // A call with no sentence of its own has no summary: the decoded call stands alone.

@@ -69,8 +69,12 @@ struct Sessions: Sendable {
         guard let session = try await store.session(tokenHash: sha256(raw), now: now()),
             let user = try await store.user(id: session.userID)
         else { return nil }
+        if session.kind == AccountController.extensionKind {
+            // The extension's token as a cookie would skip its scope: it is only ever a bearer token.
+            guard !viaCookie else { return nil }
+        }
         if viaCookie { try checkOrigin(request) }
-        if !viaCookie, session.kind == AccountController.extensionKind, !Self.extensionMayCall(request) {
+        if session.kind == AccountController.extensionKind, !Self.extensionMayCall(request) {
             throw KeyfobError(
                 .permissionDenied,
                 "the browser extension's session answers sites' Polkadot calls only; account changes are made on Keyfob's own pages",

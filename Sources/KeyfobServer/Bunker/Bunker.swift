@@ -56,6 +56,8 @@ final class Bunker: Sendable, Service {
     /// Signer records seen lately, by public key: only to answer `store_unavailable` while the store
     /// is down (never to sign). At most `knownSignersKept`; when full, forgotten all at once.
     private let knownSigners = NIOLockedValueBox<[String: BunkerSignerRecord]>([:])
+    /// Signer and client keys (concatenated) of clients seen connected lately, for the same purpose.
+    private let knownClients = NIOLockedValueBox(Set<String>())
     static let knownSignersKept = 4096
     let logger: Logger
     let now: @Sendable () -> Date
@@ -235,12 +237,22 @@ final class Bunker: Sendable, Service {
         }
     }
 
+    /// Notes `client` as connected to `record`'s signer (for `answerUnavailable` only).
+    private func remember(_ client: String, of record: BunkerSignerRecord) {
+        knownClients.withLockedValue { known in
+            if known.count >= Self.knownSignersKept { known.removeAll() }
+            known.insert(record.pubkey + client)
+        }
+    }
+
     /// A request that came while the store was down: answered `store_unavailable` when its signer
     /// was seen here before (its key, under the master key, is what encrypts the reply); nothing was
     /// done, so the client may send it again. A sealed signer shut now cannot read it: silence.
     private func answerUnavailable(_ event: Event, signer record: BunkerSignerRecord?) async {
         logger.warning("nip46.store_unavailable", metadata: ["method": "lookup"])
-        guard let record, let key = try? secretKey(of: record), let (sender, message, encryption) = try? NIP46.unwrap(event, with: key),
+        // Only a client seen connected here is answered: to anyone else the signer stays silent.
+        guard let record, knownClients.withLockedValue({ $0.contains(record.pubkey + event.pubkey.hex) }),
+            let key = try? secretKey(of: record), let (sender, message, encryption) = try? NIP46.unwrap(event, with: key),
             let request = try? NIP46.Request.parse(message)
         else { return }
         try? await send(Self.errorResponse(request.id, KeyfobError.databaseUnavailable), with: key, to: sender, encryption: encryption, queue: false)
@@ -262,6 +274,7 @@ final class Bunker: Sendable, Service {
                 }
                 if try await store.bunkerClient(userID: userID, clientPubkey: client) != nil {
                     try await store.touchBunkerClient(userID: userID, clientPubkey: client, at: at)
+                    remember(client, of: record)
                     return NIP46.Response(id: request.id, result: "ack")
                 }
                 let offered = request.params.count >= 2 && !request.params[1].isEmpty ? sha256(Array(request.params[1].utf8)) : []
@@ -281,10 +294,12 @@ final class Bunker: Sendable, Service {
                         url: metadata.url, perms: perms.joined(separator: ","),
                         createdAt: at, lastUsedAt: at))
                 logger.info("nip46.connected", metadata: ["client": "\(client.prefix(12))"])
+                remember(client, of: record)
                 return NIP46.Response(id: request.id, result: "ack")
             }
             // Anyone else gets silence: the signer does not exist for them.
             guard let connected = try await store.bunkerClient(userID: userID, clientPubkey: client) else { return nil }
+            remember(client, of: record)
             try await store.touchBunkerClient(userID: userID, clientPubkey: client, at: at)
             switch request.method {
             case "ping":

@@ -109,7 +109,7 @@ struct AdminController: Sendable {
     /// with is rotated.
     @Sendable func stream(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let opener = try await operatorOf(request)
-        let address = sessions.client.resolve(request, context: context)
+        let address = ClientAddress.limitKey(sessions.client.resolve(request, context: context), ipv6Prefix: configuration.ipv6Prefix)
         let slot =
             try opener.session.map { try streamSlots.take(session: $0.session.tokenHash, userID: $0.user.id, address: address) }
             ?? streamSlots.take(session: [], userID: "admin-token", address: address)

@@ -1,3 +1,4 @@
+import KeyfobCodecs
 import NIOConcurrencyHelpers
 
 /// How many server-sent event streams one session, one account and one client address hold open
@@ -43,10 +44,10 @@ final class StreamSlots: Sendable {
     }
 
     /// The slots a stream of `session` of `userID` from `address` takes, or a 429 saying which cap.
+    /// `address` is the client's limit key (`ClientAddress.limitKey`: an IPv6 client by its prefix).
     func take(session: [UInt8], userID: String, address: String) throws -> Slot {
         let keys = [
-            ("session:" + session.map { String($0, radix: 16) }.joined(), Self.perOwner), ("account:" + userID, Self.perOwner),
-            ("address:" + address, Self.perAddress),
+            ("session:" + Hex.encode(session), Self.perOwner), ("account:" + userID, Self.perOwner), ("address:" + address, Self.perAddress),
         ]
         guard let slot = take(keys) else {
             throw KeyfobError(

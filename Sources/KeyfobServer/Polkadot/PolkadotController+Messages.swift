@@ -122,18 +122,10 @@ extension PolkadotController {
             // Keyfob's windows send the accounts the person ticked, and the site sees only those.
             let asked = try Self.decode(Optional<AuthorizeRequest>.self, of: body)
             let chosen = try await chosenAccounts(asked?.accounts, userID: auth.user.id)
-            let authorized = try await isAuthorized(origin, userID: auth.user.id)
-            if !authorized || chosen != nil {
+            let grant = try await authorization(origin, userID: auth.user.id)
+            if grant == nil || chosen != nil {
                 try await dispatcher.perform(Self.authorizeMethod, for: who, limit: .uncounted) { _ in
-                    // A new connection starts from this choice (none: every account), never from
-                    // what a revoked one had chosen.
-                    try await share(chosen ?? [], with: origin, userID: auth.user.id)
-                    if !authorized {
-                        try await store.insertGrant(
-                            GrantRecord(
-                                id: Base64URL.encode(randomBytes(12)), userID: auth.user.id, client: origin, method: Self.authorizeMethod,
-                                kind: nil, allow: true, createdAt: now(), expiresAt: nil))
-                    }
+                    try await authorize(origin, sharing: chosen, replacing: grant, userID: auth.user.id)
                 }
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
@@ -256,8 +248,9 @@ extension PolkadotController {
         let type: String
     }
 
-    /// The accounts `origin` sees: those the person ticked when connecting it, or all of them for a
-    /// connection made without a choice (the Nova app's own prompt, connections before #54).
+    /// The accounts `origin` sees: those the person ticked when connecting it (its authorization
+    /// says a choice was made, so none left means none), or all of them for a connection made
+    /// without a choice (the Nova app's own prompt, connections before #54).
     func injectedAccounts(_ userID: String, origin: String) async throws -> [InjectedAccount] {
         try await sharedAccounts(userID, origin: origin).map { record in
             InjectedAccount(address: Self.reply(record).address, genesisHash: nil, name: record.name, type: record.keyType)
@@ -265,11 +258,48 @@ extension PolkadotController {
     }
 
     func sharedAccounts(_ userID: String, origin: String) async throws -> [SubstrateAccountRecord] {
-        let shared = Set(
-            try await store.grants(ofUser: userID, now: now()).filter { $0.client == origin && $0.method.hasPrefix(Self.shareMethod) }
-                .map { String($0.method.dropFirst(Self.shareMethod.count)) })
+        let grants = try await store.grants(ofUser: userID, now: now()).filter { $0.client == origin }
+        guard let authorized = grants.first(where: { $0.method == Self.authorizeMethod && $0.allow }) else { return [] }
         let accounts = try await store.substrateAccounts(ofUser: userID)
-        return shared.isEmpty ? accounts : accounts.filter { shared.contains($0.id) }
+        guard authorized.kind == Self.chosenAccounts else { return accounts }
+        let shared = Set(grants.filter { $0.method.hasPrefix(Self.shareMethod) }.map { String($0.method.dropFirst(Self.shareMethod.count)) })
+        return accounts.filter { shared.contains($0.id) }
+    }
+
+    /// The authorization grant's `kind` when the person chose the accounts (nil: every account).
+    static let chosenAccounts = 1
+
+    /// `origin`'s authorization grant, if it is connected.
+    func authorization(_ origin: String, userID: String) async throws -> GrantRecord? {
+        try await store.grants(ofUser: userID, now: now()).first { $0.client == origin && $0.method == Self.authorizeMethod && $0.allow }
+    }
+
+    /// Connects `origin`, sharing `chosen` (nil: every account). The authorization says first that a
+    /// choice is made, then the shares follow: at no moment does the site see more than it was given.
+    private func authorize(_ origin: String, sharing chosen: [SubstrateAccountRecord]?, replacing grant: GrantRecord?, userID: String)
+        async throws
+    {
+        func insertAuthorization() async throws {
+            try await store.insertGrant(
+                GrantRecord(
+                    id: Base64URL.encode(randomBytes(12)), userID: userID, client: origin, method: Self.authorizeMethod,
+                    kind: chosen == nil ? nil : Self.chosenAccounts, allow: true, createdAt: now(), expiresAt: nil))
+        }
+        if let grant, chosen != nil, grant.kind != Self.chosenAccounts {
+            // An every-account connection becomes a chosen one: the new grant first, then the old goes.
+            try await insertAuthorization()
+            _ = try await store.deleteGrant(id: grant.id, ofUser: userID)
+        }
+        for old in try await store.grants(ofUser: userID, now: now()) where old.client == origin && old.method.hasPrefix(Self.shareMethod) {
+            _ = try await store.deleteGrant(id: old.id, ofUser: userID)
+        }
+        for account in Set((chosen ?? []).map(\.id)).sorted() {
+            try await store.insertGrant(
+                GrantRecord(
+                    id: Base64URL.encode(randomBytes(12)), userID: userID, client: origin, method: Self.shareMethod + account, kind: nil,
+                    allow: true, createdAt: now(), expiresAt: nil))
+        }
+        if grant == nil { try await insertAuthorization() }
     }
 
     /// `pub(authorize.tab)`'s request: the name the site gives itself and, from Keyfob's own
@@ -294,22 +324,8 @@ extension PolkadotController {
         }
     }
 
-    /// Replaces what `origin` sees with `accounts`: one grant each, ended with the connection (none:
-    /// every account, as for a connection made without a choice).
-    private func share(_ accounts: [SubstrateAccountRecord], with origin: String, userID: String) async throws {
-        for grant in try await store.grants(ofUser: userID, now: now()) where grant.client == origin && grant.method.hasPrefix(Self.shareMethod) {
-            _ = try await store.deleteGrant(id: grant.id, ofUser: userID)
-        }
-        for account in Set(accounts.map(\.id)).sorted() {
-            try await store.insertGrant(
-                GrantRecord(
-                    id: Base64URL.encode(randomBytes(12)), userID: userID, client: origin, method: Self.shareMethod + account, kind: nil,
-                    allow: true, createdAt: now(), expiresAt: nil))
-        }
-    }
-
     func isAuthorized(_ origin: String, userID: String) async throws -> Bool {
-        try await store.grants(ofUser: userID, now: now()).contains { $0.client == origin && $0.method == Self.authorizeMethod && $0.allow }
+        try await authorization(origin, userID: userID) != nil
     }
 
     func requireAuthorized(_ origin: String, _ who: SignerCaller) async throws {
@@ -383,7 +399,8 @@ extension PolkadotController {
         let who = caller(auth, origin: origin, transport: "polkadot-bridge", request: request, context: context)
         try await requireAuthorized(origin, who)
         let slot = try streamSlots.take(
-            session: auth.session.tokenHash, userID: auth.user.id, address: sessions.client.resolve(request, context: context))
+            session: auth.session.tokenHash, userID: auth.user.id,
+            address: ClientAddress.limitKey(sessions.client.resolve(request, context: context), ipv6Prefix: configuration.ipv6Prefix))
         let changes = events.subscribe(auth.user.id)
         let userID = auth.user.id
         let tokenHash = auth.session.tokenHash

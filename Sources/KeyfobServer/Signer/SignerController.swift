@@ -248,8 +248,8 @@ struct HistoryReply: Encodable {
 final class ScryptSlots: Sendable {
     private let inUse = NIOLockedValueBox(0)
     let limit: Int
-    /// Scrypt runs an account may start: 10 at once, 30 an hour.
-    let perAccount = RateLimiter(rate: 30, per: 3600, burst: 10)
+    /// Scrypt runs an account may start, whichever controller runs them: 10 at once, 30 an hour.
+    static let perAccount = RateLimiter(rate: 30, per: 3600, burst: 10)
     static let pool: NIOThreadPool = {
         let pool = NIOThreadPool(numberOfThreads: 2)
         pool.start()
@@ -259,7 +259,7 @@ final class ScryptSlots: Sendable {
     init(limit: Int) { self.limit = limit }
 
     func run<R: Sendable>(for userID: String, _ body: @escaping @Sendable () throws -> R) async throws -> R {
-        if let retryAfter = perAccount.take(userID, now: Date()) { throw KeyfobError.rateLimited(retryAfter: retryAfter) }
+        if let retryAfter = Self.perAccount.take(userID, now: Date()) { throw KeyfobError.rateLimited(retryAfter: retryAfter) }
         let taken = inUse.withLockedValue { count -> Bool in
             guard count < limit else { return false }
             count += 1
