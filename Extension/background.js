@@ -48,7 +48,8 @@ async function connected() {
   if (!token) return { error: failure("unauthorized", "Keyfob's extension is not connected: open it and sign in with your passkey").error };
   const { status, body } = await api("/session");
   if (status === 401 || status === 403) {
-    await state.set({ token: null, username: null });
+    // Signed out (everywhere, say): what sites were given goes with the session.
+    await state.set({ token: null, username: null, known: {} });
     return { error: failure("unauthorized", "your Keyfob session ended (signed out everywhere?): open the extension and sign in again").error };
   }
   if (status !== 200) return { error: failure(body.error || "unavailable", body.message || `Keyfob answered ${status}`).error };

@@ -172,6 +172,16 @@ const fail = (e) => show('error ' + (e.code || '') + ' ' + e.message);
 const address = {json.dumps(address)};
 const hex = (text) => '0x' + Array.from(new TextEncoder().encode(text), (b) => b.toString(16).padStart(2, '0')).join('');
 function connect() {{ window.injectedWeb3.keyfob.enable('Test dapp').then(async (i) => {{ injected = i; show(await i.accounts.get()); }}, fail); }}
+function forge() {{
+  // A page opening Keyfob's window itself and posting the connect message as a String object:
+  // it once slipped past the connect card (typeof 'object', sent on as a plain string).
+  const w = window.open({json.dumps(server.url)} + '/polkadot-connect.html?rid=f1', 'forge', 'popup,width=440,height=760');
+  window.addEventListener('message', (e) => {{
+    if (!e.data || e.data.rid !== 'f1') return;
+    if (e.data.type === 'keyfob-polkadot-ready') w.postMessage({{ type: 'keyfob-polkadot-request', rid: 'f1', msgType: new String('pub(authorize.tab)'), request: {{ origin: 'forged' }} }}, {json.dumps(server.url)});
+    if (e.data.type === 'keyfob-polkadot-reply') {{ show('reply ' + JSON.stringify(e.data.outcome)); w.close(); }}
+  }});
+}}
 function signAsHidden() {{ injected.signer.signRaw({{ address: {json.dumps("KEPT")}, data: hex('hi'), type: 'bytes' }}).then(show, fail); }}
 function raw() {{ injected.signer.signRaw({{ address, data: hex('hello polkadot'), type: 'bytes' }}).then(show, fail); }}
 function tx() {{ injected.signer.signPayload({json.dumps(payload(address))}).then(show, fail); }}
@@ -184,6 +194,7 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
 <button id=unchecked onclick="unchecked()">unchecked</button>
 <button id=provide onclick="provide()">provide</button>
 <button id=hidden onclick="signAsHidden()">hidden</button>
+<button id=forge onclick="forge()">forge</button>
 <pre id=out></pre>""")
     with open(os.path.join(site, "index.html")) as f:
         page = f.read().replace('"KEPT"', json.dumps(kept_back))
@@ -348,6 +359,12 @@ function provide() {{ injected.metadata.provide({json.dumps(metadata_def())}).th
         try:
             driver.get(f"http://127.0.0.1:{other.server_port}/index.html")
             main = driver.current_window_handle
+            # Posting the connect message itself, as a String object, gets a refusal, not a connection.
+            driver.find_element(By.ID, "forge").click()
+            wait_for(driver, lambda d: out(d).startswith("reply"))
+            assert "unsupported_type" in out(driver), out(driver)
+            wait_for(driver, lambda d: len(d.window_handles) == 1)
+            driver.switch_to.window(main)
             driver.find_element(By.ID, "connect").click()
             popup(driver, main)
             wait_for(driver, lambda d: d.find_element(By.ID, "authorize-card").is_displayed())
