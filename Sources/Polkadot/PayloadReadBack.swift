@@ -37,18 +37,22 @@ extension HashedRegistry {
         guard bytes.suffix(33).elementsEqual([1] + hash) else {
             throw PolkadotError(.invalidPayload, "the payload does not end with the metadata hash")
         }
-        // Each extension its own fields: two that share one (polkadot-js writes it once) would lay
-        // the transaction out otherwise than the runtime reads it.
-        var perExtension = payload.method
-        for part in [\SignedExtension.type, \SignedExtension.additionalSigned] {
+        // What each extension writes, by itself, in payload order: every extension's extra value,
+        // then every one's additional-signed value. Two that share a field (polkadot-js writes it
+        // once) would lay the transaction out otherwise than the runtime reads it.
+        var parts: [(identifier: String, type: Int, isExtra: Bool, expected: [UInt8])] = []
+        for isExtra in [true, false] {
             for signedExtension in extensions {
                 guard let fields = payload.encodedFields(of: signedExtension.identifier) else {
                     throw PolkadotError(.unknownExtension, "Keyfob cannot encode \(signedExtension.identifier.prefix(64))")
                 }
-                perExtension += part == \SignedExtension.type ? fields.extra : fields.additional
+                parts.append(
+                    isExtra
+                        ? (signedExtension.identifier, signedExtension.type, true, fields.extra)
+                        : (signedExtension.identifier, signedExtension.additionalSigned, false, fields.additional))
             }
         }
-        guard perExtension == bytes else {
+        guard payload.method + parts.flatMap(\.expected) == bytes else {
             throw PolkadotError(.invalidPayload, "two of the runtime's signed extensions write the same field")
         }
         var reader = ScaleReader(bytes)
@@ -57,31 +61,21 @@ extension HashedRegistry {
             throw PolkadotError(.invalidPayload, "the call's bytes are not the call the runtime reads")
         }
         var assetId: String?
-        for part in [\SignedExtension.type, \SignedExtension.additionalSigned] {
-            for signedExtension in extensions {
-                guard let expected = payload.encodedFields(of: signedExtension.identifier) else {
-                    throw PolkadotError(.unknownExtension, "Keyfob cannot encode \(signedExtension.identifier.prefix(64))")
-                }
-                let start = reader.offset
-                let type = signedExtension[keyPath: part]
-                if part == \SignedExtension.type, signedExtension.identifier == "ChargeAssetTxPayment" {
-                    assetId = try assetField(type, decoder: decoder, from: &reader)
-                } else {
-                    _ = try decoder.value(type, from: &reader)
-                }
-                let read = bytes[start..<reader.offset]
-                guard read.elementsEqual(part == \SignedExtension.type ? expected.extra : expected.additional) else {
-                    throw PolkadotError(
-                        .invalidPayload,
-                        "\(signedExtension.identifier) does not read back as what the page shows (its type takes other bytes)")
-                }
+        for part in parts {
+            let start = reader.offset
+            if part.isExtra, part.identifier == "ChargeAssetTxPayment" {
+                assetId = try assetField(part.type, decoder: decoder, from: &reader)
+            } else {
+                _ = try decoder.value(part.type, from: &reader)
+            }
+            guard bytes[start..<reader.offset].elementsEqual(part.expected) else {
+                throw PolkadotError(
+                    .invalidPayload, "\(part.identifier) does not read back as what the page shows (its type takes other bytes)")
             }
         }
         guard reader.isAtEnd else { throw PolkadotError(.invalidPayload, "the payload has \(reader.remaining) bytes no type reads") }
         return PayloadReading(call: call, assetId: assetId)
     }
-
-    public typealias SignedExtension = RuntimeMetadata.Extrinsic.SignedExtension
 
     /// `ChargeAssetTxPayment`'s extra, `{ tip, asset_id: Option<AssetId> }`: the asset as its type
     /// decodes it, nil for `None`.

@@ -318,7 +318,7 @@ extension PolkadotController {
         let accounts = try await store.substrateAccounts(ofUser: userID)
         return try addresses.map { address in
             guard let id = SS58.decode(address)?.accountId,
-                let record = accounts.first(where: { KeyType(rawValue: $0.keyType)?.accountId(publicKey: $0.publicKey) == id })
+                let record = accounts.first(where: { $0.hasAccountId(id) })
             else { throw KeyfobError(.invalidPubkey, "\(address.prefix(64)) is not one of your Keyfob Polkadot accounts") }
             return record
         }
@@ -338,15 +338,11 @@ extension PolkadotController {
 
     /// The account, when `origin` may see it (`sharedAccounts`): a site asks to sign only with those.
     func sharedAccount(for accountId: [UInt8], userID: String, origin: String) async throws -> SubstrateAccountRecord? {
-        try await sharedAccounts(userID, origin: origin).first { record in
-            KeyType(rawValue: record.keyType)?.accountId(publicKey: record.publicKey) == accountId
-        }
+        try await sharedAccounts(userID, origin: origin).first { $0.hasAccountId(accountId) }
     }
 
     func accountRecord(for accountId: [UInt8], userID: String) async throws -> SubstrateAccountRecord? {
-        try await store.substrateAccounts(ofUser: userID).first { record in
-            KeyType(rawValue: record.keyType)?.accountId(publicKey: record.publicKey) == accountId
-        }
+        try await store.substrateAccounts(ofUser: userID).first { $0.hasAccountId(accountId) }
     }
 
     /// Keeps what the approval page uses of a dapp's `MetadataDef`, for that dapp only.
@@ -496,4 +492,9 @@ struct AnyEncodable: Encodable {
     private let encodeValue: (Encoder) throws -> Void
     init(_ value: some Encodable) { encodeValue = value.encode }
     func encode(to encoder: Encoder) throws { try encodeValue(encoder) }
+}
+
+extension SubstrateAccountRecord {
+    /// Whether this account's key is the one `accountId` (an SS58 address's 32 bytes) names.
+    func hasAccountId(_ accountId: [UInt8]) -> Bool { KeyType(rawValue: keyType)?.accountId(publicKey: publicKey) == accountId }
 }
