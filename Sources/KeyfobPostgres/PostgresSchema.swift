@@ -246,5 +246,13 @@ enum PostgresSchema {
         ["ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified BOOLEAN NOT NULL DEFAULT FALSE"],
         // 10: what holds a session (SQLite's migration 16).
         ["ALTER TABLE sessions ADD COLUMN kind TEXT"],
+        // 11: each runtime's metadata stored once and shared (SQLite's migration 17). No foreign
+        // key: a row whose runtime a concurrent sweep removed reads as not provided.
+        [
+            "DELETE FROM polkadot_metadata",
+            "ALTER TABLE polkadot_metadata ADD COLUMN runtime_hash BYTEA",
+            "CREATE INDEX polkadot_metadata_runtime ON polkadot_metadata(runtime_hash) WHERE runtime_hash IS NOT NULL",
+            "CREATE TABLE polkadot_runtimes (hash BYTEA PRIMARY KEY, size INTEGER NOT NULL, bytes BYTEA NOT NULL)",
+        ],
     ]
 }

@@ -58,6 +58,12 @@ extension PostgresStore {
                 DELETE FROM bunker_replies WHERE id IN
                     (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit)) RETURNING 1
                 """)
+            // Runtimes whose rows went with their account (a cascade the puts do not see).
+            removed += try await touched(
+                """
+                DELETE FROM polkadot_runtimes WHERE hash IN (SELECT hash FROM polkadot_runtimes r
+                  WHERE NOT EXISTS (SELECT 1 FROM polkadot_metadata m WHERE m.runtime_hash = r.hash) LIMIT \(limit)) RETURNING 1
+                """)
             return removed
         }
     }

@@ -85,23 +85,63 @@ extension PostgresStore {
         }
     }
 
-    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord) async throws {
-        _ = try await call { [self] in
-            _ = try await touched(
+    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
+        try await transaction { [logger] connection in
+            let before = try await connection.query(
+                """
+                SELECT runtime_hash FROM polkadot_metadata
+                WHERE user_id = \(m.userID) AND origin = \(m.origin) AND genesis_hash = \(m.genesisHash)
+                """, logger: logger
+            ).collect().first.flatMap { try $0.makeRandomAccess().optionalBytes(0) }
+            if let hash = m.runtimeHash, let runtime {
+                try await connection.query(
+                    """
+                    INSERT INTO polkadot_runtimes (hash, size, bytes) VALUES (\(ByteBuffer(bytes: hash)), \(runtime.count), \(ByteBuffer(bytes: runtime)))
+                    ON CONFLICT (hash) DO NOTHING
+                    """, logger: logger
+                ).collect()
+            }
+            try await connection.query(
                 """
                 INSERT INTO polkadot_metadata (\(unescaped: Columns.polkadotMetadata))
-                VALUES (\(m.userID), \(m.origin), \(m.genesisHash), \(m.specVersion), \(m.definition), \(m.updatedAt.timeIntervalSince1970))
-                ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET
-                  spec_version = excluded.spec_version, definition = excluded.definition, updated_at = excluded.updated_at
-                RETURNING 1
-                """)
-            return try await touched(
+                VALUES (\(m.userID), \(m.origin), \(m.genesisHash), \(m.specVersion), \(m.definition), \(m.updatedAt.timeIntervalSince1970),
+                        \(m.runtimeHash.map { ByteBuffer(bytes: $0) }))
+                ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET spec_version = excluded.spec_version,
+                  definition = excluded.definition, updated_at = excluded.updated_at, runtime_hash = excluded.runtime_hash
+                """, logger: logger
+            ).collect()
+            let held = try await connection.query(
                 """
-                DELETE FROM polkadot_metadata WHERE user_id = \(m.userID) AND (origin, genesis_hash) NOT IN
-                  (SELECT origin, genesis_hash FROM polkadot_metadata WHERE user_id = \(m.userID)
-                   ORDER BY updated_at DESC LIMIT \(PolkadotMetadataRecord.maxPerUser))
-                RETURNING 1
-                """)
+                SELECT m.origin, m.genesis_hash, m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
+                LEFT JOIN polkadot_runtimes r ON r.hash = m.runtime_hash WHERE m.user_id = \(m.userID) ORDER BY m.updated_at DESC
+                """, logger: logger
+            ).collect().map { $0.makeRandomAccess() }.map { row in
+                PolkadotMetadataRecord.Held(
+                    origin: try row.text(0), genesisHash: try row.text(1), runtimeHash: try row.optionalBytes(2),
+                    runtimeSize: try row.int(3))
+            }
+            let gone = PolkadotMetadataRecord.overflow(newestFirst: held)
+            for row in gone {
+                try await connection.query(
+                    """
+                    DELETE FROM polkadot_metadata WHERE user_id = \(m.userID) AND origin = \(row.origin) AND genesis_hash = \(row.genesisHash)
+                    """, logger: logger
+                ).collect()
+            }
+            try await Self.sweepRuntimes(gone.compactMap(\.runtimeHash) + (before.map { [$0] } ?? []), on: connection, logger: logger)
+        }
+    }
+
+    /// Removes those of `hashes` no row names any more. A row another transaction adds meanwhile
+    /// may lose its runtime: it then reads as not provided, and the dapp provides it again.
+    static func sweepRuntimes(_ hashes: [[UInt8]], on connection: PostgresConnection, logger: Logger) async throws {
+        for hash in Set(hashes) {
+            try await connection.query(
+                """
+                DELETE FROM polkadot_runtimes r WHERE r.hash = \(ByteBuffer(bytes: hash))
+                  AND NOT EXISTS (SELECT 1 FROM polkadot_metadata m WHERE m.runtime_hash = r.hash)
+                """, logger: logger
+            ).collect()
         }
     }
 
@@ -109,10 +149,25 @@ extension PostgresStore {
         try await call { [self] in
             try await rows(
                 """
-                SELECT \(unescaped: Columns.polkadotMetadata) FROM polkadot_metadata
-                WHERE user_id = \(userID) AND origin = \(origin) ORDER BY genesis_hash
+                SELECT \(unescaped: Columns.prefixed("m", Columns.polkadotMetadata)) FROM polkadot_metadata m
+                WHERE m.user_id = \(userID) AND m.origin = \(origin)
+                  AND (m.runtime_hash IS NULL OR EXISTS (SELECT 1 FROM polkadot_runtimes r WHERE r.hash = m.runtime_hash))
+                ORDER BY m.genesis_hash
                 """
             ).map { try PolkadotMetadataRecord(row: $0) }
+        }
+    }
+
+    public func polkadotRuntime(hash: [UInt8]) async throws -> [UInt8]? {
+        try await call { [self] in
+            try await rows("SELECT bytes FROM polkadot_runtimes WHERE hash = \(ByteBuffer(bytes: hash))").first.map { try $0.bytes(0) }
+        }
+    }
+
+    public func polkadotRuntimeUsage() async throws -> (runtimes: Int, bytes: Int) {
+        try await call { [self] in
+            let row = try await rows("SELECT count(*), coalesce(sum(size), 0)::BIGINT FROM polkadot_runtimes").first
+            return (try row?.int(0) ?? 0, try row?.int(1) ?? 0)
         }
     }
 }

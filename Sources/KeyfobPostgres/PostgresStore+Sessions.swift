@@ -63,7 +63,10 @@ extension PostgresStore {
             let polkadot = try await connection.query(
                 "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING 1", logger: logger
             ).collect()
-            try await connection.query("DELETE FROM polkadot_metadata WHERE user_id = \(userID)", logger: logger).collect()
+            let runtimes = try await connection.query(
+                "DELETE FROM polkadot_metadata WHERE user_id = \(userID) RETURNING runtime_hash", logger: logger
+            ).collect().compactMap { try $0.makeRandomAccess().optionalBytes(0) }
+            try await PostgresStore.sweepRuntimes(runtimes, on: connection, logger: logger)
             return SignedOutEverywhere(
                 sessions: sessions.count, clients: clients.count, grants: grants.count, requests: nostr.count + polkadot.count)
         }

@@ -28,7 +28,8 @@ public enum StoreMigration {
         var after: Int64 = 0
         let written = try await postgres.importAll {
             while let table = tables.first {
-                let (batch, last) = try await sqlite.exportRows(of: table, after: after, limit: batchSize)
+                let (batch, last) = try await sqlite.exportRows(
+                    of: table, after: after, limit: StoreCopy.batchSize(of: table, default: batchSize))
                 if let last {
                     after = last
                     return batch

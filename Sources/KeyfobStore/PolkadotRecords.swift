@@ -77,8 +77,11 @@ public struct PolkadotRequestRecord: Sendable, Equatable {
 /// Chain metadata a dapp offered (`pub(metadata.provide)`), kept per user and dapp origin: it
 /// describes that origin's requests only, never another site's.
 public struct PolkadotMetadataRecord: Sendable, Equatable {
-    /// A user keeps the most recent this many (each can be a few hundred KiB).
+    /// A user keeps the most recent this many.
     public static let maxPerUser = 16
+    /// The runtimes a user's rows name, each counted once, stay under this many bytes (the
+    /// newest row is always kept): half a dozen chains' metadata, but not a database's worth.
+    public static let maxRuntimeBytesPerUser = 8 * 1024 * 1024
     public var userID: String
     public var origin: String
     public var genesisHash: String
@@ -86,14 +89,57 @@ public struct PolkadotMetadataRecord: Sendable, Equatable {
     /// The `MetadataDef` as the dapp sent it (JSON).
     public var definition: String
     public var updatedAt: Date
+    /// The SHA-256 of the runtime's V15 metadata the dapp provided with it (`rawMetadata`). The
+    /// bytes are stored once under this hash, shared by every row of every account that names them.
+    public var runtimeHash: [UInt8]?
 
-    public init(userID: String, origin: String, genesisHash: String, specVersion: Int, definition: String, updatedAt: Date) {
+    public init(
+        userID: String, origin: String, genesisHash: String, specVersion: Int, definition: String, updatedAt: Date,
+        runtimeHash: [UInt8]? = nil
+    ) {
         self.userID = userID
         self.origin = origin
         self.genesisHash = genesisHash
         self.specVersion = specVersion
         self.definition = definition
         self.updatedAt = updatedAt
+        self.runtimeHash = runtimeHash
+    }
+
+    /// One of a user's rows as the caps see it: which runtime it names and that runtime's size.
+    public struct Held: Sendable, Equatable {
+        public var origin: String
+        public var genesisHash: String
+        public var runtimeHash: [UInt8]?
+        public var runtimeSize: Int
+
+        public init(origin: String, genesisHash: String, runtimeHash: [UInt8]?, runtimeSize: Int) {
+            self.origin = origin
+            self.genesisHash = genesisHash
+            self.runtimeHash = runtimeHash
+            self.runtimeSize = runtimeSize
+        }
+    }
+
+    /// The rows that go, of a user's rows newest first: past `maxPerUser`, and any whose runtime
+    /// (not named by a newer row) would take the user past `maxRuntimeBytesPerUser`. The newest stays.
+    public static func overflow(newestFirst rows: [Held]) -> [Held] {
+        var counted = Set<[UInt8]>()
+        var bytes = 0
+        var gone: [Held] = []
+        for (index, row) in rows.enumerated() {
+            if index >= maxPerUser {
+                gone.append(row)
+            } else if let hash = row.runtimeHash, !counted.contains(hash) {
+                if index > 0 && bytes + row.runtimeSize > maxRuntimeBytesPerUser {
+                    gone.append(row)
+                } else {
+                    counted.insert(hash)
+                    bytes += row.runtimeSize
+                }
+            }
+        }
+        return gone
     }
 }
 
@@ -114,8 +160,17 @@ public protocol PolkadotStore: ConfirmationNonceStore {
     /// collects) is never stored without its entry, nor the entry without it.
     func finishPolkadotRequest(id: String, userID: String, state: String, result: String, now: Date, audit: AuditRecord?) async throws
         -> Bool
-    func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord) async throws
+    /// Keeps `metadata` (replacing the row of its user, origin and chain) and the runtime it names:
+    /// `runtime` is stored under `metadata.runtimeHash` unless those bytes are stored already. The
+    /// user's rows past the caps go (`overflow`), and so do runtimes no row names any more.
+    func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord, runtime: [UInt8]?) async throws
+    /// The user's rows for `origin`, without a row whose runtime is gone (a concurrent sweep on
+    /// PostgreSQL): the dapp then sees it unknown in `metadata.list` and provides it again.
     func polkadotMetadata(ofUser userID: String, origin: String) async throws -> [PolkadotMetadataRecord]
+    /// A stored runtime's bytes by their SHA-256.
+    func polkadotRuntime(hash: [UInt8]) async throws -> [UInt8]?
+    /// How many runtimes are stored, and their bytes together (each counted once however many rows name it).
+    func polkadotRuntimeUsage() async throws -> (runtimes: Int, bytes: Int)
 }
 
 extension PolkadotStore {
@@ -129,7 +184,7 @@ extension Columns {
     public static let polkadotRequest = """
         id, user_id, origin, transport, msg_type, request, state, result, confirmation_nonce, created_at, expires_at
         """
-    public static let polkadotMetadata = "user_id, origin, genesis_hash, spec_version, definition, updated_at"
+    public static let polkadotMetadata = "user_id, origin, genesis_hash, spec_version, definition, updated_at, runtime_hash"
 }
 
 extension SubstrateAccountRecord {
@@ -154,6 +209,6 @@ extension PolkadotMetadataRecord {
     public init(row r: some StoreRow) throws {
         self.init(
             userID: try r.text(0), origin: try r.text(1), genesisHash: try r.text(2), specVersion: try r.int(3),
-            definition: try r.text(4), updatedAt: try r.date(5))
+            definition: try r.text(4), updatedAt: try r.date(5), runtimeHash: try r.optionalBytes(6))
     }
 }

@@ -36,6 +36,13 @@ extension SQLiteStore {
                 "DELETE FROM bunker_replies WHERE rowid IN (SELECT rowid FROM bunker_replies WHERE created_at < ? LIMIT ?)",
                 [.date(now.addingTimeInterval(-Retention.bunkerReplies)), .int(Int64(limit))])
             removed += connection.changes
+            // Runtimes whose rows went with their account (a cascade the puts do not see).
+            try connection.query(
+                """
+                DELETE FROM polkadot_runtimes WHERE hash IN (SELECT hash FROM polkadot_runtimes r
+                  WHERE NOT EXISTS (SELECT 1 FROM polkadot_metadata m WHERE m.runtime_hash = r.hash) LIMIT ?)
+                """, [.int(Int64(limit))])
+            removed += connection.changes
             if removed == 0 {
                 // Nothing left to sweep: a good moment to fold the WAL back into the database.
                 _ = try? connection.query("PRAGMA wal_checkpoint(TRUNCATE)")

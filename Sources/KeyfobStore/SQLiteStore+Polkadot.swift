@@ -93,29 +93,81 @@ extension SQLiteStore {
         }
     }
 
-    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord) async throws {
+    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
         try write {
+            let before = try connection.query(
+                "SELECT runtime_hash FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
+                [.text(m.userID), .text(m.origin), .text(m.genesisHash)]
+            ).first?.first?.blob
+            if let hash = m.runtimeHash, let runtime {
+                try connection.query(
+                    "INSERT INTO polkadot_runtimes (hash, size, bytes) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
+                    [.blob(hash), .int(Int64(runtime.count)), .blob(runtime)])
+            }
             try connection.query(
                 """
-                INSERT INTO polkadot_metadata (\(Columns.polkadotMetadata)) VALUES (?, ?, ?, ?, ?, ?)
-                ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET
-                  spec_version = excluded.spec_version, definition = excluded.definition, updated_at = excluded.updated_at
+                INSERT INTO polkadot_metadata (\(Columns.polkadotMetadata)) VALUES (?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET spec_version = excluded.spec_version,
+                  definition = excluded.definition, updated_at = excluded.updated_at, runtime_hash = excluded.runtime_hash
                 """,
-                [.text(m.userID), .text(m.origin), .text(m.genesisHash), .int(Int64(m.specVersion)), .text(m.definition), .date(m.updatedAt)])
+                [
+                    .text(m.userID), .text(m.origin), .text(m.genesisHash), .int(Int64(m.specVersion)), .text(m.definition),
+                    .date(m.updatedAt), m.runtimeHash.map(SQLValue.blob) ?? .null,
+                ])
+            let held = try connection.query(
+                """
+                SELECT m.origin, m.genesis_hash, m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
+                LEFT JOIN polkadot_runtimes r ON r.hash = m.runtime_hash WHERE m.user_id = ? ORDER BY m.updated_at DESC
+                """, [.text(m.userID)]
+            ).map {
+                PolkadotMetadataRecord.Held(
+                    origin: try $0.text(0), genesisHash: try $0.text(1), runtimeHash: try $0.optionalBytes(2), runtimeSize: try $0.int(3))
+            }
+            let gone = PolkadotMetadataRecord.overflow(newestFirst: held)
+            for row in gone {
+                try connection.query(
+                    "DELETE FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
+                    [.text(m.userID), .text(row.origin), .text(row.genesisHash)])
+            }
+            try Self.sweepRuntimes(gone.compactMap(\.runtimeHash) + (before.map { [$0] } ?? []), with: connection)
+        }
+    }
+
+    /// Removes those of `hashes` no row names any more.
+    static func sweepRuntimes(_ hashes: [[UInt8]], with connection: SQLiteConnection) throws {
+        for hash in Set(hashes) {
             try connection.query(
                 """
-                DELETE FROM polkadot_metadata WHERE user_id = ? AND (origin, genesis_hash) NOT IN
-                  (SELECT origin, genesis_hash FROM polkadot_metadata WHERE user_id = ? ORDER BY updated_at DESC LIMIT ?)
-                """, [.text(m.userID), .text(m.userID), .int(Int64(PolkadotMetadataRecord.maxPerUser))])
+                DELETE FROM polkadot_runtimes WHERE hash = ?
+                  AND NOT EXISTS (SELECT 1 FROM polkadot_metadata WHERE runtime_hash = polkadot_runtimes.hash)
+                """, [.blob(hash)])
         }
     }
 
     public func polkadotMetadata(ofUser userID: String, origin: String) async throws -> [PolkadotMetadataRecord] {
         try read { connection in
             try connection.query(
-                "SELECT \(Columns.polkadotMetadata) FROM polkadot_metadata WHERE user_id = ? AND origin = ? ORDER BY genesis_hash",
+                """
+                SELECT \(Columns.prefixed("m", Columns.polkadotMetadata)) FROM polkadot_metadata m
+                WHERE m.user_id = ? AND m.origin = ?
+                  AND (m.runtime_hash IS NULL OR EXISTS (SELECT 1 FROM polkadot_runtimes r WHERE r.hash = m.runtime_hash))
+                ORDER BY m.genesis_hash
+                """,
                 [.text(userID), .text(origin)]
             ).map { try PolkadotMetadataRecord(row: $0) }
+        }
+    }
+
+    public func polkadotRuntime(hash: [UInt8]) async throws -> [UInt8]? {
+        try read { connection in
+            try connection.query("SELECT bytes FROM polkadot_runtimes WHERE hash = ?", [.blob(hash)]).first?.first?.blob
+        }
+    }
+
+    public func polkadotRuntimeUsage() async throws -> (runtimes: Int, bytes: Int) {
+        try read { connection in
+            let row = try connection.query("SELECT count(*), coalesce(sum(size), 0) FROM polkadot_runtimes").first
+            return (Int(row?[0].int ?? 0), Int(row?[1].int ?? 0))
         }
     }
 }

@@ -53,7 +53,11 @@ extension SQLiteStore {
                 try connection.query(
                     "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])
                 ended.requests += connection.changes
+                let runtimes = try connection.query(
+                    "SELECT DISTINCT runtime_hash FROM polkadot_metadata WHERE user_id = ? AND runtime_hash IS NOT NULL", [.text(userID)]
+                ).compactMap { $0.first?.blob }
                 try connection.query("DELETE FROM polkadot_metadata WHERE user_id = ?", [.text(userID)])
+                try Self.sweepRuntimes(runtimes, with: connection)
                 return ended
             }
         }

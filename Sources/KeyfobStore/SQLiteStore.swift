@@ -330,6 +330,15 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         "ALTER TABLE substrate_accounts ADD COLUMN accepts_unverified INTEGER NOT NULL DEFAULT 0;",
         // 16: what holds a session (the browser extension's is `extension`; nil for a sign-in).
         "ALTER TABLE sessions ADD COLUMN kind TEXT;",
+        // 17: each runtime's metadata stored once, by its SHA-256, and shared by the rows naming
+        // it. The rows kept before held it inline (up to 4 MiB each): they go, and a dapp whose
+        // `metadata.list` no longer names its chain provides it again.
+        """
+        DELETE FROM polkadot_metadata;
+        ALTER TABLE polkadot_metadata ADD COLUMN runtime_hash BLOB;
+        CREATE INDEX polkadot_metadata_runtime ON polkadot_metadata(runtime_hash) WHERE runtime_hash IS NOT NULL;
+        CREATE TABLE polkadot_runtimes (hash BLOB PRIMARY KEY, size INTEGER NOT NULL, bytes BLOB NOT NULL);
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -8,8 +8,13 @@ public enum StoreCopy {
     public static let tables = [
         "users", "credentials", "nostr_keys", "key_wraps", "sessions", "meta", "audit_log",
         "grants", "signer_requests", "bunker_signers", "bunker_clients", "substrate_accounts", "polkadot_requests",
-        "polkadot_metadata",
+        "polkadot_runtimes", "polkadot_metadata",
     ]
+
+    /// Rows a batch carries of `table`: a stored runtime is up to 2 MiB, any other row a few KiB.
+    public static func batchSize(of table: String, default rows: Int) -> Int {
+        table == "polkadot_runtimes" ? 8 : rows
+    }
 
     /// One stored value, as SQLite types it.
     public enum Value: Sendable, Equatable {

@@ -340,4 +340,19 @@ import Testing
             #expect(over.status == .tooManyRequests && over.error == "rate_limited", "\(over.json)")
         }
     }
+
+    /// #55: a runtime two accounts provide is stored once, outside the rows (which stay small),
+    /// and the approval page still reads it from there.
+    @Test func aRuntimeTwoAccountsProvideIsStoredOnce() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            for name in ["first", "second"] {
+                let (token, _) = try await client.newAccount(name)
+                _ = try await client.connectedPolkadotAccount(token: token)
+                try await client.provideTestRuntime(token: token)
+            }
+            let usage = try await harness.store.polkadotRuntimeUsage()
+            #expect(usage.runtimes == 1 && usage.bytes == TestRuntime.metadata.count)
+        }
+    }
 }

@@ -75,9 +75,9 @@ extension StoreContractTests {
         try await register([alice], in: store)
         var m = PolkadotMetadataRecord(
             userID: alice.id, origin: "https://a.example", genesisHash: "0x91", specVersion: 1, definition: "{}", updatedAt: t0)
-        try await store.putPolkadotMetadata(m)
+        try await store.putPolkadotMetadata(m, runtime: nil)
         m.specVersion = 2
-        try await store.putPolkadotMetadata(m)
+        try await store.putPolkadotMetadata(m, runtime: nil)
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example") == [m])
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://b.example").isEmpty)
         // The most recent 16 per user stay.
@@ -85,10 +85,64 @@ extension StoreContractTests {
             try await store.putPolkadotMetadata(
                 PolkadotMetadataRecord(
                     userID: alice.id, origin: "https://site\(i).example", genesisHash: "0x91", specVersion: 1, definition: "{}",
-                    updatedAt: t0.addingTimeInterval(Double(i + 1))))
+                    updatedAt: t0.addingTimeInterval(Double(i + 1))), runtime: nil)
         }
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example").isEmpty)
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site3.example").isEmpty)
         #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site4.example").count == 1)
+    }
+
+    @Test(arguments: Kind.available)
+    func aRuntimeIsStoredOnceSharedAndCappedPerUser(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice"), bob = user("bob")
+        try await register([alice, bob], in: store)
+        let mib = 1024 * 1024
+        func runtime(_ n: UInt8) -> (hash: [UInt8], bytes: [UInt8]) {
+            ([UInt8](repeating: n, count: 32), [UInt8](repeating: n, count: mib))
+        }
+        var clock = 0.0
+        func put(_ owner: UserRecord, _ origin: String, _ r: (hash: [UInt8], bytes: [UInt8])) async throws {
+            clock += 1
+            try await store.putPolkadotMetadata(
+                PolkadotMetadataRecord(
+                    userID: owner.id, origin: origin, genesisHash: "0x91", specVersion: 1, definition: "{}",
+                    updatedAt: t0.addingTimeInterval(clock), runtimeHash: r.hash),
+                runtime: r.bytes)
+        }
+        // Two accounts, three dapps, one runtime: its megabyte is stored once.
+        try await put(alice, "https://a.example", runtime(1))
+        try await put(alice, "https://b.example", runtime(1))
+        try await put(bob, "https://a.example", runtime(1))
+        #expect(try await store.polkadotRuntimeUsage() == (1, mib))
+        #expect(try await store.polkadotRuntime(hash: runtime(1).hash) == runtime(1).bytes)
+        #expect(try await store.polkadotMetadata(ofUser: bob.id, origin: "https://a.example").first?.runtimeHash == runtime(1).hash)
+        // Eight more distinct runtimes of alice's: past 8 MiB her oldest rows go (a runtime named
+        // by two of her rows counted once), and a runtime nobody names any more with them.
+        for n in UInt8(2)...9 { try await put(alice, "https://site\(n).example", runtime(n)) }
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://a.example").isEmpty)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://b.example").isEmpty)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site2.example").count == 1)
+        #expect(try await store.polkadotRuntimeUsage() == (9, 9 * mib))  // runtime 1 is bob's still
+        try await put(alice, "https://site10.example", runtime(10))
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site2.example").isEmpty)
+        #expect(try await store.polkadotRuntime(hash: runtime(2).hash) == nil)
+        #expect(try await store.polkadotRuntimeUsage() == (9, 9 * mib))
+        // A row provided again without its runtime lets that runtime go.
+        try await store.putPolkadotMetadata(
+            PolkadotMetadataRecord(
+                userID: bob.id, origin: "https://a.example", genesisHash: "0x91", specVersion: 2, definition: "{}",
+                updatedAt: t0.addingTimeInterval(100)),
+            runtime: nil)
+        #expect(try await store.polkadotRuntime(hash: runtime(1).hash) == nil)
+        // Sign out everywhere takes alice's rows and the runtimes only she named.
+        _ = try await store.signOutEverywhere(userID: alice.id)
+        #expect(try await store.polkadotRuntimeUsage() == (0, 0))
+        // An account's deletion cascades to its rows; the sweep takes their runtimes.
+        try await put(bob, "https://c.example", runtime(3))
+        #expect(try await store.deleteUser(id: bob.id))
+        #expect(try await store.polkadotRuntimeUsage() == (1, mib))
+        _ = try await store.sweepExpired(now: t0, limit: 100)
+        #expect(try await store.polkadotRuntimeUsage() == (0, 0))
     }
 }

@@ -34,7 +34,7 @@ final class MetadataHashes: Sendable {
     /// The metadata in `bytes`, or nil when it does not read.
     func runtime(_ bytes: [UInt8]) -> Runtime? {
         let key = sha256(bytes)
-        if let known = touch(key) { return Runtime(key: key, metadata: known.metadata, registry: known.registry) }
+        if let known = runtime(key: key) { return known }
         guard let metadata = try? RuntimeMetadata(bytes) else { return nil }
         let registry = Result { () throws(PolkadotError) in try HashedRegistry(metadata) }
         entries.withLockedValue { state in
@@ -45,6 +45,12 @@ final class MetadataHashes: Sendable {
             state.map[key] = Entry(metadata: metadata, registry: registry, used: state.clock)
         }
         return Runtime(key: key, metadata: metadata, registry: registry)
+    }
+
+    /// The runtime kept under `key` (the SHA-256 of its bytes), if it is kept: a stored runtime
+    /// need not be read from the store again.
+    func runtime(key: [UInt8]) -> Runtime? {
+        touch(key).map { Runtime(key: key, metadata: $0.metadata, registry: $0.registry) }
     }
 
     /// The RFC-0078 hash of `runtime` with `extra`; nil when it has none.

@@ -176,7 +176,7 @@ extension PolkadotController {
         } else {
             // Unverified: whatever metadata the site gave describes the call, said as the site's words.
             let metadata =
-                definition?.rawMetadata.flatMap(PolkadotHex.decode).flatMap { MetadataHashes.shared.runtime($0)?.metadata }
+                definition?.providedRuntime??.metadata
                 ?? definition?.metaCalls.flatMap { Data(base64Encoded: $0) }.flatMap { try? RuntimeMetadata([UInt8]($0)) }
             let prefix = UInt16(clamping: definition?.ss58Format ?? account.network)
             siteDescription = metadata.flatMap {

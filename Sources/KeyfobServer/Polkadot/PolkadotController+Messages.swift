@@ -226,8 +226,18 @@ extension PolkadotController {
     /// The `MetadataDef` this dapp provided for the payload's chain, if any.
     func providedMetadata(for payload: SignerPayload, origin: String, userID: String) async throws -> MetadataDefinition? {
         let genesis = PolkadotHex.encode(payload.genesisHash)
-        let provided = try await store.polkadotMetadata(ofUser: userID, origin: origin).first { $0.genesisHash == genesis }
-        return provided.flatMap { try? JSONDecoder().decode(MetadataDefinition.self, from: Data($0.definition.utf8)) }
+        guard let provided = try await store.polkadotMetadata(ofUser: userID, origin: origin).first(where: { $0.genesisHash == genesis }),
+            var definition = try? JSONDecoder().decode(MetadataDefinition.self, from: Data(provided.definition.utf8))
+        else { return nil }
+        if let hash = provided.runtimeHash {
+            // Read from the store only when this instance has not read that runtime lately.
+            if let known = MetadataHashes.shared.runtime(key: hash) {
+                definition.providedRuntime = .some(known)
+            } else {
+                definition.providedRuntime = .some(try await store.polkadotRuntime(hash: hash).flatMap { MetadataHashes.shared.runtime($0) })
+            }
+        }
+        return definition
     }
 
     static let metadataBodyLimit = 4 * 1024 * 1024
@@ -355,19 +365,20 @@ extension PolkadotController {
             tokenSymbol: def.tokenSymbol.map { String($0.prefix(64)) }, tokenDecimals: def.tokenDecimals, ss58Format: def.ss58Format)
         // The runtime's full V15 metadata (polkadot-js's `rawMetadata`, hex): what the RFC-0078
         // metadata hash is computed from, so a payload carrying that hash can be checked.
+        var runtime: (hash: [UInt8], bytes: [UInt8])?
         if let text = def.rawMetadata {
             // Read through the cache the approval page uses: the page finds it read already.
-            guard let bytes = PolkadotHex.decode(text), let metadata = MetadataHashes.shared.runtime(bytes)?.metadata,
-                metadata.version == 15, metadata.extrinsic != nil, let runtime = metadata.runtimeVersion
+            guard let bytes = PolkadotHex.decode(text), let read = MetadataHashes.shared.runtime(bytes),
+                read.metadata.version == 15, read.metadata.extrinsic != nil, let version = read.metadata.runtimeVersion
             else {
                 throw KeyfobError(
                     .invalidContent, "rawMetadata must be the runtime's V15 metadata as 0x-hex (state_call Metadata_metadata_at_version 15)")
             }
-            guard Int(runtime.specVersion) == def.specVersion else {
+            guard Int(version.specVersion) == def.specVersion else {
                 throw KeyfobError(
-                    .invalidContent, "rawMetadata is the runtime of spec version \(runtime.specVersion), but specVersion says \(def.specVersion)")
+                    .invalidContent, "rawMetadata is the runtime of spec version \(version.specVersion), but specVersion says \(def.specVersion)")
             }
-            kept.rawMetadata = text.lowercased()
+            runtime = (read.key, bytes)
         }
         // The calls' metadata, checked now so a bad one is refused here rather than on the approval page.
         if let calls = def.metaCalls, !calls.isEmpty {
@@ -379,7 +390,8 @@ extension PolkadotController {
         try await store.putPolkadotMetadata(
             PolkadotMetadataRecord(
                 userID: userID, origin: origin, genesisHash: kept.genesisHash, specVersion: def.specVersion,
-                definition: String(decoding: jsonBytes(kept), as: UTF8.self), updatedAt: now()))
+                definition: String(decoding: jsonBytes(kept), as: UTF8.self), updatedAt: now(), runtimeHash: runtime?.hash),
+            runtime: runtime?.bytes)
     }
 
     // MARK: Subscriptions

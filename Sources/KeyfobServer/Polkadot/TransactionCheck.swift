@@ -60,8 +60,8 @@ struct TransactionCheck {
         let known = KnownChains.byGenesis[PolkadotHex.encode(payload.genesisHash)]
         var runtime: MetadataHashes.Runtime?
         var whyNot: String
-        if let definition, let raw = definition.rawMetadata {
-            if let read = PolkadotHex.decode(raw).flatMap(MetadataHashes.shared.runtime), let version = read.metadata.runtimeVersion {
+        if let definition, let provided = definition.providedRuntime {
+            if let read = provided, let version = read.metadata.runtimeVersion {
                 if version.specVersion != payload.specVersion {
                     whyNot =
                         "the metadata the site provided is of spec version \(version.specVersion), the transaction's \(payload.specVersion)"
@@ -195,8 +195,16 @@ struct MetadataDefinition: Codable, Sendable {
     var tokenSymbol: String?
     var tokenDecimals: Int?
     var ss58Format: Int?
-    /// The runtime's full V15 metadata, 0x-hex: what the RFC-0078 hash is computed from.
+    /// The runtime's full V15 metadata, 0x-hex, as the dapp sends it: what the RFC-0078 hash is
+    /// computed from. Kept apart from the JSON (`runtime`), stored once by its hash.
     var rawMetadata: String?
     /// polkadot-js's calls-only metadata, base64: decodes a call for an unverified display.
     var metaCalls: String?
+    /// Whether the dapp provided the runtime's metadata, and that runtime read (nil when its
+    /// stored bytes do not read). Not part of the stored JSON.
+    var providedRuntime: MetadataHashes.Runtime?? = nil
+
+    enum CodingKeys: String, CodingKey {
+        case genesisHash, specVersion, chain, tokenSymbol, tokenDecimals, ss58Format, rawMetadata, metaCalls
+    }
 }
