@@ -1,21 +1,36 @@
-// Keyfob's extension: it holds no key. It keeps the Keyfob server's address and a session a
-// signed-in Keyfob page gave it, and answers pages' NIP-07 and polkadot-js calls by asking that
+// Keyfob's extension: it holds no key. It keeps a session a signed-in Keyfob page gave it (for the
+// Keyfob server it was built for) and answers pages' NIP-07 and polkadot-js calls by asking that
 // server for the origin the browser reports (sender.origin): nothing a page sends can name another.
-// Signatures are approved in a Keyfob window, with the passkey, exactly as for /nip07.js and
-// /polkadot.js: the same grants, approval pages and receipts.
+// Signatures are approved in a Keyfob window, exactly as for /nip07.js and /polkadot.js: the same
+// grants, approval pages and receipts.
 "use strict";
 importScripts("config.js");
 
+/** The server is fixed when the extension is built (`make extension KEYFOB_SERVER=…`): Keyfob's
+ *  page there is the one allowed to hand over a session (manifest `externally_connectable`). */
+const SERVER = new URL(KEYFOB_DEFAULT_SERVER).origin;
+
+// The session's token lives in the service worker's memory-backed storage, which content scripts
+// cannot read; what is kept on disk (sites turned off) is closed to them too.
+chrome.storage.local.setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" }).catch(() => {});
+chrome.storage.session.setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" }).catch(() => {});
+
 const state = {
   async get() {
-    const stored = await chrome.storage.local.get(["server", "token", "username", "off", "known"]);
-    return {
-      server: stored.server || KEYFOB_DEFAULT_SERVER, token: stored.token || null, username: stored.username || null,
-      off: stored.off || [], known: stored.known || {},
-    };
+    const [held, kept] = await Promise.all([chrome.storage.session.get(["token", "username", "known"]), chrome.storage.local.get(["off"])]);
+    return { server: SERVER, token: held.token || null, username: held.username || null, off: kept.off || [], known: held.known || {} };
   },
-  set: (values) => chrome.storage.local.set(values),
+  async set(values) {
+    const { off, ...held } = values;
+    if (off !== undefined) await chrome.storage.local.set({ off });
+    if (Object.keys(held).length) await chrome.storage.session.set(held);
+  },
 };
+
+/** The name Keyfob gives a web origin as a client (`https://a.example` → `a.example`). */
+function clientName(origin) {
+  return origin.startsWith("https://") ? origin.slice("https://".length) : origin;
+}
 
 function failure(code, message) {
   return { error: { code, message } };
@@ -53,6 +68,11 @@ async function connected() {
     return { error: failure("unauthorized", "your Keyfob session ended (signed out everywhere?): open the extension and sign in again").error };
   }
   if (status !== 200) return { error: failure(body.error || "unavailable", body.message || `Keyfob answered ${status}`).error };
+  // A site keeps its public key here only while it may read it without asking (its grant).
+  const { known } = await state.get();
+  const sites = new Set(Array.isArray(body.sites) ? body.sites : []);
+  const kept = Object.fromEntries(Object.entries(known).filter(([origin]) => sites.has(clientName(origin))));
+  if (Object.keys(kept).length !== Object.keys(known).length) await state.set({ known: kept });
   return { session: body };
 }
 
@@ -166,19 +186,12 @@ async function bridge(origin, msgType, request) {
 }
 
 /** Asks, in a Keyfob window, whether `origin` may see the addresses, and which (the question Nova
- *  asks in its app). The page only shows the question; the answer is read from its address by this
- *  extension, which alone knows it asked, so the page can authorize nothing by itself. Resolves
- *  with the addresses ticked (each one of the person's own), or null. */
+ *  asks in its app). The person answers there, signed in to Keyfob in this browser, and that page
+ *  connects the site itself: this extension's session cannot. Resolves true when it was connected. */
 async function consent(origin, originName) {
-  const { server } = await state.get();
-  const listed = await api("/api/polkadot/accounts");
-  const accounts = listed.status === 200 && Array.isArray(listed.body.accounts) ? listed.body.accounts : [];
   const query = new URLSearchParams({ origin, name: originName });
-  for (const a of accounts) query.append("account", `${a.address} ${a.name}`);
-  const params = await keyfobWindow(`${server}/extension-consent.html?${query}`, `${server}/extension-consent.html?answer=`);
-  if (!params || params.get("answer") !== "allow") return null;
-  const own = new Set(accounts.map((a) => a.address));
-  return (params.get("accounts") || "").split(",").filter((address) => own.has(address));
+  const params = await keyfobWindow(`${SERVER}/extension-consent.html?${query}`, `${SERVER}/extension-consent.html?answer=`);
+  return Boolean(params && params.get("answer") === "allow");
 }
 
 /** A signature Keyfob refused before showing it: a Keyfob window says so in plain words (one per
@@ -228,12 +241,9 @@ async function polkadot(origin, method, params) {
       const listed = await bridge(origin, "pub(accounts.list)", null);
       if (!listed.error) return { result: listed.body.result };
       if (listed.error.code !== "permission_denied") return listed;
-      const allowed = await oneAtATime(origin, async () => ({ result: await consent(origin, params.originName || "") }));
+      const allowed = await oneAtATime(origin, async () => ({ result: await consent(origin, String(params.originName || "").slice(0, 128)) }));
       if (allowed.error) return allowed;
       if (!allowed.result) return failure("user_rejected", "Rejected");
-      const chosen = allowed.result.length ? { accounts: allowed.result } : {};
-      const authorized = await bridge(origin, "pub(authorize.tab)", { origin: params.originName || "", ...chosen });
-      if (authorized.error) return authorized;
       const again = await bridge(origin, "pub(accounts.list)", null);
       return again.error ? again : { result: again.body.result };
     }
@@ -261,17 +271,6 @@ async function handle(message, sender) {
   const origin = originOf(sender);
   if (!origin) return failure("permission_denied", "only web pages ask Keyfob's extension");
   const { server, off } = await state.get();
-  if (message.kind === "session") {
-    // Only Keyfob's own page gives the extension a session.
-    if (origin !== new URL(server).origin || !new URL(sender.url).pathname.startsWith("/extension.html")) {
-      return failure("permission_denied", "a session comes from the Keyfob server's own page");
-    }
-    await state.set({ token: message.token, username: null, known: {} });
-    const live = await connected();
-    if (live.error) return live;
-    await state.set({ username: live.session.username });
-    return { ok: true };
-  }
   if (origin === new URL(server).origin) return failure("permission_denied", "Keyfob's own pages use your session directly");
   if (off.includes(origin)) return failure("permission_denied", `Keyfob is off for ${origin} (the extension's popup turns it on)`);
   const live = await connected();
@@ -280,6 +279,28 @@ async function handle(message, sender) {
   if (message.kind === "polkadot") return polkadot(origin, message.method, message.params || {});
   return failure("unsupported_type", "unknown request");
 }
+
+/** Keyfob's own /extension.html gives this extension its session directly (the browser lets only
+ *  that server's pages reach it: `externally_connectable`), never through the page's messages. */
+async function receiveSession(message, sender) {
+  const from = sender.origin || (sender.url && new URL(sender.url).origin);
+  if (!sender.tab || from !== SERVER || new URL(sender.url).pathname !== "/extension.html") {
+    return failure("permission_denied", "a session comes from the Keyfob server's own page");
+  }
+  if (!message || message.kind !== "session" || typeof message.token !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(message.token)) {
+    return failure("invalid_request", "a session is {kind: \"session\", token}");
+  }
+  await state.set({ token: message.token, username: null, known: {} });
+  const live = await connected();
+  if (live.error) return live;
+  await state.set({ username: live.session.username });
+  return { ok: true };
+}
+
+chrome.runtime.onMessageExternal.addListener((message, sender, reply) => {
+  receiveSession(message, sender).then(reply, (error) => reply(failure("internal_error", String(error && error.message || error))));
+  return true;
+});
 
 chrome.runtime.onMessage.addListener((message, sender, reply) => {
   if (!message || typeof message !== "object") return false;

@@ -1,12 +1,12 @@
-// The extension's popup: which Keyfob server, which account is connected (a session a Keyfob page
-// gave it after a passkey), Keyfob on or off for the current site, and disconnecting.
+// The extension's popup: which account is connected (a session a Keyfob page gave it after a
+// passkey), Keyfob on or off for the current site, and disconnecting. The server is the build's.
 "use strict";
 const $ = (id) => document.getElementById(id);
 const status = (kind, text) => { $("status").textContent = text; $("status").dataset.status = kind; };
 
 async function settings() {
-  const stored = await chrome.storage.local.get(["server", "token", "username", "off"]);
-  return { server: stored.server || KEYFOB_DEFAULT_SERVER, token: stored.token || null, username: stored.username || null, off: stored.off || [] };
+  const [held, kept] = await Promise.all([chrome.storage.session.get(["token", "username"]), chrome.storage.local.get(["off"])]);
+  return { server: new URL(KEYFOB_DEFAULT_SERVER).origin, token: held.token || null, username: held.username || null, off: kept.off || [] };
 }
 
 async function currentSite() {
@@ -19,13 +19,13 @@ async function currentSite() {
 
 async function render() {
   const { server, token, off } = await settings();
-  $("server").value = server;
+  $("server").textContent = new URL(server).host;
   let account = null;
   if (token) {
     try {
       const response = await fetch(`${server}/session`, { headers: { Authorization: `Bearer ${token}` }, credentials: "omit" });
       if (response.ok) account = await response.json();
-      else if (response.status === 401) await chrome.storage.local.set({ token: null, username: null });
+      else if (response.status === 401) await chrome.storage.session.set({ token: null, username: null, known: {} });
     } catch { status("error", `${server} cannot be reached.`); }
   }
   $("state").textContent = account ? `Connected to ${new URL(server).host} as ${account.username}.` : `Not connected to ${new URL(server).host}.`;
@@ -49,7 +49,7 @@ $("signin").addEventListener("click", async () => {
 $("disconnect").addEventListener("click", async () => {
   const { server, token } = await settings();
   try { await fetch(`${server}/logout`, { method: "POST", headers: { Authorization: `Bearer ${token}` }, credentials: "omit" }); } catch { /* ended here anyway */ }
-  await chrome.storage.local.set({ token: null, username: null, known: {} });
+  await chrome.storage.session.set({ token: null, username: null, known: {} });
   status("ok", "Disconnected: sites get nothing from Keyfob until you sign in again.");
   render();
 });
@@ -60,15 +60,6 @@ $("site-on").addEventListener("change", async () => {
   const next = $("site-on").checked ? off.filter((o) => o !== site) : [...new Set([...off, site])];
   await chrome.storage.local.set({ off: next });
   status("ok", $("site-on").checked ? `Keyfob answers ${new URL(site).host} again.` : `${new URL(site).host} gets nothing from Keyfob now.`);
-});
-
-$("save").addEventListener("click", async () => {
-  let origin;
-  try { origin = new URL($("server").value.trim()).origin; } catch { status("error", "Write the server's address, like https://keyfob.example."); return; }
-  // Another server: the old session means nothing there.
-  await chrome.storage.local.set({ server: origin, token: null, username: null, known: {} });
-  status("ok", `Keyfob server: ${origin}. Sign in to connect.`);
-  render();
 });
 
 render();

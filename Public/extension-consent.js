@@ -1,23 +1,42 @@
 // The Keyfob extension's question before a site sees the Polkadot addresses, and which of them.
-// This page decides nothing: the extension that opened it reads the answer from its address
-// (?answer=allow&accounts=…) and then connects the site it asked for, with its own session, sharing
-// only addresses that are the person's own.
+// The person answers here, signed in to Keyfob in this browser, and this page connects the site
+// (pub(authorize.tab) with this page's own session): the extension's session cannot connect one,
+// so a stolen extension token connects nothing. The extension then reads ?answer= from the address.
 "use strict";
+const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
-document.getElementById("origin").textContent = params.get("origin") || "a site";
-const name = params.get("name");
-if (name) document.getElementById("name").textContent = `It calls itself “${name.slice(0, 80)}” (its own words).`;
-const accounts = params.getAll("account").map((entry) => {
-  const at = entry.indexOf(" ");
-  return at < 0 ? { address: entry, name: "" } : { address: entry.slice(0, at), name: entry.slice(at + 1) };
-});
-const choice = document.getElementById("account-choice");
-choice.hidden = accounts.length === 0;
-const chosen = accountChoice(choice, accounts, (count) => {
-  document.getElementById("allow").disabled = count === 0;
-  document.getElementById("none-ticked").hidden = count > 0;
-});
-document.getElementById("allow").addEventListener("click", () => {
-  location.search = `?${new URLSearchParams({ answer: "allow", accounts: chosen().join(",") })}`;
-});
-document.getElementById("deny").addEventListener("click", () => { location.search = "?answer=deny"; });
+const origin = (() => {
+  try {
+    const url = new URL(params.get("origin") || "");
+    return /^https?:$/.test(url.protocol) ? url.origin : null;
+  } catch { return null; }
+})();
+$("origin").textContent = origin || "a site";
+const name = (params.get("name") || "").slice(0, 80);
+if (name) $("name").textContent = `It calls itself “${name}” (its own words).`;
+
+async function ask() {
+  if (params.has("answer")) return;  // answered: the extension closes this window
+  if (!origin) {
+    showStatus("error", "This window names no site to connect: close it and try again from the site.");
+    return;
+  }
+  const who = await sessionOrSignIn();
+  $("account-name").textContent = who.username || "";
+  const { accounts, chosen } = await polkadotAccountChoice();
+  $("consent-card").hidden = false;
+  $("allow").addEventListener("click", async () => {
+    $("allow").disabled = true;
+    try {
+      const request = accounts.length ? { origin: name, accounts: chosen() } : { origin: name };
+      await api("/api/polkadot/message", { method: "POST", body: { msgType: "pub(authorize.tab)", request, url: `${origin}/` } });
+      location.search = "?answer=allow";
+    } catch (error) {
+      $("allow").disabled = false;
+      showError(error);
+    }
+  });
+}
+
+$("deny").addEventListener("click", () => { location.search = "?answer=deny"; });
+ask().catch(showError);

@@ -1,6 +1,7 @@
 // Gives the Keyfob browser extension a session of this account, after a passkey confirmation
-// (extension.connect). The token goes to the extension's content script on this page only (a
-// message to this page's own origin); the extension accepts it only from this server's origin.
+// (extension.connect). The token goes straight to the extension (chrome.runtime.sendMessage to the
+// id its content script marks this page with), which the browser allows from this server's pages
+// only: never through window.postMessage, which other scripts on the page could read.
 "use strict";
 const $ = (id) => document.getElementById(id);
 
@@ -16,17 +17,22 @@ async function load() {
   $("connect-card").hidden = false;
 }
 
+/** The extension's answer, or null when no Keyfob extension is here to take the session. */
 function handOver(reply) {
+  const id = document.documentElement.dataset.keyfobExtension || "";
+  const runtime = window.chrome && window.chrome.runtime;
+  if (!/^[a-p]{32}$/.test(id) || !runtime || typeof runtime.sendMessage !== "function") return Promise.resolve(null);
   return new Promise((resolve) => {
-    const timer = setTimeout(() => { window.removeEventListener("message", onMessage); resolve(null); }, 3000);
-    function onMessage(event) {
-      if (event.source !== window || !event.data || event.data.type !== "keyfob-extension-connected") return;
+    const timer = setTimeout(() => resolve(null), 3000);
+    try {
+      runtime.sendMessage(id, { kind: "session", token: reply.token }, (answer) => {
+        clearTimeout(timer);
+        resolve(runtime.lastError ? null : answer || null);
+      });
+    } catch {
       clearTimeout(timer);
-      window.removeEventListener("message", onMessage);
-      resolve(event.data);
+      resolve(null);
     }
-    window.addEventListener("message", onMessage);
-    window.postMessage({ type: "keyfob-extension-session", token: reply.token }, location.origin);
   });
 }
 

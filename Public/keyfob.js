@@ -375,3 +375,36 @@ function accountChoice(into, accounts, onChange = () => {}) {
   });
   return () => boxes.filter((b) => b.checked).map((b) => b.value);
 }
+
+/** The signed-in session; without one, shows `#signin-card` (and calls `shown`) and waits for its
+ *  `#signin` passkey sign-in (Keyfob's windows opened by a site or the extension). */
+async function sessionOrSignIn(shown = () => {}) {
+  const current = await api("/session").catch(() => null);
+  if (current) return current;
+  document.getElementById("signin-card").hidden = false;
+  shown();
+  await new Promise((resolve) => {
+    document.getElementById("signin").addEventListener("click", async () => {
+      try {
+        await signInWithPasskey();
+        document.getElementById("signin-card").hidden = true;
+        resolve();
+      } catch (error) { showError(error); }
+    });
+  });
+  return api("/session");
+}
+
+/** The person's Polkadot accounts, ticked in `#account-choice` (`#no-accounts` when there are
+ *  none; `#allow` off while none is ticked): the list and a getter of the ticked addresses. */
+async function polkadotAccountChoice() {
+  const { accounts } = await api("/api/polkadot/accounts");
+  document.getElementById("no-accounts").hidden = accounts.length > 0;
+  const into = document.getElementById("account-choice");
+  into.hidden = accounts.length === 0;
+  const chosen = accountChoice(into, accounts, (count) => {
+    document.getElementById("allow").disabled = count === 0;
+    document.getElementById("none-ticked").hidden = count > 0;
+  });
+  return { accounts, chosen };
+}

@@ -12,38 +12,19 @@ function reply(outcome) {
   window.close();
 }
 
-async function session() {
-  const current = await api("/session").catch(() => null);
-  if (current) return current;
-  $("signin-card").hidden = false;
-  $("title").textContent = "Sign in to continue";
-  await new Promise((resolve) => {
-    $("signin").addEventListener("click", async () => {
-      try { await signInWithPasskey(); $("signin-card").hidden = true; resolve(); } catch (error) { showError(error); }
-    }, { once: false });
-  });
-  return api("/session");
-}
-
 function send(msgType, request) {
   return api("/api/polkadot/message", { method: "POST", body: { id: rid, msgType, origin: "dapp-request", request, url: origin } });
 }
 
 async function handle() {
-  const who = await session();
+  const who = await sessionOrSignIn(() => { $("title").textContent = "Sign in to continue"; });
   $("account-name").textContent = who.username || "";
   const host = new URL(origin).host;
   if (asked.msgType === "pub(authorize.tab)") {
     $("title").textContent = `Connect ${host} to your Polkadot accounts?`;
     $("who").textContent = asked.request && asked.request.origin
       ? `${origin} (it calls itself “${String(asked.request.origin).slice(0, 64)}”)` : origin;
-    const { accounts } = await api("/api/polkadot/accounts");
-    $("no-accounts").hidden = accounts.length > 0;
-    $("account-choice").hidden = accounts.length === 0;
-    const chosen = accountChoice($("account-choice"), accounts, (count) => {
-      $("allow").disabled = count === 0;
-      $("none-ticked").hidden = count > 0;
-    });
+    const { accounts, chosen } = await polkadotAccountChoice();
     $("authorize-card").hidden = false;
     $("allow").addEventListener("click", async () => {
       try {

@@ -1,5 +1,6 @@
 import Foundation
 import HTTPTypes
+import KeyfobStore
 import Testing
 import WebAuthnTestSupport
 
@@ -10,7 +11,8 @@ import WebAuthnTestSupport
 /// browser-verified origins the extension reports; "Sign out everywhere" ends it.
 @Suite struct ExtensionSessionTests {
     @Test func onlyKeyfobsPageGivesTheExtensionASessionAndSignOutEverywhereEndsIt() async throws {
-        try await Harness().run { client in
+        let harness = try Harness()
+        try await harness.run { client in
             var (token, authenticator) = try await client.newAccount("exa")
             var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
             page[.origin] = Harness.origin
@@ -34,7 +36,26 @@ import WebAuthnTestSupport
             // Its Polkadot requests carry the origin the browser reported to the extension.
             let address = try await client.connectedPolkadotAccount(token: token)
             let ext = Client.bearer(extensionToken)
-            _ = try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil), headers: ext)
+            // #55: the token alone connects no site: whoever holds it could name any origin. The
+            // person connects it in Keyfob's window, signed in there (here, the page's cookie).
+            let named = "https://named.example/"
+            let asked = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil, url: named), headers: ext)
+            #expect(asked.status == .forbidden && asked.error == "permission_denied", "\(asked.json)")
+            let unlisted = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil, url: named), headers: ext)
+            #expect(unlisted.status == .forbidden && unlisted.error == "permission_denied", "\(unlisted.json)")
+            let consented = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil, url: named), headers: page)
+            #expect(consented.status == .ok, "\(consented.json)")
+            // Once connected, the extension asking again changes nothing and is answered.
+            let again = try await client.call(
+                .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(authorize.tab)", nil, url: named), headers: ext)
+            #expect(again.status == .ok, "\(again.json)")
+            let widened = try await client.call(
+                .post, "/api/polkadot/message",
+                json: PolkadotBridgeTests.message("pub(authorize.tab)", ["origin": "x", "accounts": [address]], url: named), headers: ext)
+            #expect(widened.status == .forbidden, "\(widened.json)")
             func origin(of auth: HTTPFields) async throws -> (String?, Bool?) {
                 let asked = try await client.call(
                     .post, "/api/polkadot/message",
@@ -67,6 +88,19 @@ import WebAuthnTestSupport
             let list = try await client.call(
                 .post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: ext)
             #expect(list.status == .ok, "\(list.json)")
+
+            // The sites that may read the public key without asking, for the extension's cache:
+            // a site's get_public_key grant, until it is revoked.
+            #expect(try await client.call(.get, "/session", headers: ext)["sites"] as? [String] == [])
+            #expect(try await client.call(.get, "/session", headers: Client.bearer(token))["sites"] == nil)
+            let user = try #require(try await harness.store.user(named: "exa"))
+            try await harness.store.insertGrant(
+                GrantRecord(
+                    id: "g1", userID: user.id, client: "site.example", method: "get_public_key", kind: nil, allow: true,
+                    createdAt: Date(), expiresAt: nil))
+            #expect(try await client.call(.get, "/session", headers: ext)["sites"] as? [String] == ["site.example"])
+            #expect(try await client.call(.delete, "/api/signer/grants/g1", headers: Client.bearer(token)).status == .ok)
+            #expect(try await client.call(.get, "/session", headers: ext)["sites"] as? [String] == [])
 
             // Sign out everywhere: the extension's session ends with the others.
             let ended = try await client.call(

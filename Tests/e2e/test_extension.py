@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import urllib.error
+import urllib.request
 
 import pytest
 import sr25519
@@ -28,6 +30,10 @@ def extension_driver(server):
     """Chromium with the extension built for this test's server, and the extension's id."""
     folder = os.path.join(tempfile.mkdtemp(prefix="keyfob-extension-"), "keyfob")
     subprocess.run([os.path.join(ROOT, "scripts", "build-extension.sh"), server.url, folder], check=True, capture_output=True)
+    # What any content script on Keyfob's page could read, asked from the extension's own content
+    # script world (the most a content script can be): written to the page when the test asks.
+    with open(os.path.join(folder, "content.js"), "a") as f:
+        f.write(PROBE)
     options = webdriver.ChromeOptions()
     options.binary_location = "/usr/bin/chromium"
     for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=430,932",
@@ -42,6 +48,21 @@ def extension_driver(server):
         yield d, worker(d)[0]
     finally:
         d.quit()
+
+
+PROBE = """
+window.addEventListener("message", async (event) => {
+  if (event.source !== window || !event.data || event.data.keyfobProbe !== 1) return;
+  const seen = {};
+  for (const area of ["local", "session"]) {
+    try { seen[area] = JSON.stringify(await chrome.storage[area].get(null)); } catch (error) { seen[area] = "refused: " + error.message; }
+  }
+  document.documentElement.dataset.probe = JSON.stringify(seen);
+});
+"""
+
+# Every message posted on Keyfob's /extension.html, as any script there would see it.
+RECORDER = "window.__messages = []; addEventListener('message', (e) => { try { window.__messages.push(JSON.stringify(e.data)); } catch {} });"
 
 
 PAGE = """<!doctype html><title>a site that never heard of Keyfob</title>
@@ -67,6 +88,17 @@ window.addEventListener('message', (e) => {{ if (e.data && e.data.keyfobExtensio
 <pre id=out></pre>"""
 
 
+def call_with_token(server, token, path, body):
+    """POST `body` with the extension's token as a bearer: (status, error code)."""
+    request = urllib.request.Request(f"{server.url}{path}", data=json.dumps(body).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request) as reply:
+            return reply.status, None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()).get("error")
+
+
 def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, extension_driver):
     driver, extension_id = extension_driver
     pubkey = sign_up(driver, server, "extra")
@@ -83,14 +115,31 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
     driver.get(popup_url)
     wait_for(driver, lambda d: d.find_element(By.ID, "state").text.startswith("Not connected to localhost:"))
     assert driver.find_element(By.ID, "signin").is_displayed()
+    recorder = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORDER})
     driver.get(f"{server.url}/extension.html")
     wait_for(driver, lambda d: d.find_element(By.ID, "connect-card").is_displayed())
     driver.find_element(By.ID, "connect").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "status").get_attribute("data-status") == "ok", timeout=20)
     assert "signs as extra" in driver.find_element(By.ID, "status").text
     driver.save_screenshot(shots(server) + "/extension-connected-page.png")
+    # #55: the token went to the extension directly. No message on the page carried it, and a
+    # content script on Keyfob's page cannot read the extension's storage.
+    messages = driver.execute_script("return window.__messages")
+    driver.execute_script("window.postMessage({keyfobProbe: 1}, location.origin)")
+    wait_for(driver, lambda d: d.execute_script("return document.documentElement.dataset.probe"))
+    probe = json.loads(driver.execute_script("return document.documentElement.dataset.probe"))
+    driver.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument", {"identifier": recorder["identifier"]})
     driver.get(popup_url)
     wait_for(driver, lambda d: d.find_element(By.ID, "state").text == f"Connected to localhost:{server.port} as extra.")
+    token = driver.execute_async_script("chrome.storage.session.get('token').then((v) => arguments[0](v.token))")
+    assert token and len(token) == 43
+    assert probe["local"].startswith("refused:") and probe["session"].startswith("refused:"), probe
+    assert messages is not None and not any(token in m for m in messages), messages
+    # The token alone connects no site: a named origin is refused until the person consents in a
+    # Keyfob window (below, for the plain page's origin).
+    named = call_with_token(server, token, "/api/polkadot/message",
+                            {"msgType": "pub(authorize.tab)", "request": {"origin": "x"}, "url": "https://named.example/"})
+    assert named == (403, "permission_denied"), named
     driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 340, "height": 420, "deviceScaleFactor": 1, "mobile": False})
     driver.save_screenshot(shots(server) + "/extension-popup.png")
     driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
@@ -116,9 +165,31 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         driver.save_screenshot(shots(server) + "/extension-approval-window.png")
         driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
         driver.switch_to.window(main)
-        approve_in_popup(driver, main)
+        approve_in_popup(driver, main, remember="forever")
         wait_for(driver, lambda d: out(d) != "")
         assert out(driver) == pubkey
+        # Allowed until revoked: the next call is answered from the extension's cache, no window.
+        driver.execute_script("document.getElementById('out').textContent = ''")
+        driver.find_element(By.ID, "pk").click()
+        wait_for(driver, lambda d: out(d) == pubkey)
+        assert len(driver.window_handles) == 1
+        # #55: revoked on Keyfob's page, the key is forgotten there too, and the site asked again.
+        driver.switch_to.new_window("tab")
+        driver.get(f"{server.url}/account.html")
+        revoked = driver.execute_async_script(
+            "const client = arguments[0], done = arguments[1];"
+            " api('/api/signer/grants').then(async ({grants}) => {"
+            "   const mine = grants.filter((g) => g.client === client && g.method === 'get_public_key');"
+            "   for (const g of mine) await api('/api/signer/grants/' + g.id, {method: 'DELETE'});"
+            "   return mine.length; }).then(done, (e) => done(String(e)))", origin)
+        assert revoked == 1, revoked
+        driver.close()
+        driver.switch_to.window(main)
+        driver.execute_script("document.getElementById('out').textContent = ''")
+        driver.find_element(By.ID, "pk").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 2)
+        approve_in_popup(driver, main)
+        wait_for(driver, lambda d: out(d) == pubkey)
         driver.find_element(By.ID, "sign").click()
         approve_in_popup(driver, main)
         wait_for(driver, lambda d: out(d).startswith("{"))

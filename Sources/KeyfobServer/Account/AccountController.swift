@@ -8,7 +8,7 @@ import WebAuthn
 
 /// Who is signed in, signing out, and the account's passkeys.
 struct AccountController: Sendable {
-    let store: any CredentialStore & KeyWrapStore & SessionStore & AuditStore
+    let store: any CredentialStore & KeyWrapStore & SessionStore & AuditStore & ApprovalStore
     let sessions: Sessions
     let events: EventLog
     let custody: KeyCustody
@@ -46,6 +46,9 @@ struct AccountController: Sendable {
         let protection: KeyProtection
         /// NIP-46 requests waiting, unread, for this user's sealed signer to open (this instance's).
         let waitingForUnlock: Int
+        /// For the browser extension's session only: the sites (grant clients) that may read the
+        /// public key without asking. The extension forgets the key it gave any other site.
+        var sites: [String]? = nil
     }
 
     @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -55,12 +58,18 @@ struct AccountController: Sendable {
         // A sealed key this session cannot open is a locked signer, whatever the window says (the
         // window is still reported: account changes need it, signing needs the seal opened too).
         let window = auth.session.isUnlocked(at: now())
-        return jsonResponse(
-            SessionResponse(
-                username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
-                signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
-                pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
-                waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now())))
+        var reply = SessionResponse(
+            username: auth.user.username, isAnonymous: auth.user.isAnonymous, expiresAt: auth.session.expiresAt,
+            signerLocked: !window || protection.signerSealed == true, signerUnlockedUntil: window ? auth.session.unlockedUntil : nil,
+            pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
+            waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now()))
+        if auth.isExtension {
+            let granted = try await store.grants(ofUser: auth.user.id, now: now()).filter {
+                $0.allow && $0.method == SignerMethod.getPublicKey.rawValue
+            }
+            reply.sites = Set(granted.map { $0.client }).sorted()
+        }
+        return jsonResponse(reply)
     }
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {

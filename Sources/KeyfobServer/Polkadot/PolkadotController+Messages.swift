@@ -124,6 +124,14 @@ extension PolkadotController {
             let chosen = try await chosenAccounts(asked?.accounts, userID: auth.user.id)
             let grant = try await authorization(origin, userID: auth.user.id)
             if grant == nil || chosen != nil {
+                // The extension's token connects no site by itself (whoever holds it could name
+                // any origin): the person connects it in Keyfob's window, signed in there.
+                guard !auth.isExtension else {
+                    throw KeyfobError(
+                        .permissionDenied,
+                        "\(origin) is connected only by you, in Keyfob's window (the extension opens extension-consent.html): its session cannot connect a site",
+                        status: .forbidden)
+                }
                 try await dispatcher.perform(Self.authorizeMethod, for: who, limit: .uncounted) { _ in
                     try await authorize(origin, sharing: chosen, replacing: grant, userID: auth.user.id)
                 }
