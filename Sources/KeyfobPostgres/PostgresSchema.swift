@@ -254,5 +254,7 @@ enum PostgresSchema {
             "CREATE INDEX polkadot_metadata_runtime ON polkadot_metadata(runtime_hash) WHERE runtime_hash IS NOT NULL",
             "CREATE TABLE polkadot_runtimes (hash BYTEA PRIMARY KEY, size INTEGER NOT NULL, bytes BYTEA NOT NULL)",
         ],
+        // 12: how a Substrate secret is protected (SQLite's migration 18).
+        ["ALTER TABLE substrate_accounts ADD COLUMN protection INTEGER NOT NULL DEFAULT 0"],
     ]
 }

@@ -63,7 +63,10 @@ extension PostgresStore {
         }
     }
 
-    public func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws {
+    public func rewrapNostrKeys(
+        _ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], substrateAccounts: [SubstrateAccountRecord],
+        masterKeyCheck: [UInt8]
+    ) async throws {
         try await transaction { [self] connection in
             // Lock every key: none may change or appear until the new check value is written.
             try await connection.query("LOCK TABLE nostr_keys IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
@@ -91,6 +94,20 @@ extension PostgresStore {
                     """
                     UPDATE bunker_signers SET nonce = \(ByteBuffer(bytes: s.nonce)), sealed = \(ByteBuffer(bytes: s.sealed))
                     WHERE user_id = \(s.userID) AND pubkey = \(s.pubkey) RETURNING 1
+                    """, logger: logger
+                ).collect().count
+                guard updated == 1 else { throw StoreError.conflict }
+            }
+            try await connection.query("LOCK TABLE substrate_accounts IN SHARE ROW EXCLUSIVE MODE", logger: logger).collect()
+            let underMaster =
+                try await connection.query("SELECT count(*) FROM substrate_accounts WHERE protection > 0", logger: logger).collect()
+                .first?.makeRandomAccess()[0].decode(Int.self) ?? 0
+            guard underMaster == substrateAccounts.count else { throw StoreError.conflict }
+            for a in substrateAccounts {
+                let updated = try await connection.query(
+                    """
+                    UPDATE substrate_accounts SET nonce = \(ByteBuffer(bytes: a.nonce)), sealed = \(ByteBuffer(bytes: a.sealed))
+                    WHERE id = \(a.id) AND user_id = \(a.userID) AND protection = \(a.protection) RETURNING 1
                     """, logger: logger
                 ).collect().count
                 guard updated == 1 else { throw StoreError.conflict }

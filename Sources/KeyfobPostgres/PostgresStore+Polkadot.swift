@@ -21,7 +21,7 @@ extension PostgresStore {
                 INSERT INTO substrate_accounts (\(unescaped: Columns.substrateAccount))
                 SELECT \(a.id), \(a.userID), \(a.keyType), \(ByteBuffer(bytes: a.publicKey)), \(a.name), \(a.network),
                        \(ByteBuffer(bytes: a.nonce)), \(ByteBuffer(bytes: a.sealed)), \(a.createdAt.timeIntervalSince1970),
-                       \(a.acceptsUnverified)
+                       \(a.acceptsUnverified), \(a.protection)
                 WHERE (SELECT count(*) FROM substrate_accounts WHERE user_id = \(a.userID)) < \(maxPerUser)
                 RETURNING 1
                 """)
@@ -39,6 +39,27 @@ extension PostgresStore {
         try await call { [self] in
             try await touched(
                 "UPDATE substrate_accounts SET accepts_unverified = \(accepts) WHERE id = \(id) AND user_id = \(userID) RETURNING 1") == 1
+        }
+    }
+
+    public func substrateAccounts(atProtection protection: Int) async throws -> [SubstrateAccountRecord] {
+        try await call { [self] in
+            try await rows(
+                """
+                SELECT \(unescaped: Columns.substrateAccount) FROM substrate_accounts WHERE protection = \(protection) ORDER BY user_id, id
+                """
+            ).map { try SubstrateAccountRecord(row: $0) }
+        }
+    }
+
+    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool {
+        try await call { [self] in
+            try await touched(
+                """
+                UPDATE substrate_accounts SET nonce = \(ByteBuffer(bytes: a.nonce)), sealed = \(ByteBuffer(bytes: a.sealed)),
+                  protection = \(a.protection)
+                WHERE id = \(a.id) AND user_id = \(a.userID) AND sealed = \(ByteBuffer(bytes: expectedSealed)) RETURNING 1
+                """) == 1
         }
     }
 

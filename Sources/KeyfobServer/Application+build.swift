@@ -54,6 +54,10 @@ public func buildApplication(
     let settings = configuration
     @Sendable func startUp() async throws {
         try await KeyCustody.checkMasterKey(vault, store: store)
+        // Polkadot keys kept under a key derived from the nostr key (before #55) move to their own.
+        let moved = try await SubstrateCustody.migrate(
+            custody: KeyCustody(store: store, vault: vault, now: clock, logger: logger), store: store, now: clock)
+        if moved > 0 { logger.notice("moved Polkadot keys under their own master-key purpose key", metadata: ["accounts": "\(moved)"]) }
         try await admins.load(settings.admins, now: clock())
         for line in await admins.describe() { logger.notice("admin \(line)") }
         if let path = try await AdminToken.ensure(store: store, configuration: settings) {

@@ -17,10 +17,14 @@ public struct SubstrateAccountRecord: Sendable, Equatable {
     /// Its owner lets it sign transactions Keyfob cannot check against the chain's metadata
     /// (blind signing): off unless they turned it on with a passkey.
     public var acceptsUnverified: Bool
+    /// How `sealed` is protected (`SubstrateProtection` in the server): 0 under a key derived
+    /// from the nostr key (before #55), 1 under the master key's own purpose key, 2 under the
+    /// data key of a passkey-sealed account and then that purpose key.
+    public var protection: Int
 
     public init(
         id: String, userID: String, keyType: String, publicKey: [UInt8], name: String, network: Int, nonce: [UInt8],
-        sealed: [UInt8], createdAt: Date, acceptsUnverified: Bool = false
+        sealed: [UInt8], createdAt: Date, acceptsUnverified: Bool = false, protection: Int = 0
     ) {
         self.id = id
         self.userID = userID
@@ -32,6 +36,7 @@ public struct SubstrateAccountRecord: Sendable, Equatable {
         self.sealed = sealed
         self.createdAt = createdAt
         self.acceptsUnverified = acceptsUnverified
+        self.protection = protection
     }
 }
 
@@ -151,6 +156,11 @@ public protocol PolkadotStore: ConfirmationNonceStore {
     func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool
     /// Sets whether the account signs transactions Keyfob cannot check; false when the user has no such account.
     func setSubstrateAccountAcceptsUnverified(id: String, ofUser userID: String, _ accepts: Bool) async throws -> Bool
+    /// Every user's accounts at `protection` (the start-up migration's list).
+    func substrateAccounts(atProtection protection: Int) async throws -> [SubstrateAccountRecord]
+    /// Writes `record`'s nonce, sealed bytes and protection when the stored sealed bytes are still
+    /// `expectedSealed` (one writer wins a race); false otherwise.
+    func replaceSubstrateSecret(_ record: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool
     /// Stores a request; `limitReached` when the user has `maxPending` live ones. Decided requests
     /// of this user older than a day go at the same time.
     func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws
@@ -180,7 +190,8 @@ extension PolkadotStore {
 }
 
 extension Columns {
-    public static let substrateAccount = "id, user_id, key_type, public_key, name, network, nonce, sealed, created_at, accepts_unverified"
+    public static let substrateAccount =
+        "id, user_id, key_type, public_key, name, network, nonce, sealed, created_at, accepts_unverified, protection"
     public static let polkadotRequest = """
         id, user_id, origin, transport, msg_type, request, state, result, confirmation_nonce, created_at, expires_at
         """
@@ -192,7 +203,7 @@ extension SubstrateAccountRecord {
         self.init(
             id: try r.text(0), userID: try r.text(1), keyType: try r.text(2), publicKey: try r.bytes(3), name: try r.text(4),
             network: try r.int(5), nonce: try r.bytes(6), sealed: try r.bytes(7), createdAt: try r.date(8),
-            acceptsUnverified: try r.bool(9))
+            acceptsUnverified: try r.bool(9), protection: try r.int(10))
     }
 }
 

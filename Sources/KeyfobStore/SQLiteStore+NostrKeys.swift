@@ -135,7 +135,10 @@ extension SQLiteStore {
         }
     }
 
-    public func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws {
+    public func rewrapNostrKeys(
+        _ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], substrateAccounts: [SubstrateAccountRecord],
+        masterKeyCheck: [UInt8]
+    ) async throws {
         try write {
             try connection.transaction {
                 let count = try connection.query("SELECT count(*) FROM nostr_keys").first?.first?.int ?? 0
@@ -152,6 +155,14 @@ extension SQLiteStore {
                     try connection.query(
                         "UPDATE bunker_signers SET nonce = ?, sealed = ? WHERE user_id = ? AND pubkey = ?",
                         [.blob(s.nonce), .blob(s.sealed), .text(s.userID), .text(s.pubkey)])
+                    guard connection.changes == 1 else { throw StoreError.conflict }
+                }
+                let underMaster = try connection.query("SELECT count(*) FROM substrate_accounts WHERE protection > 0").first?.first?.int ?? 0
+                guard underMaster == substrateAccounts.count else { throw StoreError.conflict }
+                for a in substrateAccounts {
+                    try connection.query(
+                        "UPDATE substrate_accounts SET nonce = ?, sealed = ? WHERE id = ? AND user_id = ? AND protection = ?",
+                        [.blob(a.nonce), .blob(a.sealed), .text(a.id), .text(a.userID), .int(Int64(a.protection))])
                     guard connection.changes == 1 else { throw StoreError.conflict }
                 }
                 try connection.query("INSERT OR REPLACE INTO meta (name, value) VALUES ('master_key_check', ?)", [.blob(masterKeyCheck)])

@@ -20,10 +20,10 @@ extension SQLiteStore {
                     .first?.first?.int ?? 0
                 guard count < maxPerUser else { throw StoreError.limitReached }
                 try connection.query(
-                    "INSERT INTO substrate_accounts (\(Columns.substrateAccount)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO substrate_accounts (\(Columns.substrateAccount)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         .text(a.id), .text(a.userID), .text(a.keyType), .blob(a.publicKey), .text(a.name), .int(Int64(a.network)),
-                        .blob(a.nonce), .blob(a.sealed), .date(a.createdAt), .int(a.acceptsUnverified ? 1 : 0),
+                        .blob(a.nonce), .blob(a.sealed), .date(a.createdAt), .int(a.acceptsUnverified ? 1 : 0), .int(Int64(a.protection)),
                     ])
             }
         }
@@ -41,6 +41,24 @@ extension SQLiteStore {
             try connection.query(
                 "UPDATE substrate_accounts SET accepts_unverified = ? WHERE id = ? AND user_id = ?",
                 [.int(accepts ? 1 : 0), .text(id), .text(userID)])
+            return connection.changes == 1
+        }
+    }
+
+    public func substrateAccounts(atProtection protection: Int) async throws -> [SubstrateAccountRecord] {
+        try read { connection in
+            try connection.query(
+                "SELECT \(Columns.substrateAccount) FROM substrate_accounts WHERE protection = ? ORDER BY user_id, id",
+                [.int(Int64(protection))]
+            ).map { try SubstrateAccountRecord(row: $0) }
+        }
+    }
+
+    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool {
+        try write {
+            try connection.query(
+                "UPDATE substrate_accounts SET nonce = ?, sealed = ?, protection = ? WHERE id = ? AND user_id = ? AND sealed = ?",
+                [.blob(a.nonce), .blob(a.sealed), .int(Int64(a.protection)), .text(a.id), .text(a.userID), .blob(expectedSealed)])
             return connection.changes == 1
         }
     }

@@ -339,6 +339,9 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         CREATE INDEX polkadot_metadata_runtime ON polkadot_metadata(runtime_hash) WHERE runtime_hash IS NOT NULL;
         CREATE TABLE polkadot_runtimes (hash BLOB PRIMARY KEY, size INTEGER NOT NULL, bytes BLOB NOT NULL);
         """,
+        // 18: how a Substrate secret is protected (0: under a key derived from the nostr key, as
+        // every one was before; the server moves them to their own purpose key).
+        "ALTER TABLE substrate_accounts ADD COLUMN protection INTEGER NOT NULL DEFAULT 0;",
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

@@ -138,16 +138,19 @@ public protocol NostrKeyStore: Sendable {
     /// Replaces the user's key when the stored version is `expectedVersion`; `conflict` otherwise.
     func replaceNostrKey(_ record: NostrKeyRecord, expectedVersion: Int) async throws
     func allNostrKeys() async throws -> [NostrKeyRecord]
-    /// Master-key rotation: writes every re-sealed nostr key, every re-sealed NIP-46 signer key and
-    /// the new check value in one transaction. `conflict` (and nothing written) when a key changed
-    /// or appeared since they were read.
-    func rewrapNostrKeys(_ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], masterKeyCheck: [UInt8]) async throws
+    /// Master-key rotation: writes every re-sealed nostr key, every re-sealed NIP-46 signer key,
+    /// every re-sealed Substrate secret under the master key (protection 1 and 2) and the new check
+    /// value in one transaction. `conflict` (and nothing written) when a key changed or appeared
+    /// since they were read.
+    func rewrapNostrKeys(
+        _ records: [NostrKeyRecord], bunkerSigners: [BunkerSignerRecord], substrateAccounts: [SubstrateAccountRecord],
+        masterKeyCheck: [UInt8]) async throws
 }
 
 extension NostrKeyStore {
-    /// Rotation of a database without NIP-46 signers.
+    /// Rotation of a database without NIP-46 signers or Substrate accounts.
     public func rewrapNostrKeys(_ records: [NostrKeyRecord], masterKeyCheck: [UInt8]) async throws {
-        try await rewrapNostrKeys(records, bunkerSigners: [], masterKeyCheck: masterKeyCheck)
+        try await rewrapNostrKeys(records, bunkerSigners: [], substrateAccounts: [], masterKeyCheck: masterKeyCheck)
     }
 }
 

@@ -31,6 +31,22 @@ extension StoreContractTests {
         #expect(try await store.deleteSubstrateAccount(id: "b1", ofUser: alice.id) == false)
         #expect(try await store.deleteSubstrateAccount(id: "a1", ofUser: alice.id))
         #expect(try await store.substrateAccounts(ofUser: alice.id).map(\.id) == ["a2"])
+        // A secret moves to another protection once, by whoever still holds what was stored.
+        let stored = try #require(try await store.substrateAccounts(ofUser: alice.id).first)
+        var moved = stored
+        (moved.nonce, moved.sealed, moved.protection) = ([9], [8, 7], 1)
+        #expect(try await store.substrateAccounts(atProtection: 0).map(\.id) == ["a2", "b1"])
+        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed))
+        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed) == false)
+        #expect(try await store.substrateAccounts(atProtection: 1) == [moved])
+        // Rotation re-seals every one under the master key, or nothing.
+        var rotated = moved
+        rotated.sealed = [6, 5]
+        await #expect(throws: StoreError.conflict) {
+            try await store.rewrapNostrKeys([], bunkerSigners: [], substrateAccounts: [], masterKeyCheck: [1])
+        }
+        try await store.rewrapNostrKeys([], bunkerSigners: [], substrateAccounts: [rotated], masterKeyCheck: [1])
+        #expect(try await store.substrateAccounts(ofUser: alice.id) == [rotated])
         #expect(try await store.deleteUser(id: bob.id))
         #expect(try await store.substrateAccounts(ofUser: bob.id).isEmpty)
     }

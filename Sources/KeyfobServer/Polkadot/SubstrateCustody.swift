@@ -2,41 +2,55 @@ import Foundation
 import KeyfobCodecs
 import KeyfobCrypto
 import KeyfobStore
+import Nostr
 import Polkadot
 import WebAuthn
 
-/// Substrate secrets in custody. Each is sealed with AES-256-GCM under a key derived from the
-/// user's nostr key (HKDF, bound to the user), so it is exactly as protected as that key: under
-/// the master key, and under the user's passkeys too once the nostr key is sealed by them. Master
-/// key rotation and sealing change how the nostr key is stored, never the key itself, so they need
-/// no step here; replacing the nostr key is refused while Substrate accounts exist.
+/// How a Substrate secret is kept (`SubstrateAccountRecord.protection`).
+enum SubstrateProtection: Int, Sendable {
+    /// Before #55: under a key derived from the owner's nostr key. Moved on start (server-protected
+    /// owners) or on first use (owners whose key is sealed by passkeys: only they can open it).
+    case nostrDerived = 0
+    /// Under the master key's own Substrate purpose key (HKDF), bound to the account.
+    case masterKey = 1
+    /// Under the data key of an account sealed by passkeys, then that purpose key: it opens only
+    /// in a session the owner unlocked, like their nostr key.
+    case dataKey = 2
+}
+
+/// Substrate secrets in custody: each under its own purpose key of the master key
+/// (`KeyVault.Purpose.substrateKeys`, AES-256-GCM bound to the user, account, key type and public
+/// key) and, while the owner's nostr key is sealed by passkeys, under that seal's data key first.
+/// Sealing and unsealing move them with the nostr key; master-key rotation re-seals them.
 struct SubstrateCustody: Sendable {
     let custody: KeyCustody
     let store: any PolkadotStore
     let now: @Sendable () -> Date
     static let maxAccounts = 20
 
-    static func associatedData(_ record: SubstrateAccountRecord) -> [UInt8] {
-        Array("keyfob:substrate-key:\(record.userID):\(record.id):\(record.keyType):\(Hex.encode(record.publicKey))".utf8)
+    /// Where a sealed owner's data key comes from, when it is needed (nil: not at hand).
+    typealias DataKeySource = () -> SecretBytes?
+
+    private static func boundTo(_ r: SubstrateAccountRecord) -> String {
+        "\(r.userID):\(r.id):\(r.keyType):\(Hex.encode(r.publicKey))"
     }
+    static func context(_ r: SubstrateAccountRecord) -> String { "substrate-key:" + boundTo(r) }
+    static func sealedContext(_ r: SubstrateAccountRecord) -> String { "substrate-key-sealed:" + boundTo(r) }
+    static func innerContext(_ r: SubstrateAccountRecord) -> String { "keyfob:substrate-key-under-data-key:v1:" + boundTo(r) }
+    /// The associated data of a secret kept before #55 (`nostrDerived`).
+    static func legacyAssociatedData(_ r: SubstrateAccountRecord) -> [UInt8] { Array("keyfob:substrate-key:\(boundTo(r))".utf8) }
 
     /// Seals and stores `key` as a new account of `userID`.
     func add(_ key: SubstrateKey, name: String, network: UInt16, userID: String, unlock: SessionUnlock?) async throws
         -> SubstrateAccountRecord
     {
+        let owner = try await custody.record(for: userID)
         var record = SubstrateAccountRecord(
             id: Base64URL.encode(randomBytes(12)), userID: userID, keyType: key.type.rawValue, publicKey: key.publicKey,
             name: name, network: Int(network), nonce: [], sealed: [], createdAt: now())
-        let aad = Self.associatedData(record)
         var secret = key.exposedSecret()
         defer { wipe(&secret) }
-        let nonce = randomBytes(12)
-        let sealed = try await withWrappingKey(userID, unlock: unlock) { wrapping in
-            Cipher.aes256GCM(encrypt: true, key: wrapping, nonce: nonce, aad: aad, input: secret)
-        }
-        guard let sealed else { throw KeyfobError(.internalError, "sealing the key failed", status: .internalServerError) }
-        record.nonce = nonce
-        record.sealed = sealed
+        try seal(secret, into: &record, to: owner.passkeySealed ? .dataKey : .masterKey, dataKey: { unlock?.dataKey(at: now()) })
         do {
             try await store.insertSubstrateAccount(record, maxPerUser: Self.maxAccounts)
         } catch StoreError.limitReached {
@@ -46,34 +60,129 @@ struct SubstrateCustody: Sendable {
         return record
     }
 
-    /// Opens an account's key for one operation (a sealed nostr key needs the unlocked session).
+    /// Opens an account's key for one operation (a sealed owner's needs the unlocked session). A
+    /// secret not kept as its owner's key is now (from before #55, or a seal an outage cut short)
+    /// is moved there on the way, when this session can.
     func open(_ record: SubstrateAccountRecord, unlock: SessionUnlock?) async throws -> SubstrateKey {
         guard let type = KeyType(rawValue: record.keyType) else {
             throw KeyfobError(.internalError, "unknown key type", status: .internalServerError)
         }
-        let aad = Self.associatedData(record)
-        var secret = try await withWrappingKey(record.userID, unlock: unlock) { wrapping in
-            Cipher.aes256GCM(encrypt: false, key: wrapping, nonce: record.nonce, aad: aad, input: record.sealed)
+        let owner = try await custody.record(for: record.userID)
+        let dataKey: DataKeySource = { unlock?.dataKey(at: now()) }
+        var secret = try openSecret(record, owner: owner, dataKey: dataKey)
+        defer { wipe(&secret) }
+        guard let key = try? SubstrateKey(type: type, storedSecret: secret), key.publicKey == record.publicKey else {
+            throw Self.doesNotOpen
         }
-        defer { if secret != nil { wipe(&secret!) } }
-        guard let opened = secret, let key = try? SubstrateKey(type: type, storedSecret: opened), key.publicKey == record.publicKey else {
-            throw KeyfobError(
-                .internalError, "this Polkadot account's key does not open with your nostr key; was the nostr key replaced?",
-                status: .internalServerError)
+        let wanted: SubstrateProtection = owner.passkeySealed ? .dataKey : .masterKey
+        if record.protection != wanted.rawValue {
+            var moved = record
+            if (try? seal(secret, into: &moved, to: wanted, dataKey: dataKey)) != nil {
+                _ = try? await store.replaceSubstrateSecret(moved, expectedSealed: record.sealed)
+            }
         }
         return key
     }
 
-    private func withWrappingKey<R>(_ userID: String, unlock: SessionUnlock?, _ body: ([UInt8]) throws -> R) async throws -> R {
-        try await custody.withSecretKey(of: userID, unlock: unlock) { key in
-            var wrapping = key.withUnsafeSecretBytes { secret in
-                HKDF.derive(key: secret, salt: Array("keyfob".utf8), info: Array("keyfob substrate-key v1:\(userID)".utf8)) ?? []
+    /// Moves every account of `owner`'s user to `target`: after sealing (to the new data key), and
+    /// before unsealing (to the master key alone, while the data key is still at hand). Returns
+    /// how many moved; throws when one does not open or another writer changed it meanwhile.
+    @discardableResult
+    func move(accountsOf owner: NostrKeyRecord, to target: SubstrateProtection, dataKey: DataKeySource) async throws -> Int {
+        var moved = 0
+        for record in try await store.substrateAccounts(ofUser: owner.userID) where record.protection != target.rawValue {
+            var secret = try openSecret(record, owner: owner, dataKey: dataKey)
+            defer { wipe(&secret) }
+            var next = record
+            try seal(secret, into: &next, to: target, dataKey: dataKey)
+            guard try await store.replaceSubstrateSecret(next, expectedSealed: record.sealed) else { throw SealController.conflict }
+            moved += 1
+        }
+        return moved
+    }
+
+    /// On start: every secret kept under a key derived from a server-protected owner's nostr key
+    /// moves to the Substrate purpose key. A sealed owner's waits for their first use (only their
+    /// passkey opens it). Returns how many moved.
+    static func migrate(custody: KeyCustody, store: any PolkadotStore, now: @escaping @Sendable () -> Date) async throws -> Int {
+        let custody = SubstrateCustody(custody: custody, store: store, now: now)
+        var moved = 0
+        var owners: [String: NostrKeyRecord] = [:]
+        for record in try await store.substrateAccounts(atProtection: SubstrateProtection.nostrDerived.rawValue) {
+            let owner: NostrKeyRecord
+            if let known = owners[record.userID] {
+                owner = known
+            } else {
+                owner = try await custody.custody.record(for: record.userID)
+                owners[record.userID] = owner
+            }
+            guard !owner.passkeySealed else { continue }
+            var secret = try custody.openSecret(record, owner: owner, dataKey: { nil })
+            defer { wipe(&secret) }
+            var next = record
+            try custody.seal(secret, into: &next, to: .masterKey, dataKey: { nil })
+            if try await store.replaceSubstrateSecret(next, expectedSealed: record.sealed) { moved += 1 }
+        }
+        return moved
+    }
+
+    /// `secret` sealed into `record` as `target` says.
+    private func seal(_ secret: [UInt8], into record: inout SubstrateAccountRecord, to target: SubstrateProtection, dataKey: DataKeySource)
+        throws
+    {
+        switch target {
+        case .masterKey:
+            (record.nonce, record.sealed) = try custody.vault.seal(secret, for: .substrateKeys, context: Self.context(record))
+        case .dataKey:
+            guard let key = dataKey() else { throw KeyfobError.signerSealed }
+            var inner = try KeyVault.encrypt(secret, key: key, aad: Self.innerContext(record))
+            defer { wipe(&inner) }
+            (record.nonce, record.sealed) = try custody.vault.seal(inner, for: .substrateKeys, context: Self.sealedContext(record))
+        case .nostrDerived:
+            throw KeyfobError(.internalError, "nothing is sealed under the nostr key any more", status: .internalServerError)
+        }
+        record.protection = target.rawValue
+    }
+
+    /// The secret bytes of `record` (the caller wipes them).
+    private func openSecret(_ record: SubstrateAccountRecord, owner: NostrKeyRecord, dataKey: DataKeySource) throws -> [UInt8] {
+        let opened: [UInt8]?
+        switch SubstrateProtection(rawValue: record.protection) {
+        case .masterKey:
+            opened = custody.vault.open(nonce: record.nonce, sealed: record.sealed, for: .substrateKeys, context: Self.context(record))
+        case .dataKey:
+            guard let key = dataKey() else { throw KeyfobError.signerSealed }
+            guard
+                var outer = custody.vault.open(
+                    nonce: record.nonce, sealed: record.sealed, for: .substrateKeys, context: Self.sealedContext(record))
+            else { throw Self.doesNotOpen }
+            defer { wipe(&outer) }
+            opened = KeyVault.decrypt(outer, key: key, aad: Self.innerContext(record))
+        case .nostrDerived:
+            let nostr: SecretKey
+            if owner.passkeySealed {
+                guard let key = dataKey() else { throw KeyfobError.signerSealed }
+                nostr = try custody.open(owner, dataKey: key)
+            } else {
+                nostr = try custody.open(owner)
+            }
+            var wrapping = nostr.withUnsafeSecretBytes { secret in
+                HKDF.derive(key: secret, salt: Array("keyfob".utf8), info: Array("keyfob substrate-key v1:\(record.userID)".utf8)) ?? []
             }
             defer { wipe(&wrapping) }
             guard wrapping.count == 32 else { throw KeyfobError(.internalError, "deriving the key failed", status: .internalServerError) }
-            return try body(wrapping)
+            opened = Cipher.aes256GCM(
+                encrypt: false, key: wrapping, nonce: record.nonce, aad: Self.legacyAssociatedData(record), input: record.sealed)
+        case nil:
+            opened = nil
         }
+        guard let opened else { throw Self.doesNotOpen }
+        return opened
     }
+
+    static let doesNotOpen = KeyfobError(
+        .internalError, "this Polkadot account's key does not open (was the database restored from another server?)",
+        status: .internalServerError)
 }
 
 /// Account lists changed, per user: what `pub(accounts.subscribe)` streams (this instance's

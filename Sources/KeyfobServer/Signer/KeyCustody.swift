@@ -261,7 +261,9 @@ extension KeyfobError {
 public enum MasterKeyRotation {
     /// Returns how many nostr keys were re-sealed (NIP-46 signer keys go along). Nothing is written
     /// unless every key opens.
-    public static func rotate(store: any NostrKeyStore & BunkerStore & MetaStore, from old: KeyVault, to new: KeyVault) async throws -> Int {
+    public static func rotate(
+        store: any NostrKeyStore & BunkerStore & MetaStore & PolkadotStore, from old: KeyVault, to new: KeyVault
+    ) async throws -> Int {
         try await KeyCustody.checkMasterKey(old, store: store)
         let records = try await store.allNostrKeys()
         var resealed: [NostrKeyRecord] = []
@@ -293,8 +295,24 @@ public enum MasterKeyRotation {
             (next.nonce, next.sealed) = try new.seal(secret, for: .bunkerKeys, context: context)
             signers.append(next)
         }
+        // Substrate secrets under the master key (their data-key layer, if any, stays as it is).
+        var substrate: [SubstrateAccountRecord] = []
+        for protection in [SubstrateProtection.masterKey, .dataKey] {
+            for record in try await store.substrateAccounts(atProtection: protection.rawValue) {
+                let context =
+                    protection == .masterKey ? SubstrateCustody.context(record) : SubstrateCustody.sealedContext(record)
+                guard var secret = old.open(nonce: record.nonce, sealed: record.sealed, for: .substrateKeys, context: context) else {
+                    throw KeyVaultError(
+                        "the Polkadot key \(record.id) of user \(record.userID) does not open with the current master key; nothing was changed")
+                }
+                defer { wipe(&secret) }
+                var next = record
+                (next.nonce, next.sealed) = try new.seal(secret, for: .substrateKeys, context: context)
+                substrate.append(next)
+            }
+        }
         do {
-            try await store.rewrapNostrKeys(resealed, bunkerSigners: signers, masterKeyCheck: new.checkValue)
+            try await store.rewrapNostrKeys(resealed, bunkerSigners: signers, substrateAccounts: substrate, masterKeyCheck: new.checkValue)
         } catch StoreError.conflict {
             throw KeyVaultError(
                 "keys changed while rotating (is a server still running on this database?); nothing was changed, try again with the server stopped")

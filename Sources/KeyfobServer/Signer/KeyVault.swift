@@ -2,7 +2,7 @@ import Foundation
 import KeyfobCrypto
 
 /// The master key at work (DESIGN.md §4.1): one key per purpose derived from it with HKDF-SHA256
-/// (nostr keys, NIP-46 signer keys, waiting requests, derived secrets), and AES-256-GCM sealing
+/// (nostr keys, NIP-46 signer keys, waiting requests, derived secrets, Substrate keys), and AES-256-GCM sealing
 /// bound to what is sealed (a nostr key to its user and key version). A key serves one purpose
 /// only, so a flaw in one use cannot open another's data. The master key itself is not kept; the
 /// derived keys are wiped when the vault goes away.
@@ -14,6 +14,7 @@ public final class KeyVault: @unchecked Sendable {
         case bunkerKeys = "keyfob bunker-key kek v1"
         case pendingRequests = "keyfob pending-request kek v1"
         case derivedSecrets = "keyfob derived-secret key v1"
+        case substrateKeys = "keyfob substrate-key kek v1"
     }
 
     /// Made once in `init`; each wipes itself when the vault goes away.
@@ -21,6 +22,7 @@ public final class KeyVault: @unchecked Sendable {
     private let bunkerKeysKey: SecretBytes
     private let pendingRequestsKey: SecretBytes
     private let derivedSecretsKey: SecretBytes
+    private let substrateKeysKey: SecretBytes
 
     /// Runs `body` with `purpose`'s key.
     private func withKey<R>(_ purpose: Purpose, _ body: (UnsafeRawBufferPointer) throws(KeyVaultError) -> R) throws(KeyVaultError) -> R {
@@ -29,6 +31,7 @@ public final class KeyVault: @unchecked Sendable {
         case .bunkerKeys: try bunkerKeysKey.withUnsafeBytes(body)
         case .pendingRequests: try pendingRequestsKey.withUnsafeBytes(body)
         case .derivedSecrets: try derivedSecretsKey.withUnsafeBytes(body)
+        case .substrateKeys: try substrateKeysKey.withUnsafeBytes(body)
         }
     }
     /// Identifies the master key without revealing it (a second HKDF output).
@@ -47,6 +50,7 @@ public final class KeyVault: @unchecked Sendable {
         bunkerKeysKey = try derived(.bunkerKeys)
         pendingRequestsKey = try derived(.pendingRequests)
         derivedSecretsKey = try derived(.derivedSecrets)
+        substrateKeysKey = try derived(.substrateKeys)
         checkValue = try Self.hkdf(key: masterKey, salt: Array("keyfob".utf8), info: Array("keyfob master-key check v1".utf8))
     }
 

@@ -23,7 +23,7 @@ struct SealController: Sendable {
     let confirmations: ActionConfirmations
     let custody: KeyCustody
     let dispatcher: SignerDispatcher
-    let store: any BunkerStore & KeyWrapStore & SessionStore
+    let store: any BunkerStore & KeyWrapStore & SessionStore & PolkadotStore
     let configuration: ServerConfiguration
     let logger: Logger
     let now: @Sendable () -> Date
@@ -112,6 +112,12 @@ struct SealController: Sendable {
             if let signer {
                 custody.unlockedSigners.open(signer.key, userID: userID, until: proof.auth.session.unlockedUntil ?? now())
             }
+            // The Polkadot keys go under the data key too. Should this stop half way, the rest move
+            // on their next use in an unlocked session (`SubstrateCustody.open`).
+            let substrate = SubstrateCustody(custody: custody, store: store, now: now)
+            let token = proof.auth.token, tokenHash = proof.auth.session.tokenHash
+            _ = try? await substrate.move(
+                accountsOf: next, to: .dataKey, dataKey: { PasskeySeal.openSessionCopy(copy, token: token, tokenHash: tokenHash) })
         } else if let opened = try await custody.openWrap(
             userID: userID, credentialID: credentialID, prf: proof.prf,
             challenge: proof.challenge)
@@ -168,6 +174,17 @@ struct SealController: Sendable {
         }
         let key = try custody.open(current, dataKey: dataKey)
         let next = try custody.seal(key, userID: userID, version: current.version + 1)
+        // The Polkadot keys back under the master key alone first, while the data key is at hand:
+        // after this, nothing opens what it sealed. (Moved and then not unsealed, they go back
+        // under it on their next use.)
+        var raw = dataKey.exposedCopy()
+        defer { wipe(&raw) }
+        try await SubstrateCustody(custody: custody, store: store, now: now).move(
+            accountsOf: current, to: .masterKey,
+            dataKey: {
+                var copy = raw  // SecretBytes takes (and wipes) its own copy
+                return SecretBytes(taking: &copy)
+            })
         // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
         var signer: BunkerSignerRecord?
         if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
