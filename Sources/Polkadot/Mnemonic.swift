@@ -14,20 +14,24 @@ public enum Mnemonic {
         guard [12, 15, 18, 21, 24].contains(words.count) else {
             throw PolkadotError(.invalidMnemonic, "a recovery phrase has 12, 15, 18, 21 or 24 words; this one has \(words.count)")
         }
-        var bits: [Bool] = []
+        // The phrase's bits, one a byte: as secret as the entropy, and wiped like it.
+        var bits: [UInt8] = []
         bits.reserveCapacity(words.count * 11)
+        defer { wipe(&bits) }
         for (position, word) in words.enumerated() {
             guard let index = wordIndex[word] else {
                 throw PolkadotError(.invalidMnemonic, "word \(position + 1) is not in the BIP-39 English list")
             }
-            for shift in stride(from: 10, through: 0, by: -1) { bits.append(index >> shift & 1 == 1) }
+            for shift in stride(from: 10, through: 0, by: -1) { bits.append(UInt8(index >> shift & 1)) }
         }
         let checksumBits = bits.count / 33
         let entropyBits = bits.count - checksumBits
         var entropy = [UInt8](repeating: 0, count: entropyBits / 8)
-        for i in 0..<entropyBits where bits[i] { entropy[i / 8] |= 0x80 >> UInt8(i % 8) }
-        let hash = sha256(entropy)
-        for i in 0..<checksumBits where bits[entropyBits + i] != (hash[i / 8] & (0x80 >> UInt8(i % 8)) != 0) {
+        for i in 0..<entropyBits { entropy[i / 8] |= bits[i] << UInt8(7 - i % 8) }
+        var hash = sha256(entropy)
+        defer { wipe(&hash) }
+        for i in 0..<checksumBits where bits[entropyBits + i] != (hash[i / 8] >> UInt8(7 - i % 8)) & 1 {
+            wipe(&entropy)
             throw PolkadotError(.invalidMnemonic, "the phrase's checksum does not match: a word is wrong or out of order")
         }
         return entropy
@@ -36,13 +40,18 @@ public enum Mnemonic {
     /// The phrase for 16–32 bytes of entropy (a multiple of 4).
     public static func phrase(entropy: [UInt8]) -> String {
         precondition((16...32).contains(entropy.count) && entropy.count % 4 == 0)
-        let hash = sha256(entropy)
-        var bits: [Bool] = []
-        for byte in entropy { for shift in stride(from: 7, through: 0, by: -1) { bits.append(byte >> UInt8(shift) & 1 == 1) } }
-        for i in 0..<(entropy.count * 8 / 32) { bits.append(hash[i / 8] & (0x80 >> UInt8(i % 8)) != 0) }
+        var hash = sha256(entropy)
+        var bits: [UInt8] = []
+        bits.reserveCapacity(entropy.count * 8 + entropy.count / 4)
+        defer {
+            wipe(&hash)
+            wipe(&bits)
+        }
+        for byte in entropy { for shift in stride(from: 7, through: 0, by: -1) { bits.append(byte >> UInt8(shift) & 1) } }
+        for i in 0..<(entropy.count * 8 / 32) { bits.append((hash[i / 8] >> UInt8(7 - i % 8)) & 1) }
         return stride(from: 0, to: bits.count, by: 11).map { start in
             var index = 0
-            for bit in bits[start..<(start + 11)] { index = index << 1 | (bit ? 1 : 0) }
+            for bit in bits[start..<(start + 11)] { index = index << 1 | Int(bit) }
             return String(englishWords[index])
         }.joined(separator: " ")
     }

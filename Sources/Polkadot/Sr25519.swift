@@ -9,12 +9,26 @@ public enum Sr25519 {
     /// A secret key in schnorrkel's form: the scalar (reduced mod ℓ) and the nonce seed. Internal:
     /// nothing outside this module reads it (`SubstrateKey` keeps the stored form, wiped), and two
     /// are compared in constant time.
-    struct SecretKey: Sendable, Equatable {
-        var key: [UInt8]
-        var nonce: [UInt8]
+    /// A class so the bytes are wiped when the last keypair holding them goes (a derivation's or a
+    /// signature's temporary keypair too); never mutated after `init`.
+    final class SecretKey: @unchecked Sendable, Equatable {
+        private(set) var key: [UInt8]
+        private(set) var nonce: [UInt8]
+
+        init(key: [UInt8], nonce: [UInt8]) {
+            self.key = key
+            self.nonce = nonce
+        }
+
+        deinit {
+            wipe(&key)
+            wipe(&nonce)
+        }
 
         static func == (a: SecretKey, b: SecretKey) -> Bool {
-            constantTimeEqual(a.key + a.nonce, b.key + b.nonce)
+            let sameKey = constantTimeEqual(a.key, b.key)
+            let sameNonce = constantTimeEqual(a.nonce, b.nonce)
+            return sameKey && sameNonce
         }
     }
 
@@ -47,6 +61,7 @@ public enum Sr25519 {
         public init?(ed25519Bytes bytes: [UInt8]) {
             guard bytes.count == 64 else { return nil }
             var key = Array(bytes[0..<32])
+            defer { wipe(&key) }
             Self.divideByCofactor(&key)
             self.init(secret: SecretKey(key: Ristretto255.reduce(key), nonce: Array(bytes[32..<64])))
         }
@@ -54,6 +69,7 @@ public enum Sr25519 {
         /// The 64-byte form polkadot-js keeps: scalar × 8, then the nonce.
         public var ed25519Bytes: [UInt8] {
             var key = secret.key
+            defer { wipe(&key) }
             Self.multiplyByCofactor(&key)
             return key + secret.nonce
         }
@@ -72,7 +88,10 @@ public enum Sr25519 {
             let bigR = Ristretto255.baseMultiply(r) ?? [UInt8](repeating: 0, count: 32)
             t.append(label: "sign:R", bigR)
             let k = Ristretto255.reduce(wide: t.challengeBytes(label: "sign:c", count: 64))
-            var s = Ristretto255.add(scalar: Ristretto255.multiply(scalar: k, secret.key), r)
+            // k·key with the public k gives the key away: wiped like the witness.
+            var kKey = Ristretto255.multiply(scalar: k, secret.key)
+            defer { wipe(&kKey) }
+            var s = Ristretto255.add(scalar: kKey, r)
             s[31] |= 0x80
             return bigR + s
         }
