@@ -341,6 +341,15 @@ def probe_postgres_outage():
         shutil.rmtree(cluster.dir, ignore_errors=True)
 
 
+def probe_postgres_long_outage(seconds):
+    """PostgreSQL away `seconds` under a client that keeps asking: serving again within 3 s of
+    its return, though the pool by then waits up to a minute between attempts."""
+    from test_postgres import serving_after_an_outage
+    back, logs = serving_after_an_outage(seconds)
+    replaced = "a fresh connection pool took over" in logs
+    return back < 3, f"away {seconds} s; serving {back:.1f} s after its return" + (" (a fresh pool took over)" if replaced else "")
+
+
 def probe_postgres_crash(rounds):
     """PostgreSQL killed (`pg_ctl stop -m immediate`) `rounds` times under sign-ups, sign-ins,
     sign_event and Polkadot approvals: every acknowledged item is there afterwards."""
@@ -418,6 +427,7 @@ def main():
     if not quick and os.path.isdir("/usr/lib/postgresql"):
         probes.append(("PostgreSQL outage under load, then SIGTERM", probe_postgres_outage))
         probes.append(("PostgreSQL crash under mixed load", lambda: probe_postgres_crash(5)))
+        probes.append(("PostgreSQL away two minutes", lambda: probe_postgres_long_outage(125)))
     rows, failed = [], 0
     for name, probe in probes:
         started = time.monotonic()

@@ -16,12 +16,28 @@ import Synchronization
 /// calls fail with `StoreError.unavailable` (HTTP 503) instead of hanging, and the pool
 /// reconnects by itself when it returns.
 public final class PostgresStore: KeyfobStore, Sendable {
-    let client: PostgresClient
     let settings: PostgresSettings
     let maxSessionsPerUser: Int
     let logger: Logger
-    let runner: Task<Void, Never>?
     let readiness = Readiness()
+    /// The connection pool in use and the task running it. Replaced after a long outage
+    /// (`PoolRecovery`): postgres-nio's pool waits up to a minute between connection attempts
+    /// once the database has been away a while, and nothing can hurry it.
+    let pool: Mutex<PoolGeneration>
+    let recovery: PoolRecovery
+    /// Whether the pool runs until `shutdown()` (true) or as long as `runPool()` does.
+    let ownsPool: Bool
+
+    struct PoolGeneration {
+        var client: PostgresClient
+        var runner: Task<Void, Never>?
+        var number = 0
+        var stopped = false
+    }
+
+    /// The pool every query takes its connection from (read once per call: a replacement takes
+    /// effect from the next one).
+    var client: PostgresClient { pool.withLock { $0.client } }
 
     /// Creates the pool (no connection is made yet). Call `start()` (or `migrate()`) before use.
     ///
@@ -36,21 +52,40 @@ public final class PostgresStore: KeyfobStore, Sendable {
         self.maxSessionsPerUser = maxSessionsPerUser
         self.logger = logger
         let client = PostgresClient(configuration: settings.clientConfiguration)
-        self.client = client
-        runner = runsPool ? Task { await client.run() } : nil
+        pool = Mutex(PoolGeneration(client: client, runner: Task { await client.run() }))
+        recovery = PoolRecovery()
+        ownsPool = runsPool
     }
 
-    deinit { runner?.cancel() }
+    deinit { stopPool() }
 
     /// Whether the pool runs in a task of the store's own (`runsPool: true`).
-    public var runsOwnPool: Bool { runner != nil }
+    public var runsOwnPool: Bool { ownsPool }
 
     /// Closes the pool (when it runs in its own task).
-    public func shutdown() { runner?.cancel() }
+    public func shutdown() { stopPool() }
 
-    /// Runs the connection pool until the calling task is cancelled (for a store made with
-    /// `runsPool: false`).
-    public func runPool() async { await client.run() }
+    /// Runs until the calling task is cancelled, then closes the pool and waits for it to end (for
+    /// a store made with `runsPool: false`: the server's service group stops it after the others).
+    public func runPool() async {
+        while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+        let ending = stopPool()
+        await ending?.value
+    }
+
+    /// Cancels the pool's task (and any recovery under way); the task, to wait for.
+    @discardableResult
+    func stopPool() -> Task<Void, Never>? {
+        recovery.cancel()
+        return pool.withLock { generation in
+            generation.stopped = true
+            generation.runner?.cancel()
+            return generation.runner
+        }
+    }
+
+    /// Which pool this is (0 the first; each replacement adds one): for tests and the log.
+    public var poolGeneration: Int { pool.withLock { $0.number } }
 
     // MARK: Start-up
 
@@ -194,7 +229,14 @@ public final class PostgresStore: KeyfobStore, Sendable {
     /// into `StoreError`s.
     func call<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
-        return try await bounded(settings.timeout, body)
+        do {
+            let result = try await bounded(settings.timeout, body)
+            recovery.answered()
+            return result
+        } catch StoreError.unavailable(let reason) {
+            noteUnavailable()
+            throw StoreError.unavailable(reason)
+        }
     }
 
     /// Runs `body`, but answers within `limit` whatever it does. Not a task group: a group waits for

@@ -606,3 +606,50 @@ def test_no_acknowledged_write_is_lost_when_postgres_crashes():
     assert counts["sessions"] >= 50 and counts["signatures"] >= 30 and counts["approvals"] >= 5, counts
     print(f"acknowledged: {counts}; lost: { {kind: len(items) for kind, items in lost.items()} }")
     assert not any(lost.values()), f"acknowledged but lost after the crashes: {lost} (of {counts})"
+
+
+def serving_after_an_outage(outage_seconds):
+    """PostgreSQL stopped for `outage_seconds` while a client keeps asking, then started: the
+    seconds from its start (pg_ctl -w: accepting connections) to the first 200, and the log."""
+    cluster = Cluster()
+    cluster.start()
+    server = instance(cluster.url).start()
+    stop = threading.Event()
+    try:
+        c = client(server)
+
+        def ask():  # light load: calls keep failing, so the pool keeps retrying and backing off
+            mine = Client(f"http://127.0.0.1:{server.port}", ORIGIN, timeout=15)
+            while not stop.is_set():
+                try:
+                    mine.call("POST", "/generate-authentication-options", {})
+                except OSError:
+                    pass
+                time.sleep(0.2)
+
+        assert c.call("POST", "/generate-authentication-options", {})[0] == 200
+        thread = threading.Thread(target=ask, daemon=True)
+        thread.start()
+        cluster.stop()
+        time.sleep(outage_seconds)
+        cluster.start()
+        back = time.monotonic()
+        while c.call("POST", "/generate-authentication-options", {})[0] != 200:
+            assert time.monotonic() - back < 90, "not serving 90 s after PostgreSQL's return"
+            time.sleep(0.1)
+        return time.monotonic() - back, server.logs()
+    finally:
+        stop.set()
+        server.stop()
+        subprocess.run([os.path.join(ROOT, "scripts", "postgres.sh"), "stop", cluster.dir], capture_output=True)
+        shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
+def test_after_a_long_outage_keyfob_serves_within_seconds_of_postgres_return():
+    """#55: postgres-nio's pool waits longer and longer between attempts (up to a minute); after
+    30 s away it could wait several seconds more. Keyfob notices the outage, and a fresh pool that
+    answers takes over as soon as PostgreSQL is back."""
+    seconds, logs = serving_after_an_outage(30)
+    assert seconds < 3, f"{seconds:.1f} s after PostgreSQL's return"
+    assert "a fresh connection pool took over" in logs
+
