@@ -13,6 +13,33 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 BINARY = os.environ.get("KEYFOB_BINARY", os.path.join(ROOT, ".build", "debug", "keyfob"))
 
 
+# Every button a browser test presses, by its id (#56: every button a page shows is pressed by a
+# browser test). `WebElement.click` records the id first; `test_zz_every_button.py`, collected last,
+# compares them with the buttons of Public/*.html.
+PRESSED = set()
+
+
+def _recording_click(click):
+    def pressed(element):
+        try:
+            if element.tag_name == "button" and element.get_attribute("id"):
+                PRESSED.add(element.get_attribute("id"))
+        except Exception:  # a stale element: the click below says so
+            pass
+        return click(element)
+    return pressed
+
+
+def _record_clicks():
+    from selenium.webdriver.remote.webelement import WebElement
+    if not getattr(WebElement.click, "_records", False):
+        WebElement.click = _recording_click(WebElement.click)
+        WebElement.click._records = True
+
+
+_record_clicks()
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
