@@ -11,11 +11,10 @@ import Synchronization
 /// failing that a fresh pool, every half second; a fresh pool that answers replaces the old one.
 final class PoolRecovery: Sendable {
     /// Calls must have failed this long, with none answered between, before anything is replaced:
-    /// a busy database that answers some calls is not an outage.
-    static let suspectAfter: Duration = .seconds(2)
+    /// a busy database that answers some calls is not an outage, and a stall behind a lock that
+    /// long is rare. (The pool's own waits grow past a second only after ~10 s of failures.)
+    static let suspectAfter: Duration = .seconds(10)
     static let probeEvery: Duration = .milliseconds(500)
-    /// At most one replacement this often.
-    static let replaceAtMostEvery: Duration = .seconds(10)
 
     /// Since when calls have failed with none answered between (uptime nanoseconds; 0: not failing).
     private let failingSince = Atomic<UInt64>(0)
@@ -50,12 +49,14 @@ final class PoolRecovery: Sendable {
         }
     }
 
-    /// Whether a replacement may happen now (and if so, counts it).
+    /// Whether a replacement may happen now (and if so, counts it): once while calls keep failing.
+    /// Should the database be stalled rather than away (every connection waiting on a lock), one
+    /// fresh pool's connections are added, not one every few seconds.
     func mayReplace() -> Bool {
-        state.withLock { state in
-            let now = Self.now
-            guard state.lastReplaced == 0 || .nanoseconds(Int64(now &- state.lastReplaced)) >= Self.replaceAtMostEvery else { return false }
-            state.lastReplaced = now
+        let since = failingSince.load(ordering: .relaxed)
+        return state.withLock { state in
+            guard since != 0, state.lastReplaced < since else { return false }
+            state.lastReplaced = Self.now
             return true
         }
     }

@@ -163,10 +163,29 @@ extension PostgresStore {
 
     public func changeKeyProtection(
         _ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?,
+        substrateAccounts: [SubstrateAccountRecord]?
     ) async throws {
         try await transaction { [self] connection in
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
+            if let substrateAccounts {
+                // The key's row is locked by the version check above: no account is added meanwhile
+                // (an insert checks that version too).
+                let count =
+                    try await connection.query("SELECT count(*) FROM substrate_accounts WHERE user_id = \(k.userID)", logger: logger)
+                    .collect().first?.makeRandomAccess()[0].decode(Int.self) ?? 0
+                guard count == substrateAccounts.count else { throw StoreError.conflict }
+                for a in substrateAccounts {
+                    let updated = try await connection.query(
+                        """
+                        UPDATE substrate_accounts SET nonce = \(ByteBuffer(bytes: a.nonce)), sealed = \(ByteBuffer(bytes: a.sealed)),
+                          protection = \(a.protection)
+                        WHERE id = \(a.id) AND user_id = \(k.userID) RETURNING 1
+                        """, logger: logger
+                    ).collect().count
+                    guard updated == 1 else { throw StoreError.conflict }
+                }
+            }
             if let bunkerSigner {
                 let old = try await connection.query(
                     "DELETE FROM bunker_signers WHERE user_id = \(k.userID) RETURNING pubkey",

@@ -13,19 +13,26 @@ extension PostgresStore {
         }
     }
 
-    public func insertSubstrateAccount(_ a: SubstrateAccountRecord, maxPerUser: Int) async throws {
+    public func insertSubstrateAccount(_ a: SubstrateAccountRecord, maxPerUser: Int, ownerKeyVersion: Int) async throws {
         let inserted = try await call { [self] in
-            // One statement: the cap checked as it inserts.
-            try await touched(
+            // One statement: the cap and the owner's key version checked as it inserts; the key's
+            // row locked (FOR SHARE), so a seal or unseal waits for this insert or it for them.
+            let inserted = try await touched(
                 """
                 INSERT INTO substrate_accounts (\(unescaped: Columns.substrateAccount))
                 SELECT \(a.id), \(a.userID), \(a.keyType), \(ByteBuffer(bytes: a.publicKey)), \(a.name), \(a.network),
                        \(ByteBuffer(bytes: a.nonce)), \(ByteBuffer(bytes: a.sealed)), \(a.createdAt.timeIntervalSince1970),
                        \(a.acceptsUnverified), \(a.protection)
                 WHERE (SELECT count(*) FROM substrate_accounts WHERE user_id = \(a.userID)) < \(maxPerUser)
+                  AND EXISTS (SELECT 1 FROM nostr_keys WHERE user_id = \(a.userID) AND version = \(ownerKeyVersion) FOR SHARE)
                 RETURNING 1
                 """)
+            guard inserted == 0 else { return inserted }
+            // Which check refused it: the key's version (a conflict) or the cap.
+            let current = try await rows("SELECT version FROM nostr_keys WHERE user_id = \(a.userID)").first.map { try $0.int(0) }
+            return current == ownerKeyVersion ? 0 : -1
         }
+        guard inserted >= 0 else { throw StoreError.conflict }
         guard inserted == 1 else { throw StoreError.limitReached }
     }
 
@@ -52,13 +59,15 @@ extension PostgresStore {
         }
     }
 
-    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool {
+    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8], ownerKeyVersion: Int) async throws -> Bool {
         try await call { [self] in
             try await touched(
                 """
                 UPDATE substrate_accounts SET nonce = \(ByteBuffer(bytes: a.nonce)), sealed = \(ByteBuffer(bytes: a.sealed)),
                   protection = \(a.protection)
-                WHERE id = \(a.id) AND user_id = \(a.userID) AND sealed = \(ByteBuffer(bytes: expectedSealed)) RETURNING 1
+                WHERE id = \(a.id) AND user_id = \(a.userID) AND sealed = \(ByteBuffer(bytes: expectedSealed))
+                  AND EXISTS (SELECT 1 FROM nostr_keys WHERE user_id = \(a.userID) AND version = \(ownerKeyVersion) FOR SHARE)
+                RETURNING 1
                 """) == 1
         }
     }
@@ -133,15 +142,15 @@ extension PostgresStore {
             ).collect()
             let held = try await connection.query(
                 """
-                SELECT m.origin, m.genesis_hash, m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
+                SELECT m.origin, m.genesis_hash, octet_length(m.definition), m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
                 LEFT JOIN polkadot_runtimes r ON r.hash = m.runtime_hash WHERE m.user_id = \(m.userID) ORDER BY m.updated_at DESC
                 """, logger: logger
             ).collect().map { $0.makeRandomAccess() }.map { row in
                 PolkadotMetadataRecord.Held(
-                    origin: try row.text(0), genesisHash: try row.text(1), runtimeHash: try row.optionalBytes(2),
-                    runtimeSize: try row.int(3))
+                    origin: try row.text(0), genesisHash: try row.text(1), ownSize: try row.int(2), runtimeHash: try row.optionalBytes(3),
+                    runtimeSize: try row.int(4))
             }
-            let gone = PolkadotMetadataRecord.overflow(newestFirst: held)
+            let gone = PolkadotMetadataRecord.overflow(newestFirst: held, keeping: (m.origin, m.genesisHash))
             for row in gone {
                 try await connection.query(
                     """

@@ -84,8 +84,8 @@ public struct PolkadotRequestRecord: Sendable, Equatable {
 public struct PolkadotMetadataRecord: Sendable, Equatable {
     /// A user keeps the most recent this many.
     public static let maxPerUser = 16
-    /// The runtimes a user's rows name, each counted once, stay under this many bytes (the
-    /// newest row is always kept): half a dozen chains' metadata, but not a database's worth.
+    /// A user's rows and the runtimes they name (each counted once) stay under this many bytes
+    /// (the newest row is always kept): half a dozen chains' metadata, not a database's worth.
     public static let maxRuntimeBytesPerUser = 8 * 1024 * 1024
     public var userID: String
     public var origin: String
@@ -111,37 +111,42 @@ public struct PolkadotMetadataRecord: Sendable, Equatable {
         self.runtimeHash = runtimeHash
     }
 
-    /// One of a user's rows as the caps see it: which runtime it names and that runtime's size.
+    /// One of a user's rows as the caps see it: its own size (the definition, `metaCalls`
+    /// included), which runtime it names and that runtime's size.
     public struct Held: Sendable, Equatable {
         public var origin: String
         public var genesisHash: String
+        public var ownSize: Int
         public var runtimeHash: [UInt8]?
         public var runtimeSize: Int
 
-        public init(origin: String, genesisHash: String, runtimeHash: [UInt8]?, runtimeSize: Int) {
+        public init(origin: String, genesisHash: String, ownSize: Int, runtimeHash: [UInt8]?, runtimeSize: Int) {
             self.origin = origin
             self.genesisHash = genesisHash
+            self.ownSize = ownSize
             self.runtimeHash = runtimeHash
             self.runtimeSize = runtimeSize
         }
     }
 
-    /// The rows that go, of a user's rows newest first: past `maxPerUser`, and any whose runtime
-    /// (not named by a newer row) would take the user past `maxRuntimeBytesPerUser`. The newest stays.
-    public static func overflow(newestFirst rows: [Held]) -> [Held] {
+    /// The rows that go, of a user's rows newest first (`kept` first of all: the one just put):
+    /// past `maxPerUser`, and any whose bytes — its own, and its runtime's unless a newer row named
+    /// it — would take the user past `maxRuntimeBytesPerUser`. The first row stays.
+    public static func overflow(newestFirst rows: [Held], keeping kept: (origin: String, genesisHash: String)) -> [Held] {
+        var ordered = rows
+        if let at = ordered.firstIndex(where: { $0.origin == kept.origin && $0.genesisHash == kept.genesisHash }) {
+            ordered.insert(ordered.remove(at: at), at: 0)
+        }
         var counted = Set<[UInt8]>()
         var bytes = 0
         var gone: [Held] = []
-        for (index, row) in rows.enumerated() {
-            if index >= maxPerUser {
+        for (index, row) in ordered.enumerated() {
+            let runtime = row.runtimeHash.map { counted.contains($0) ? 0 : row.runtimeSize } ?? 0
+            if index > 0 && (index >= maxPerUser || bytes + row.ownSize + runtime > maxRuntimeBytesPerUser) {
                 gone.append(row)
-            } else if let hash = row.runtimeHash, !counted.contains(hash) {
-                if index > 0 && bytes + row.runtimeSize > maxRuntimeBytesPerUser {
-                    gone.append(row)
-                } else {
-                    counted.insert(hash)
-                    bytes += row.runtimeSize
-                }
+            } else {
+                if let hash = row.runtimeHash { counted.insert(hash) }
+                bytes += row.ownSize + runtime
             }
         }
         return gone
@@ -151,16 +156,19 @@ public struct PolkadotMetadataRecord: Sendable, Equatable {
 /// Substrate accounts, Polkadot signing requests and dapp metadata.
 public protocol PolkadotStore: ConfirmationNonceStore {
     func substrateAccounts(ofUser userID: String) async throws -> [SubstrateAccountRecord]
-    /// Stores `account`; `limitReached` when the user has `maxPerUser` already.
-    func insertSubstrateAccount(_ account: SubstrateAccountRecord, maxPerUser: Int) async throws
+    /// Stores `account`; `limitReached` when the user has `maxPerUser` already, `conflict` when
+    /// the user's nostr key is no longer at `ownerKeyVersion` (sealed or unsealed meanwhile: the
+    /// secret was sealed for how it was kept before).
+    func insertSubstrateAccount(_ account: SubstrateAccountRecord, maxPerUser: Int, ownerKeyVersion: Int) async throws
     func deleteSubstrateAccount(id: String, ofUser userID: String) async throws -> Bool
     /// Sets whether the account signs transactions Keyfob cannot check; false when the user has no such account.
     func setSubstrateAccountAcceptsUnverified(id: String, ofUser userID: String, _ accepts: Bool) async throws -> Bool
     /// Every user's accounts at `protection` (the start-up migration's list).
     func substrateAccounts(atProtection protection: Int) async throws -> [SubstrateAccountRecord]
     /// Writes `record`'s nonce, sealed bytes and protection when the stored sealed bytes are still
-    /// `expectedSealed` (one writer wins a race); false otherwise.
-    func replaceSubstrateSecret(_ record: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool
+    /// `expectedSealed` and the user's nostr key still at `ownerKeyVersion` (one writer wins a race,
+    /// and nothing sealed for a protection the key has left lands); false otherwise.
+    func replaceSubstrateSecret(_ record: SubstrateAccountRecord, expectedSealed: [UInt8], ownerKeyVersion: Int) async throws -> Bool
     /// Stores a request; `limitReached` when the user has `maxPending` live ones. Decided requests
     /// of this user older than a day go at the same time.
     func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws

@@ -98,11 +98,24 @@ extension SQLiteStore {
 
     public func changeKeyProtection(
         _ k: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?,
+        substrateAccounts: [SubstrateAccountRecord]?
     ) async throws {
         try write {
             try connection.transaction {
                 try replaceKey(k, expectedVersion: expectedVersion)
+                if let substrateAccounts {
+                    let count =
+                        try connection.query("SELECT count(*) FROM substrate_accounts WHERE user_id = ?", [.text(k.userID)])
+                        .first?.first?.int ?? 0
+                    guard count == substrateAccounts.count else { throw StoreError.conflict }
+                    for a in substrateAccounts {
+                        try connection.query(
+                            "UPDATE substrate_accounts SET nonce = ?, sealed = ?, protection = ? WHERE id = ? AND user_id = ?",
+                            [.blob(a.nonce), .blob(a.sealed), .int(Int64(a.protection)), .text(a.id), .text(k.userID)])
+                        guard connection.changes == 1 else { throw StoreError.conflict }
+                    }
+                }
                 if let bunkerSigner {
                     let old = try connection.query("SELECT pubkey FROM bunker_signers WHERE user_id = ?", [.text(k.userID)]).first?.first?.text
                     try connection.query("DELETE FROM bunker_signers WHERE user_id = ?", [.text(k.userID)])

@@ -12,9 +12,11 @@ extension SQLiteStore {
         }
     }
 
-    public func insertSubstrateAccount(_ a: SubstrateAccountRecord, maxPerUser: Int) async throws {
+    public func insertSubstrateAccount(_ a: SubstrateAccountRecord, maxPerUser: Int, ownerKeyVersion: Int) async throws {
         try write {
             try connection.transaction {
+                let version = try connection.query("SELECT version FROM nostr_keys WHERE user_id = ?", [.text(a.userID)]).first?.first?.int
+                guard version == Int64(ownerKeyVersion) else { throw StoreError.conflict }
                 let count =
                     try connection.query("SELECT count(*) FROM substrate_accounts WHERE user_id = ?", [.text(a.userID)])
                     .first?.first?.int ?? 0
@@ -54,11 +56,17 @@ extension SQLiteStore {
         }
     }
 
-    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8]) async throws -> Bool {
+    public func replaceSubstrateSecret(_ a: SubstrateAccountRecord, expectedSealed: [UInt8], ownerKeyVersion: Int) async throws -> Bool {
         try write {
             try connection.query(
-                "UPDATE substrate_accounts SET nonce = ?, sealed = ?, protection = ? WHERE id = ? AND user_id = ? AND sealed = ?",
-                [.blob(a.nonce), .blob(a.sealed), .int(Int64(a.protection)), .text(a.id), .text(a.userID), .blob(expectedSealed)])
+                """
+                UPDATE substrate_accounts SET nonce = ?, sealed = ?, protection = ? WHERE id = ? AND user_id = ? AND sealed = ?
+                  AND (SELECT version FROM nostr_keys WHERE user_id = ?) = ?
+                """,
+                [
+                    .blob(a.nonce), .blob(a.sealed), .int(Int64(a.protection)), .text(a.id), .text(a.userID), .blob(expectedSealed),
+                    .text(a.userID), .int(Int64(ownerKeyVersion)),
+                ])
             return connection.changes == 1
         }
     }
@@ -112,43 +120,46 @@ extension SQLiteStore {
     }
 
     public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
-        try write {
-            let before = try connection.query(
-                "SELECT runtime_hash FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
-                [.text(m.userID), .text(m.origin), .text(m.genesisHash)]
-            ).first?.first?.blob
-            if let hash = m.runtimeHash, let runtime {
-                try connection.query(
-                    "INSERT INTO polkadot_runtimes (hash, size, bytes) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
-                    [.blob(hash), .int(Int64(runtime.count)), .blob(runtime)])
-            }
+        try write { try connection.transaction { try putMetadata(m, runtime: runtime) } }
+    }
+
+    private func putMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) throws {
+        let before = try connection.query(
+            "SELECT runtime_hash FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
+            [.text(m.userID), .text(m.origin), .text(m.genesisHash)]
+        ).first?.first?.blob
+        if let hash = m.runtimeHash, let runtime {
             try connection.query(
-                """
-                INSERT INTO polkadot_metadata (\(Columns.polkadotMetadata)) VALUES (?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET spec_version = excluded.spec_version,
-                  definition = excluded.definition, updated_at = excluded.updated_at, runtime_hash = excluded.runtime_hash
-                """,
-                [
-                    .text(m.userID), .text(m.origin), .text(m.genesisHash), .int(Int64(m.specVersion)), .text(m.definition),
-                    .date(m.updatedAt), m.runtimeHash.map(SQLValue.blob) ?? .null,
-                ])
-            let held = try connection.query(
-                """
-                SELECT m.origin, m.genesis_hash, m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
-                LEFT JOIN polkadot_runtimes r ON r.hash = m.runtime_hash WHERE m.user_id = ? ORDER BY m.updated_at DESC
-                """, [.text(m.userID)]
-            ).map {
-                PolkadotMetadataRecord.Held(
-                    origin: try $0.text(0), genesisHash: try $0.text(1), runtimeHash: try $0.optionalBytes(2), runtimeSize: try $0.int(3))
-            }
-            let gone = PolkadotMetadataRecord.overflow(newestFirst: held)
-            for row in gone {
-                try connection.query(
-                    "DELETE FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
-                    [.text(m.userID), .text(row.origin), .text(row.genesisHash)])
-            }
-            try Self.sweepRuntimes(gone.compactMap(\.runtimeHash) + (before.map { [$0] } ?? []), with: connection)
+                "INSERT INTO polkadot_runtimes (hash, size, bytes) VALUES (?, ?, ?) ON CONFLICT (hash) DO NOTHING",
+                [.blob(hash), .int(Int64(runtime.count)), .blob(runtime)])
         }
+        try connection.query(
+            """
+            INSERT INTO polkadot_metadata (\(Columns.polkadotMetadata)) VALUES (?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT (user_id, origin, genesis_hash) DO UPDATE SET spec_version = excluded.spec_version,
+              definition = excluded.definition, updated_at = excluded.updated_at, runtime_hash = excluded.runtime_hash
+            """,
+            [
+                .text(m.userID), .text(m.origin), .text(m.genesisHash), .int(Int64(m.specVersion)), .text(m.definition),
+                .date(m.updatedAt), m.runtimeHash.map(SQLValue.blob) ?? .null,
+            ])
+        let held = try connection.query(
+            """
+            SELECT m.origin, m.genesis_hash, length(CAST(m.definition AS BLOB)), m.runtime_hash, coalesce(r.size, 0) FROM polkadot_metadata m
+            LEFT JOIN polkadot_runtimes r ON r.hash = m.runtime_hash WHERE m.user_id = ? ORDER BY m.updated_at DESC
+            """, [.text(m.userID)]
+        ).map {
+            PolkadotMetadataRecord.Held(
+                origin: try $0.text(0), genesisHash: try $0.text(1), ownSize: try $0.int(2), runtimeHash: try $0.optionalBytes(3),
+                runtimeSize: try $0.int(4))
+        }
+        let gone = PolkadotMetadataRecord.overflow(newestFirst: held, keeping: (m.origin, m.genesisHash))
+        for row in gone {
+            try connection.query(
+                "DELETE FROM polkadot_metadata WHERE user_id = ? AND origin = ? AND genesis_hash = ?",
+                [.text(m.userID), .text(row.origin), .text(row.genesisHash)])
+        }
+        try Self.sweepRuntimes(gone.compactMap(\.runtimeHash) + (before.map { [$0] } ?? []), with: connection)
     }
 
     /// Removes those of `hashes` no row names any more.

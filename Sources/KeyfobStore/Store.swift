@@ -112,21 +112,24 @@ public protocol KeyWrapStore: Sendable {
     /// replaces all of the user's wraps with `wraps`, and drops every session's data-key copy
     /// but `keepingSession`'s; `conflict` (nothing written) when the version moved. With
     /// `bunkerSigner`, the user's NIP-46 signer is replaced by it too; when that is a new key, the
-    /// clients connected to the old one, their grants and the user's undecided requests go.
+    /// clients connected to the old one, their grants and the user's undecided requests go. With
+    /// `substrateAccounts`, they are every one of the user's Substrate accounts, sealed again
+    /// (`conflict` when the user has another number of them).
     func changeKeyProtection(
         _ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
-        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?) async throws
+        keepingSession: [UInt8]?, sessionDataKey: [UInt8]?, bunkerSigner: BunkerSignerRecord?,
+        substrateAccounts: [SubstrateAccountRecord]?) async throws
 }
 
 extension KeyWrapStore {
-    /// A protection change that leaves the NIP-46 signer alone.
+    /// A protection change that leaves the NIP-46 signer and the Substrate accounts alone.
     public func changeKeyProtection(
         _ record: NostrKeyRecord, expectedVersion: Int, wraps: [KeyWrapRecord],
         keepingSession: [UInt8]?, sessionDataKey: [UInt8]?
     ) async throws {
         try await changeKeyProtection(
             record, expectedVersion: expectedVersion, wraps: wraps, keepingSession: keepingSession,
-            sessionDataKey: sessionDataKey, bunkerSigner: nil)
+            sessionDataKey: sessionDataKey, bunkerSigner: nil, substrateAccounts: nil)
     }
 }
 

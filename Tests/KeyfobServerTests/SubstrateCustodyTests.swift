@@ -90,7 +90,9 @@ import WebAuthnTestSupport
             defer { wipe(&secret) }
             let nostr = try custody.open(try await custody.record(for: plain.id))
             let old = try Self.legacy(stored, secret: secret, nostr: nostr)
-            #expect(try await harness.store.replaceSubstrateSecret(old, expectedSealed: stored.sealed))
+            #expect(
+                try await harness.store.replaceSubstrateSecret(
+                    old, expectedSealed: stored.sealed, ownerKeyVersion: try await custody.record(for: plain.id).version))
             #expect(try await SubstrateCustody.migrate(custody: custody, store: harness.store, now: { Date() }) == 1)
             #expect(try await Self.protections(harness, "plain") == [1])
             #expect(try await SubstrateCustody.migrate(custody: custody, store: harness.store, now: { Date() }) == 0)
@@ -114,7 +116,9 @@ import WebAuthnTestSupport
             defer { wipe(&sealedSecret) }
             let sealedNostr = try custody.open(try await custody.record(for: owner.id), unlock: unlock)
             let sealedOld = try Self.legacy(sealedRow, secret: sealedSecret, nostr: sealedNostr)
-            #expect(try await harness.store.replaceSubstrateSecret(sealedOld, expectedSealed: sealedRow.sealed))
+            #expect(
+                try await harness.store.replaceSubstrateSecret(
+                    sealedOld, expectedSealed: sealedRow.sealed, ownerKeyVersion: try await custody.record(for: owner.id).version))
             #expect(try await SubstrateCustody.migrate(custody: custody, store: harness.store, now: { Date() }) == 0)
             #expect(try await Self.protections(harness, "sealed") == [0])
             await #expect(throws: KeyfobError.self) { _ = try await substrate.open(sealedOld, unlock: nil) }

@@ -15,12 +15,20 @@ extension StoreContractTests {
                 id: id, userID: owner.id, keyType: "sr25519", publicKey: [UInt8](repeating: 1, count: 32), name: "main",
                 network: 0, nonce: [1], sealed: [2, 3], createdAt: t0.addingTimeInterval(offset))
         }
-        try await store.insertSubstrateAccount(account("a2", of: alice, at: 2), maxPerUser: 2)
-        try await store.insertSubstrateAccount(account("a1", of: alice, at: 1), maxPerUser: 2)
-        await #expect(throws: StoreError.limitReached) {
-            try await store.insertSubstrateAccount(account("a3", of: alice, at: 3), maxPerUser: 2)
+        for owner in [alice, bob] {
+            _ = try await store.insertNostrKeyIfAbsent(
+                NostrKeyRecord(userID: owner.id, pubkey: owner.username, version: 1, nonce: [1], sealed: [2], updatedAt: t0))
         }
-        try await store.insertSubstrateAccount(account("b1", of: bob, at: 1), maxPerUser: 2)
+        // Sealed for a key version that has moved on: refused.
+        await #expect(throws: StoreError.conflict) {
+            try await store.insertSubstrateAccount(account("a2", of: alice, at: 2), maxPerUser: 2, ownerKeyVersion: 2)
+        }
+        try await store.insertSubstrateAccount(account("a2", of: alice, at: 2), maxPerUser: 2, ownerKeyVersion: 1)
+        try await store.insertSubstrateAccount(account("a1", of: alice, at: 1), maxPerUser: 2, ownerKeyVersion: 1)
+        await #expect(throws: StoreError.limitReached) {
+            try await store.insertSubstrateAccount(account("a3", of: alice, at: 3), maxPerUser: 2, ownerKeyVersion: 1)
+        }
+        try await store.insertSubstrateAccount(account("b1", of: bob, at: 1), maxPerUser: 2, ownerKeyVersion: 1)
         #expect(try await store.substrateAccounts(ofUser: alice.id) == [account("a1", of: alice, at: 1), account("a2", of: alice, at: 2)])
         // Blind signing is off until its owner turns it on, and only its owner can.
         #expect(try await store.setSubstrateAccountAcceptsUnverified(id: "a2", ofUser: bob.id, true) == false)
@@ -36,16 +44,18 @@ extension StoreContractTests {
         var moved = stored
         (moved.nonce, moved.sealed, moved.protection) = ([9], [8, 7], 1)
         #expect(try await store.substrateAccounts(atProtection: 0).map(\.id) == ["a2", "b1"])
-        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed))
-        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed) == false)
+        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed, ownerKeyVersion: 2) == false)
+        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed, ownerKeyVersion: 1))
+        #expect(try await store.replaceSubstrateSecret(moved, expectedSealed: stored.sealed, ownerKeyVersion: 1) == false)
         #expect(try await store.substrateAccounts(atProtection: 1) == [moved])
         // Rotation re-seals every one under the master key, or nothing.
         var rotated = moved
         rotated.sealed = [6, 5]
+        let keys = try await store.allNostrKeys()
         await #expect(throws: StoreError.conflict) {
-            try await store.rewrapNostrKeys([], bunkerSigners: [], substrateAccounts: [], masterKeyCheck: [1])
+            try await store.rewrapNostrKeys(keys, bunkerSigners: [], substrateAccounts: [], masterKeyCheck: [1])
         }
-        try await store.rewrapNostrKeys([], bunkerSigners: [], substrateAccounts: [rotated], masterKeyCheck: [1])
+        try await store.rewrapNostrKeys(keys, bunkerSigners: [], substrateAccounts: [rotated], masterKeyCheck: [1])
         #expect(try await store.substrateAccounts(ofUser: alice.id) == [rotated])
         #expect(try await store.deleteUser(id: bob.id))
         #expect(try await store.substrateAccounts(ofUser: bob.id).isEmpty)
@@ -113,7 +123,8 @@ extension StoreContractTests {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice"), bob = user("bob")
         try await register([alice, bob], in: store)
-        let mib = 1024 * 1024
+        // A runtime a little under a megabyte: eight of them and their rows fit under 8 MiB.
+        let mib = 1024 * 1024 - 64
         func runtime(_ n: UInt8) -> (hash: [UInt8], bytes: [UInt8]) {
             ([UInt8](repeating: n, count: 32), [UInt8](repeating: n, count: mib))
         }
@@ -160,5 +171,24 @@ extension StoreContractTests {
         #expect(try await store.polkadotRuntimeUsage() == (1, mib))
         _ = try await store.sweepExpired(now: t0, limit: 100)
         #expect(try await store.polkadotRuntimeUsage() == (0, 0))
+    }
+
+    /// A row's own bytes count too (a dapp's calls-only metadata is kept in its definition).
+    @Test(arguments: Kind.available)
+    func aRowsOwnBytesCountTowardTheCap(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await register([alice], in: store)
+        let big = "{\"metaCalls\":\"" + String(repeating: "A", count: 3 * 1024 * 1024) + "\"}"
+        for n in 1...3 {
+            try await store.putPolkadotMetadata(
+                PolkadotMetadataRecord(
+                    userID: alice.id, origin: "https://site\(n).example", genesisHash: "0x91", specVersion: 1, definition: big,
+                    updatedAt: t0.addingTimeInterval(Double(n))),
+                runtime: nil)
+        }
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site1.example").isEmpty)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site2.example").count == 1)
+        #expect(try await store.polkadotMetadata(ofUser: alice.id, origin: "https://site3.example").count == 1)
     }
 }

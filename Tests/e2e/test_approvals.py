@@ -77,6 +77,23 @@ def approve_in_popup(driver, main, remember="once", shots=None):
     driver.switch_to.window(main)
 
 
+def test_the_nip07_demo_page_asks_and_signs(server, driver):
+    """Keyfob's own NIP-07 demo: both of its buttons, each approved in Keyfob's window."""
+    pubkey = sign_up(driver, server, "demi")
+    driver.get(server.url + "/demo.html")
+    main = driver.current_window_handle
+    output = lambda d: d.find_element(By.ID, "output").text  # noqa: E731
+    driver.find_element(By.ID, "pubkey").click()
+    approve_in_popup(driver, main)
+    wait_for(driver, lambda d: output(d) != "")
+    assert output(driver) == pubkey
+    driver.find_element(By.ID, "sign").click()
+    approve_in_popup(driver, main)
+    wait_for(driver, lambda d: output(d).startswith("{"))
+    event = json.loads(output(driver))
+    assert event["pubkey"] == pubkey and event["content"] == "Hello from a NIP-07 page" and verify_event(event)
+
+
 def test_nip07_from_a_page_on_another_origin(server, driver):
     pubkey = sign_up(driver, server, "nina")
     site = tempfile.mkdtemp(prefix="keyfob-demo-")
@@ -102,6 +119,17 @@ def test_nip07_from_a_page_on_another_origin(server, driver):
         driver.find_element(By.ID, "pk").click()
         wait_for(driver, lambda d: out(d) != "")
         assert out(driver) == pubkey and len(driver.window_handles) == 1
+
+        # Rejected on the approval page: the page's call ends with user_rejected, nothing signed.
+        driver.find_element(By.ID, "sign").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 2)
+        driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        driver.find_element(By.ID, "reject").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: out(d).startswith("error"))
+        assert out(driver) == "error user_rejected", out(driver)
 
         driver.find_element(By.ID, "sign").click()
         approve_in_popup(driver, main, remember="hour")

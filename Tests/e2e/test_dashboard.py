@@ -9,6 +9,7 @@ from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.dirname(__file__))
 from conftest import Server  # noqa: E402
+from softkey import Client, SoftKey  # noqa: E402
 from test_accounts import sign_up  # noqa: E402
 from test_browser import add_authenticator, driver, wait_for  # noqa: E402,F401
 
@@ -59,6 +60,24 @@ def test_an_admin_sees_signups_and_signatures_live(driver):
         assert not other.find_elements(By.ID, "stream")
         status = other.execute_async_script("fetch('/api/admin/users').then(r => arguments[0](r.status))")
         assert status == 403
+
+        # More users than a page (50): "More" lists the next ones.
+        people = Client(f"http://127.0.0.1:{server.port}", server.url)
+        for n in range(50):
+            assert people.register(SoftKey(server.url), f"person{n:02d}")[0] == 200
+        driver.get(server.url + "/dashboard")
+        wait_for(driver, lambda d: d.find_element(By.ID, "more-users").is_displayed())
+        shown = len(driver.find_elements(By.CSS_SELECTOR, "#users li.user"))
+        driver.find_element(By.ID, "more-users").click()
+        wait_for(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#users li.user")) > shown)
+        assert not driver.find_element(By.ID, "more-users").is_displayed()
+        # The kill switch: asked in the page, then every unlocked signer is locked (bea's is).
+        driver.find_element(By.ID, "lock-all").click()
+        wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline button.danger"))
+        driver.find_element(By.CSS_SELECTOR, ".ask-inline button.danger").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text.startswith("Locked "))
+        other.get(server.url + "/account.html")
+        wait_for(other, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true")
     finally:
         other.quit()
         server.stop()

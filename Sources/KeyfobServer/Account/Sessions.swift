@@ -84,13 +84,12 @@ struct Sessions: Sendable {
     }
 
     /// What the browser extension's session may call (#55): its own state, the Polkadot bridge and
-    /// a request it asked (read or rejected), the account list its consent window shows, signing
-    /// itself out. Nothing that changes the account, reads the signer's history or signs directly.
+    /// a request it asked (read or rejected), signing itself out. Nothing that changes the account, reads the signer's history or signs directly.
     static func extensionMayCall(_ request: Request) -> Bool {
         let path = request.uri.path
         switch request.method {
         case .get:
-            if path == "/session" || path == "/api/polkadot/accounts" { return true }
+            if path == "/session" { return true }
             let parts = path.split(separator: "/", omittingEmptySubsequences: false)
             return parts.count == 5 && path.hasPrefix("/api/polkadot/requests/")
         case .post:

@@ -52,10 +52,12 @@ struct SubstrateCustody: Sendable {
         defer { wipe(&secret) }
         try seal(secret, into: &record, to: owner.passkeySealed ? .dataKey : .masterKey, dataKey: { unlock?.dataKey(at: now()) })
         do {
-            try await store.insertSubstrateAccount(record, maxPerUser: Self.maxAccounts)
+            try await store.insertSubstrateAccount(record, maxPerUser: Self.maxAccounts, ownerKeyVersion: owner.version)
         } catch StoreError.limitReached {
             throw KeyfobError(
                 .permissionDenied, "an account holds at most \(Self.maxAccounts) Polkadot accounts; remove one first", status: .conflict)
+        } catch StoreError.conflict {
+            throw SealController.conflict
         }
         return record
     }
@@ -78,27 +80,27 @@ struct SubstrateCustody: Sendable {
         if record.protection != wanted.rawValue {
             var moved = record
             if (try? seal(secret, into: &moved, to: wanted, dataKey: dataKey)) != nil {
-                _ = try? await store.replaceSubstrateSecret(moved, expectedSealed: record.sealed)
+                _ = try? await store.replaceSubstrateSecret(moved, expectedSealed: record.sealed, ownerKeyVersion: owner.version)
             }
         }
         return key
     }
 
-    /// Moves every account of `owner`'s user to `target`: after sealing (to the new data key), and
-    /// before unsealing (to the master key alone, while the data key is still at hand). Returns
-    /// how many moved; throws when one does not open or another writer changed it meanwhile.
-    @discardableResult
-    func move(accountsOf owner: NostrKeyRecord, to target: SubstrateProtection, dataKey: DataKeySource) async throws -> Int {
-        var moved = 0
-        for record in try await store.substrateAccounts(ofUser: owner.userID) where record.protection != target.rawValue {
+    /// Every account of `owner`'s user sealed again for `target`, to be written with the key's
+    /// new protection in its one transaction (`changeKeyProtection`): after sealing, under the new
+    /// data key; when unsealing, under the master key alone. Throws when one does not open.
+    func resealed(accountsOf owner: NostrKeyRecord, to target: SubstrateProtection, dataKey: DataKeySource) async throws
+        -> [SubstrateAccountRecord]
+    {
+        var resealed: [SubstrateAccountRecord] = []
+        for record in try await store.substrateAccounts(ofUser: owner.userID) {
             var secret = try openSecret(record, owner: owner, dataKey: dataKey)
             defer { wipe(&secret) }
             var next = record
             try seal(secret, into: &next, to: target, dataKey: dataKey)
-            guard try await store.replaceSubstrateSecret(next, expectedSealed: record.sealed) else { throw SealController.conflict }
-            moved += 1
+            resealed.append(next)
         }
-        return moved
+        return resealed
     }
 
     /// On start: every secret kept under a key derived from a server-protected owner's nostr key
@@ -117,11 +119,21 @@ struct SubstrateCustody: Sendable {
                 owners[record.userID] = owner
             }
             guard !owner.passkeySealed else { continue }
-            var secret = try custody.openSecret(record, owner: owner, dataKey: { nil })
-            defer { wipe(&secret) }
-            var next = record
-            try custody.seal(secret, into: &next, to: .masterKey, dataKey: { nil })
-            if try await store.replaceSubstrateSecret(next, expectedSealed: record.sealed) { moved += 1 }
+            do {
+                var secret = try custody.openSecret(record, owner: owner, dataKey: { nil })
+                defer { wipe(&secret) }
+                var next = record
+                try custody.seal(secret, into: &next, to: .masterKey, dataKey: { nil })
+                if try await store.replaceSubstrateSecret(next, expectedSealed: record.sealed, ownerKeyVersion: owner.version) {
+                    moved += 1
+                }
+            } catch let error as KeyfobError {
+                // One that does not open (a database restored from elsewhere) stays as it is; the
+                // server still starts, and says so.
+                custody.custody.logger.error(
+                    "a Polkadot key kept under the nostr key does not open; left as it is",
+                    metadata: ["user": "\(record.userID)", "account": "\(record.id)", "reason": "\(error.message)"])
+            }
         }
         return moved
     }

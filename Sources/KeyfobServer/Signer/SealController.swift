@@ -101,23 +101,26 @@ struct SealController: Sendable {
                 let fresh = SecretKey.generate()
                 signer = (try custody.sealSigner(fresh, userID: userID, dataKey: dataKey, createdAt: now()), fresh)
             }
+            // The Polkadot keys go under the data key too, in the same transaction.
+            var raw = dataKey.exposedCopy()
+            defer { wipe(&raw) }
+            let substrate = try await SubstrateCustody(custody: custody, store: store, now: now).resealed(
+                accountsOf: current, to: .dataKey,
+                dataKey: {
+                    var copy = raw  // SecretBytes takes (and wipes) its own copy
+                    return SecretBytes(taking: &copy)
+                })
             do {
                 try await store.changeKeyProtection(
                     next, expectedVersion: current.version, wraps: [wrap],
                     keepingSession: proof.auth.session.tokenHash, sessionDataKey: copy,
-                    bunkerSigner: signer?.record)
+                    bunkerSigner: signer?.record, substrateAccounts: substrate)
             } catch StoreError.conflict {
                 throw Self.conflict
             }
             if let signer {
                 custody.unlockedSigners.open(signer.key, userID: userID, until: proof.auth.session.unlockedUntil ?? now())
             }
-            // The Polkadot keys go under the data key too. Should this stop half way, the rest move
-            // on their next use in an unlocked session (`SubstrateCustody.open`).
-            let substrate = SubstrateCustody(custody: custody, store: store, now: now)
-            let token = proof.auth.token, tokenHash = proof.auth.session.tokenHash
-            _ = try? await substrate.move(
-                accountsOf: next, to: .dataKey, dataKey: { PasskeySeal.openSessionCopy(copy, token: token, tokenHash: tokenHash) })
         } else if let opened = try await custody.openWrap(
             userID: userID, credentialID: credentialID, prf: proof.prf,
             challenge: proof.challenge)
@@ -174,12 +177,11 @@ struct SealController: Sendable {
         }
         let key = try custody.open(current, dataKey: dataKey)
         let next = try custody.seal(key, userID: userID, version: current.version + 1)
-        // The Polkadot keys back under the master key alone first, while the data key is at hand:
-        // after this, nothing opens what it sealed. (Moved and then not unsealed, they go back
-        // under it on their next use.)
+        // The Polkadot keys back under the master key alone, in the same transaction: after it,
+        // nothing opens what the data key sealed.
         var raw = dataKey.exposedCopy()
         defer { wipe(&raw) }
-        try await SubstrateCustody(custody: custody, store: store, now: now).move(
+        let substrate = try await SubstrateCustody(custody: custody, store: store, now: now).resealed(
             accountsOf: current, to: .masterKey,
             dataKey: {
                 var copy = raw  // SecretBytes takes (and wipes) its own copy
@@ -197,7 +199,7 @@ struct SealController: Sendable {
         do {
             try await store.changeKeyProtection(
                 next, expectedVersion: current.version, wraps: [], keepingSession: nil,
-                sessionDataKey: nil, bunkerSigner: signer)
+                sessionDataKey: nil, bunkerSigner: signer, substrateAccounts: substrate)
         } catch StoreError.conflict {
             throw Self.conflict
         }
