@@ -103,6 +103,20 @@ struct SubstrateCustody: Sendable {
         return resealed
     }
 
+    /// `resealed(accountsOf:to:dataKey:)` with the seal's data key at hand.
+    func resealed(accountsOf owner: NostrKeyRecord, to target: SubstrateProtection, dataKey key: borrowing SecretBytes) async throws
+        -> [SubstrateAccountRecord]
+    {
+        var raw = key.exposedCopy()
+        defer { wipe(&raw) }
+        return try await resealed(
+            accountsOf: owner, to: target,
+            dataKey: {
+                var copy = raw  // SecretBytes takes (and wipes) its own copy
+                return SecretBytes(taking: &copy)
+            })
+    }
+
     /// On start: every secret kept under a key derived from a server-protected owner's nostr key
     /// moves to the Substrate purpose key. A sealed owner's waits for their first use (only their
     /// passkey opens it). Returns how many moved.

@@ -102,14 +102,8 @@ struct SealController: Sendable {
                 signer = (try custody.sealSigner(fresh, userID: userID, dataKey: dataKey, createdAt: now()), fresh)
             }
             // The Polkadot keys go under the data key too, in the same transaction.
-            var raw = dataKey.exposedCopy()
-            defer { wipe(&raw) }
             let substrate = try await SubstrateCustody(custody: custody, store: store, now: now).resealed(
-                accountsOf: current, to: .dataKey,
-                dataKey: {
-                    var copy = raw  // SecretBytes takes (and wipes) its own copy
-                    return SecretBytes(taking: &copy)
-                })
+                accountsOf: current, to: .dataKey, dataKey: dataKey)
             do {
                 try await store.changeKeyProtection(
                     next, expectedVersion: current.version, wraps: [wrap],
@@ -179,14 +173,8 @@ struct SealController: Sendable {
         let next = try custody.seal(key, userID: userID, version: current.version + 1)
         // The Polkadot keys back under the master key alone, in the same transaction: after it,
         // nothing opens what the data key sealed.
-        var raw = dataKey.exposedCopy()
-        defer { wipe(&raw) }
         let substrate = try await SubstrateCustody(custody: custody, store: store, now: now).resealed(
-            accountsOf: current, to: .masterKey,
-            dataKey: {
-                var copy = raw  // SecretBytes takes (and wipes) its own copy
-                return SecretBytes(taking: &copy)
-            })
+            accountsOf: current, to: .masterKey, dataKey: dataKey)
         // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
         var signer: BunkerSignerRecord?
         if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
