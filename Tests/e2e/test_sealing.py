@@ -269,3 +269,13 @@ def test_sealing_with_every_passkey_then_each_opens_the_key_alone(server, driver
         wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
         event = sign_note(driver, f"opened by passkey {everyone.index(alone) + 1} alone")
         assert event["pubkey"] == pubkey.hex() and verify_event(event), event
+
+    # Back to server-protected: asked in the page, confirmed with the (last) passkey.
+    button = driver.find_element(By.ID, "unseal")
+    driver.execute_script("arguments[0].closest('details').open = true; arguments[0].scrollIntoView({block: 'center'})", button)
+    button.click()
+    wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline button"))
+    [b for b in driver.find_elements(By.CSS_SELECTOR, ".ask-inline button") if b.text == "Unseal"][0].click()
+    wait_for(driver, lambda d: status(d) == ("ok", "Your key is server-protected again."), timeout=20)
+    wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text != "Sealed by 3 passkeys")
+    assert sign_note(driver, "server-protected again")["pubkey"] == pubkey.hex()
