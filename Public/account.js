@@ -723,6 +723,15 @@ $("signout").addEventListener("click", async () => {
   try { await api("/logout", { method: "POST" }); } finally { location.assign("/?signedout"); }
 });
 
+// The key card's "Sign out everywhere" link: the remedy is one click from the top of the page.
+$("signout-all-link").addEventListener("click", (event) => {
+  event.preventDefault();
+  const button = $("signout-all");
+  button.closest("details").open = true;
+  button.scrollIntoView({ block: "center" });
+  button.focus();
+});
+
 $("signout-all").addEventListener("click", async () => {
   if (!(await askInPage($("signout-all").parentElement, {
     text: "Sign out on every device, disconnect every app and revoke every permission? Each will need your passkey to come back; apps need a new bunker URL.",
@@ -733,7 +742,10 @@ $("signout-all").addEventListener("click", async () => {
   let ended;
   try { ended = await api("/logout?everywhere=1", { method: "POST", body: { confirmation } }); } catch (error) { showError(error); return; }
   // What ended, for the sign-in page to say (kept in this tab, not in the address: a link must not word it).
-  sessionStorage.setItem("keyfob-signed-out", JSON.stringify({ sessions: ended.sessions, apps: ended.apps, grants: ended.grants, requests: ended.requests }));
+  sessionStorage.setItem("keyfob-signed-out", JSON.stringify({
+    sessions: ended.sessions, apps: ended.apps, grants: ended.grants, requests: ended.requests, ended: ended.ended,
+    passkeys: ended.passkeys, passkeysAddedToday: ended.passkeysAddedToday,
+  }));
   location.assign("/?signedout");
 });
 

@@ -92,12 +92,26 @@ document.getElementById("passkey-name").value = deviceName();
     let ended = {};
     try { ended = JSON.parse(everywhere); } catch { /* shown without figures */ }
     const number = (name) => Math.max(0, Number.isInteger(ended[name]) ? ended[name] : 0);
+    const named = (list) => (Array.isArray(list) ? list : []).filter((n) => typeof n === "string").map((n) => n.slice(0, 60));
+    const what = ended.ended && typeof ended.ended === "object" ? ended.ended : {};
+    const sessions = number("sessions");
     const apps = number("apps");
     const requests = number("requests");
-    showStatus("ok", `You are signed out everywhere: ${counted(number("sessions"), "session")} ended, `
-      + `${apps === 1 ? "1 app was" : `${apps} apps were`} disconnected and ${counted(number("grants"), "permission")} revoked`
+    // Who ended, by name: this browser, the extension, the rest counted; apps by the names they
+    // gave themselves (quoted), sites by their address.
+    const who = ["this browser"];
+    if (what.extensionSession === true) who.push("the Keyfob extension");
+    if (sessions > who.length) who.push(`${sessions - who.length} more`);
+    const appNames = named(what.apps).map((n) => `“${n}”`);
+    const sites = named(what.sites).filter((n) => !n.startsWith("nip46:"));
+    const passkeys = number("passkeys");
+    const today = number("passkeysAddedToday");
+    showStatus("ok", `You are signed out everywhere: ${counted(sessions, "session")} ended (${who.join(", ")}), `
+      + `${apps === 1 ? "1 app was" : `${apps} apps were`} disconnected${appNames.length ? ` (${appNames.join(", ")})` : ""} `
+      + `and ${counted(number("grants"), "permission")} revoked${sites.length ? ` (${sites.join(", ")})` : ""}`
       + (requests ? `, and ${requests === 1 ? "1 waiting request was" : `${requests} waiting requests were`} cancelled. ` : ". ")
-      + (apps ? "After you sign in, connect your apps again with a new bunker URL." : "Sign in again with your passkey."));
+      + (apps ? "After you sign in, connect your apps again with a new bunker URL. " : "Sign in again with your passkey. ")
+      + (passkeys ? `Then check your passkeys: you have ${passkeys}${today ? `, ${today} added today` : ""}; remove any you do not know.` : ""));
     return;
   }
   if (params.has("signedout")) { showStatus("ok", "You are signed out."); return; }

@@ -167,6 +167,9 @@ extension PostgresStore {
         substrateAccounts: [SubstrateAccountRecord]?
     ) async throws {
         try await transaction { [self] connection in
+            // The count below must see an account inserted while this waited for the key's row:
+            // READ COMMITTED whatever the server's default isolation is.
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
             if let substrateAccounts {
                 // The key's row is locked by the version check above: no account is added meanwhile

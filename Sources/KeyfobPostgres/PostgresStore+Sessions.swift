@@ -48,13 +48,16 @@ extension PostgresStore {
 
     public func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere {
         try await transaction { [logger] connection in
-            let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING 1", logger: logger).collect()
-            let clients = try await connection.query("DELETE FROM bunker_clients WHERE user_id = \(userID) RETURNING 1", logger: logger)
-                .collect()
+            let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING kind", logger: logger)
+                .collect().map { try $0.makeRandomAccess().optionalText(0) }
+            let clients = try await connection.query(
+                "DELETE FROM bunker_clients WHERE user_id = \(userID) RETURNING coalesce(name, client_pubkey)", logger: logger
+            ).collect().map { try $0.makeRandomAccess().text(0) }
             try await connection.query(
                 "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
             ).collect()
-            let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING 1", logger: logger).collect()
+            let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING client", logger: logger)
+                .collect().map { try $0.makeRandomAccess().text(0) }
             // What an intruder's client left waiting is cancelled, not left to be approved; the
             // Polkadot metadata its dapps stored goes with their permissions.
             let nostr = try await connection.query(
@@ -68,7 +71,9 @@ extension PostgresStore {
             ).collect().compactMap { try $0.makeRandomAccess().optionalBytes(0) }
             try await PostgresStore.sweepRuntimes(runtimes, on: connection, logger: logger)
             return SignedOutEverywhere(
-                sessions: sessions.count, clients: clients.count, grants: grants.count, requests: nostr.count + polkadot.count)
+                sessions: sessions.count, clients: clients.count, grants: grants.count, requests: nostr.count + polkadot.count,
+                extensionSessions: sessions.filter { $0 == "extension" }.count, clientNames: clients.sorted(),
+                grantClients: Set(grants).sorted())
         }
     }
 

@@ -38,14 +38,18 @@ extension SQLiteStore {
         try write {
             try connection.transaction {
                 var ended = SignedOutEverywhere(sessions: 0, clients: 0, grants: 0)
-                try connection.query("DELETE FROM sessions WHERE user_id = ?", [.text(userID)])
-                ended.sessions = connection.changes
-                try connection.query("DELETE FROM bunker_clients WHERE user_id = ?", [.text(userID)])
-                ended.clients = connection.changes
+                let kinds = try connection.query("DELETE FROM sessions WHERE user_id = ? RETURNING kind", [.text(userID)])
+                ended.sessions = kinds.count
+                ended.extensionSessions = kinds.filter { $0.first?.text == "extension" }.count
+                let clients = try connection.query(
+                    "DELETE FROM bunker_clients WHERE user_id = ? RETURNING coalesce(name, client_pubkey)", [.text(userID)])
+                ended.clients = clients.count
+                ended.clientNames = clients.compactMap { $0.first?.text }.sorted()
                 try connection.query(
                     "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = ?", [.text(userID)])
-                try connection.query("DELETE FROM grants WHERE user_id = ?", [.text(userID)])
-                ended.grants = connection.changes
+                let grants = try connection.query("DELETE FROM grants WHERE user_id = ? RETURNING client", [.text(userID)])
+                ended.grants = grants.count
+                ended.grantClients = Set(grants.compactMap { $0.first?.text }).sorted()
                 // What an intruder's client left waiting is cancelled, not left to be approved; the
                 // Polkadot metadata its dapps stored goes with their permissions.
                 try connection.query("UPDATE signer_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])

@@ -94,11 +94,24 @@ public struct SignedOutEverywhere: Sendable, Equatable {
     /// Waiting requests cancelled (nostr redirect-flow and NIP-46 requests, Polkadot requests): their
     /// pages say so, and nothing answers them.
     public var requests: Int
-    public init(sessions: Int, clients: Int, grants: Int, requests: Int = 0) {
+    /// Of `sessions`, the browser extension's.
+    public var extensionSessions: Int
+    /// The disconnected NIP-46 clients by the name they gave (their public key without one).
+    public var clientNames: [String]
+    /// The apps and sites whose remembered choices or dapp permissions went (grant clients).
+    public var grantClients: [String]
+
+    public init(
+        sessions: Int, clients: Int, grants: Int, requests: Int = 0, extensionSessions: Int = 0, clientNames: [String] = [],
+        grantClients: [String] = []
+    ) {
         self.sessions = sessions
         self.clients = clients
         self.grants = grants
         self.requests = requests
+        self.extensionSessions = extensionSessions
+        self.clientNames = clientNames
+        self.grantClients = grantClients
     }
 }
 

@@ -45,6 +45,12 @@ import WebAuthnTestSupport
             let confirmation = try await client.confirmation("sessions.revoke", by: &passkey, token: token)
             let out = try await client.call(.post, "/logout?everywhere=1", json: ["confirmation": confirmation], headers: auth)
             #expect(out.status == .ok && out["apps"] as? Int == 1 && out["grants"] as? Int == 3 && out["sessions"] as? Int == 1, "\(out.json)")
+            // #56: what ended, by name, and the passkeys to check.
+            let ended = try #require(out["ended"] as? [String: Any], "\(out.json)")
+            #expect(ended["extensionSession"] as? Bool == false)
+            #expect((ended["apps"] as? [String])?.count == 1)
+            #expect((ended["sites"] as? [String])?.contains { $0.contains("client.example") } == true, "\(ended)")
+            #expect(out["passkeys"] as? Int == 1 && out["passkeysAddedToday"] as? Int == 1, "\(out.json)")
 
             // The owner comes back and unlocks: the old client gets nothing, its URL connects nothing.
             let again = try #require(try await client.signIn(&passkey)["token"] as? String)

@@ -128,4 +128,27 @@ import WebAuthnTestSupport
             #expect(try await Self.protections(harness, "sealed") == [2])
         }
     }
+
+    /// A request that read its session before an unseal and a new seal holds the old data key: a
+    /// key it adds would be sealed under a data key no passkey wraps any more. Refused instead.
+    @Test func aDataKeyFromBeforeANewSealSealsNothing() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "stale")["token"] as? String)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let raw = try #require(Base64URL.decode(token))
+            let stale = SessionUnlock(token: raw, session: try #require(try await harness.store.session(tokenHash: sha256(raw), now: Date())))
+            #expect(try await client.seal(&passkey, token: token, path: "/api/signer/unseal").status == .ok)
+            #expect(try await client.seal(&passkey, token: token).status == .ok)
+            let custody = KeyCustody(store: harness.store, vault: harness.vault, now: { Date() }, logger: Logger(label: "test"))
+            let substrate = SubstrateCustody(custody: custody, store: harness.store, now: { Date() })
+            let user = try #require(try await harness.store.user(named: "stale"))
+            let key = try SubstrateKey(type: .sr25519, seed: randomBytes(32))
+            await #expect(throws: KeyfobError.self) {
+                _ = try await substrate.add(key, name: "Late", network: 0, userID: user.id, unlock: stale)
+            }
+            #expect(try await harness.store.substrateAccounts(ofUser: user.id).isEmpty)
+        }
+    }
 }

@@ -330,7 +330,11 @@ extension StoreContractTests {
         }
 
         let ended = try await store.signOutEverywhere(userID: alice.id)
-        #expect(ended == SignedOutEverywhere(sessions: 1, clients: 1, grants: 2, requests: 1))
+        #expect(
+            ended
+                == SignedOutEverywhere(
+                    sessions: 1, clients: 1, grants: 2, requests: 1, extensionSessions: 0, clientNames: ["App"],
+                    grantClients: ["app", "https://dapp.example"]))
         #expect(try await store.claimPendingRequest(id: alice.id + "-r", userID: alice.id, now: t0) == nil)
         #expect(try await store.claimPendingRequest(id: bob.id + "-r", userID: bob.id, now: t0) != nil)
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0) == nil)

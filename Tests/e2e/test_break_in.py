@@ -94,9 +94,12 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     # It waits on the approval page for the owner (the intruder's request, left waiting).
     waiting_id = locked["error"].rsplit("/approve/", 1)[1]
 
-    # Sign out everywhere, confirmed with the passkey; the result says what ended.
+    # Sign out everywhere, one click from the key card, confirmed with the passkey; the result
+    # says what ended, by name, and what to check next.
+    driver.execute_script("window.scrollTo(0, 0)")
+    driver.find_element(By.ID, "signout-all-link").click()
     button = driver.find_element(By.ID, "signout-all")
-    driver.execute_script("arguments[0].closest('details').open = true; arguments[0].scrollIntoView({block: 'center'})", button)
+    wait_for(driver, lambda d: button.is_displayed() and d.switch_to.active_element == button)
     button.click()
     wait_for(driver, lambda d: d.find_elements(By.CSS_SELECTOR, ".ask-inline button.danger"))
     driver.find_element(By.CSS_SELECTOR, ".ask-inline button.danger").click()
@@ -105,6 +108,8 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     text = driver.find_element(By.ID, "status").text
     assert "1 app was disconnected" in text and "3 permissions revoked" in text and "new bunker URL" in text, text
     assert "1 waiting request was cancelled" in text, text
+    assert "ended (this browser" in text and f"127.0.0.1:{site.server_port}" in text, text
+    assert "check your passkeys: you have 1, 1 added today" in text, text
     driver.save_screenshot(f"{shots(server)}/signed-out-everywhere-390.png")
     assert events.read() is not None  # the stream ended (read returns at its end)
 

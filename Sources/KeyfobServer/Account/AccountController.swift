@@ -91,9 +91,15 @@ struct AccountController: Sendable {
                 events.record(
                     .signedOut, username: auth.user.username,
                     detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants) requests=\(ended.requests)")
+                let passkeys = try await store.credentials(ofUser: auth.user.id)
+                let dayAgo = now().addingTimeInterval(-86400)
                 return jsonResponse(
                     SignedOutReply(
-                        signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants, requests: ended.requests),
+                        signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants, requests: ended.requests,
+                        ended: .init(
+                            extensionSession: ended.extensionSessions > 0, apps: Array(ended.clientNames.prefix(20)),
+                            sites: Array(ended.grantClients.prefix(20))),
+                        passkeys: passkeys.count, passkeysAddedToday: passkeys.filter { $0.createdAt > dayAgo }.count),
                     headers: cleared)
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
@@ -117,6 +123,19 @@ struct AccountController: Sendable {
         let grants: Int
         /// Waiting requests cancelled (nostr apps', NIP-46 clients', Polkadot sites').
         let requests: Int
+        /// What ended, by name: whether the browser extension's session was among them, the
+        /// disconnected NIP-46 apps, the apps and sites whose permissions went.
+        let ended: Ended
+        /// The passkeys that can still sign in (an intruder may have added one): how many, how
+        /// many were added in the last day.
+        let passkeys: Int
+        let passkeysAddedToday: Int
+
+        struct Ended: Encodable {
+            let extensionSession: Bool
+            let apps: [String]
+            let sites: [String]
+        }
     }
 
     /// "Lock now": every session of the account locked at once (they stay signed in; signing

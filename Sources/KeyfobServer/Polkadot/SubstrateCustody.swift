@@ -50,7 +50,8 @@ struct SubstrateCustody: Sendable {
             name: name, network: Int(network), nonce: [], sealed: [], createdAt: now())
         var secret = key.exposedSecret()
         defer { wipe(&secret) }
-        try seal(secret, into: &record, to: owner.passkeySealed ? .dataKey : .masterKey, dataKey: { unlock?.dataKey(at: now()) })
+        try seal(
+            secret, into: &record, to: owner.passkeySealed ? .dataKey : .masterKey, dataKey: { unlock?.dataKey(at: now()) }, owner: owner)
         do {
             try await store.insertSubstrateAccount(record, maxPerUser: Self.maxAccounts, ownerKeyVersion: owner.version)
         } catch StoreError.limitReached {
@@ -79,7 +80,7 @@ struct SubstrateCustody: Sendable {
         let wanted: SubstrateProtection = owner.passkeySealed ? .dataKey : .masterKey
         if record.protection != wanted.rawValue {
             var moved = record
-            if (try? seal(secret, into: &moved, to: wanted, dataKey: dataKey)) != nil {
+            if (try? seal(secret, into: &moved, to: wanted, dataKey: dataKey, owner: owner)) != nil {
                 _ = try? await store.replaceSubstrateSecret(moved, expectedSealed: record.sealed, ownerKeyVersion: owner.version)
             }
         }
@@ -94,7 +95,15 @@ struct SubstrateCustody: Sendable {
     {
         var resealed: [SubstrateAccountRecord] = []
         for record in try await store.substrateAccounts(ofUser: owner.userID) {
-            var secret = try openSecret(record, owner: owner, dataKey: dataKey)
+            var secret: [UInt8]
+            do {
+                secret = try openSecret(record, owner: owner, dataKey: dataKey)
+            } catch let error as KeyfobError where error.message == Self.doesNotOpen.message {
+                throw KeyfobError(
+                    .internalError,
+                    "your Polkadot account “\(record.name)” does not open, so your key's protection cannot change with it: remove that account first",
+                    status: .conflict)
+            }
             defer { wipe(&secret) }
             var next = record
             try seal(secret, into: &next, to: target, dataKey: dataKey)
@@ -152,15 +161,19 @@ struct SubstrateCustody: Sendable {
         return moved
     }
 
-    /// `secret` sealed into `record` as `target` says.
-    private func seal(_ secret: [UInt8], into record: inout SubstrateAccountRecord, to target: SubstrateProtection, dataKey: DataKeySource)
-        throws
-    {
+    /// `secret` sealed into `record` as `target` says. With `owner`, a data key must be that key
+    /// version's (it opens the owner's nostr key): a session's copy from before an unseal and a new
+    /// seal would seal the secret under a data key no passkey wraps any more.
+    private func seal(
+        _ secret: [UInt8], into record: inout SubstrateAccountRecord, to target: SubstrateProtection, dataKey: DataKeySource,
+        owner: NostrKeyRecord? = nil
+    ) throws {
         switch target {
         case .masterKey:
             (record.nonce, record.sealed) = try custody.vault.seal(secret, for: .substrateKeys, context: Self.context(record))
         case .dataKey:
             guard let key = dataKey() else { throw KeyfobError.signerSealed }
+            if let owner { _ = try custody.open(owner, dataKey: key) }
             var inner = try KeyVault.encrypt(secret, key: key, aad: Self.innerContext(record))
             defer { wipe(&inner) }
             (record.nonce, record.sealed) = try custody.vault.seal(inner, for: .substrateKeys, context: Self.sealedContext(record))

@@ -138,6 +138,9 @@ struct SealController: Sendable {
             guard let dataKey = proof.auth.unlock.dataKey(at: now()) else {
                 throw KeyfobError.signerSealed
             }
+            // The session's data key must be the seal's now (not one from before an unseal and a
+            // new seal): a wrap of a stale one would open nothing.
+            _ = try custody.open(current, dataKey: dataKey)
             _ = try await store.putKeyWrap(
                 PasskeySeal.newWrap(
                     dataKey, prfOutput: output, userID: userID, credentialID: credentialID,
