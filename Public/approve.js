@@ -146,19 +146,35 @@ async function load() {
       $("signin").textContent = "Unlock with a passkey";
       $("signin-card").hidden = false;
     } else {
-      $("who").textContent = "";
-      $("title").textContent = "This request is gone";
-      showStatus("error", error.code === "request_not_found"
-        ? error.message
-        : `${describeError(error)} Nothing was signed.`, error.code);
-      // An expired request of an app that waits for the browser: the way back tells it so.
-      const back = error.data && error.data.back;
-      if (back) {
-        $("back-to-app").href = back;
-        $("back-to-app").hidden = false;
-      }
+      gone(error);
     }
   }
+}
+
+/** The request can no longer be decided (expired, decided, cancelled): the page says so in place
+ *  of the request, with no button left to press but the way back, which tells the app. */
+function gone(error) {
+  $("who").textContent = "";
+  $("title").textContent = "This request is gone";
+  $("request-card").hidden = true;
+  $("choices-card").hidden = true;
+  $("presets-card").hidden = true;
+  $("back-to-app").parentElement.before($("status"));
+  showStatus("error", error.code === "request_not_found" ? error.message : `${describeError(error)} Nothing was signed.`, error.code);
+  // An app that waits for the browser: the way back tells it the request is over.
+  const back = error.data && error.data.back;
+  if (back) {
+    $("back-to-app").href = back;
+    $("back-to-app").hidden = false;
+  }
+}
+
+/** A decision the server no longer takes (the page stayed open past the request's life): the
+ *  page reads the request again, which shows why and the way back. */
+async function decisionFailed(error) {
+  if (error.code !== "request_not_found") return false;
+  await load();
+  return true;
 }
 
 function go(reply, rejected = false) {
@@ -200,6 +216,7 @@ async function approve() {
 
 $("approve").addEventListener("click", async () => {
   try { await approve(); } catch (error) {
+    if (await decisionFailed(error)) return;
     if (error.code === "signer_locked") { current.signerLocked = true; }
     showStatus("error", `${describeError(error)} Nothing was signed.`, error.code);
   }
@@ -208,7 +225,7 @@ $("approve").addEventListener("click", async () => {
 $("reject").addEventListener("click", async () => {
   try {
     go(await api(`/api/requests/${encodeURIComponent(requestID)}/reject`, { method: "POST", body: { remember: $("remember").value } }), true);
-  } catch (error) { showError(error); }
+  } catch (error) { if (!(await decisionFailed(error))) showError(error); }
 });
 
 $("signin").addEventListener("click", async () => {

@@ -5,6 +5,7 @@ import base64
 import http.server
 import json
 import os
+import sqlite3
 import ssl
 import subprocess
 import sys
@@ -92,6 +93,46 @@ def test_the_nip07_demo_page_asks_and_signs(server, driver):
     wait_for(driver, lambda d: output(d).startswith("{"))
     event = json.loads(output(driver))
     assert event["pubkey"] == pubkey and event["content"] == "Hello from a NIP-07 page" and verify_event(event)
+
+
+def test_an_approval_pressed_after_the_request_expired_says_so_and_the_site_hears(server, driver):
+    """#56: an approval window left open past the request's life once answered "this request was
+    decided already, has expired, or is not yours" with both buttons live and no way back, while
+    the site waited. Now the page says it expired, keeps no button but "Back to the app", and that
+    ends the site's call."""
+    sign_up(driver, server, "late")
+    site = tempfile.mkdtemp(prefix="keyfob-late-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(f"""<!doctype html><title>a nostr client</title>
+<script src="{server.url}/nip07.js"></script>
+<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'late', tags: []}})
+  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
+<pre id=out></pre>""")
+    httpd = serve(site)
+    try:
+        driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
+        main = driver.current_window_handle
+        driver.find_element(By.ID, "sign").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 2)
+        driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        # Five minutes later, as far as the server knows.
+        db = sqlite3.connect(os.path.join(server.data, "keyfob.sqlite"))
+        db.execute("UPDATE signer_requests SET expires_at = expires_at - 600")
+        db.commit()
+        db.close()
+        driver.find_element(By.ID, "approve").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "title").text == "This request is gone")
+        assert "expired" in driver.find_element(By.ID, "status").text and "Nothing was signed" in driver.find_element(By.ID, "status").text
+        assert not driver.find_element(By.ID, "approve").is_displayed() and not driver.find_element(By.ID, "reject").is_displayed()
+        driver.save_screenshot(server.data + "/approve-expired.png")
+        driver.find_element(By.ID, "back-to-app").click()
+        wait_for(driver, lambda d: len(d.window_handles) == 1)
+        driver.switch_to.window(main)
+        wait_for(driver, lambda d: d.find_element(By.ID, "out").text.startswith("error"))
+        assert driver.find_element(By.ID, "out").text == "error user_rejected"
+    finally:
+        httpd.shutdown()
 
 
 def test_nip07_from_a_page_on_another_origin(server, driver):
