@@ -114,8 +114,13 @@ function render(r) {
   const remember = $("remember");
   for (const option of remember.options) option.disabled = !r.remember.includes(option.value);
   if (!r.remember.includes(remember.value)) remember.value = "once";
-  $("passkey-note").hidden = !r.needsPasskey;
-  $("approve").textContent = r.needsPasskey ? "Approve with passkey" : "Approve";
+  // Before the click, what it will ask: the passkey for a receipt, the passkey to unlock first, or
+  // nothing (an unlocked signer, an ordinary request).
+  $("passkey-note").hidden = !r.needsPasskey && !r.signerLocked;
+  $("passkey-note").textContent = r.needsPasskey
+    ? "Asked every time: your passkey signs a receipt of exactly this request."
+    : "Your signer is locked: approving asks for your passkey first, which unlocks it.";
+  $("approve").textContent = r.needsPasskey || r.signerLocked ? "Approve with passkey" : "Approve";
   presetChanged();
 }
 

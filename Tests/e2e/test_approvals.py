@@ -93,6 +93,20 @@ def test_the_nip07_demo_page_asks_and_signs(server, driver):
     wait_for(driver, lambda d: output(d).startswith("{"))
     event = json.loads(output(driver))
     assert event["pubkey"] == pubkey and event["content"] == "Hello from a NIP-07 page" and verify_event(event)
+    # A locked signer: the approval page says before the click that the passkey will be asked.
+    locked = driver.execute_async_script(
+        "fetch('/api/signer/lock', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'})"
+        ".then((r) => arguments[0](r.status))")
+    assert locked == 200
+    driver.find_element(By.ID, "sign").click()
+    wait_for(driver, lambda d: len(d.window_handles) == 2)
+    driver.switch_to.window([h for h in driver.window_handles if h != main][0])
+    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    assert driver.find_element(By.ID, "approve").text == "Approve with passkey"
+    assert driver.find_element(By.ID, "passkey-note").text.startswith("Your signer is locked: approving asks for your passkey")
+    driver.close()  # the window closed undecided: the page's call ends
+    driver.switch_to.window(main)
+    wait_for(driver, lambda d: output(d).startswith("error"))
 
 
 def test_an_approval_pressed_after_the_request_expired_says_so_and_the_site_hears(server, driver):
