@@ -127,7 +127,16 @@ async function nostrWindow(origin, path, query) {
   const { server } = await state.get();
   const rid = `${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
   const callback = `${server}/callback.html?origin=${encodeURIComponent(origin)}&rid=${rid}`;
-  const params = await keyfobWindow(`${server}${path}?${new URLSearchParams(query(callback, rid))}`, `${server}/callback.html`);
+  let url = `${server}${path}?${new URLSearchParams(query(callback, rid))}`;
+  // The server answers a remembered permission at once, redirecting to the callback with the
+  // result; asked first without a window (with this browser's Keyfob sign-in, as the window
+  // would be), a window opens only when the person must decide or use their passkey.
+  try {
+    const asked = await fetch(url, { credentials: "include", cache: "no-store" });
+    if (asked.url.startsWith(`${server}/callback.html?`)) return { params: new URLSearchParams(new URL(asked.url).search) };
+    if (asked.url.startsWith(`${server}/approve/`)) url = asked.url;  // the request it made waits there
+  } catch { /* the window asks instead */ }
+  const params = await keyfobWindow(url, `${server}/callback.html`);
   if (!params) return failure("user_rejected", "the Keyfob window was closed");
   return { params };
 }

@@ -191,10 +191,19 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         approve_in_popup(driver, main)
         wait_for(driver, lambda d: out(d) == pubkey)
         driver.find_element(By.ID, "sign").click()
-        approve_in_popup(driver, main)
+        approve_in_popup(driver, main, remember="forever")
         wait_for(driver, lambda d: out(d).startswith("{"))
         event = json.loads(out(driver))
         assert event["pubkey"] == pubkey and verify_event(event)
+        # #56: remembered ("until I revoke it"), the next signEvent is answered with no window at
+        # all, as NIP-07 extensions do: the extension asks the server first.
+        driver.execute_script("document.getElementById('out').textContent = ''")
+        driver.find_element(By.ID, "sign").click()
+        windows = set()
+        wait_for(driver, lambda d: windows.add(len(d.window_handles)) or out(d).startswith("{"), timeout=20)
+        assert windows == {1}, windows
+        again = json.loads(out(driver))
+        assert again["pubkey"] == pubkey and verify_event(again)
         assert f"client={origin}" in server.logs()
 
         # Polkadot: the extension's own question, then a raw signature and a checked transaction,
