@@ -282,11 +282,47 @@ async function handle(message, sender) {
   const { server, off } = await state.get();
   if (origin === new URL(server).origin) return failure("permission_denied", "Keyfob's own pages use your session directly");
   if (off.includes(origin)) return failure("permission_denied", `Keyfob is off for ${origin} (the extension's popup turns it on)`);
-  const live = await connected();
+  let live = await connected();
+  if (live.error && live.error.code === "unauthorized") {
+    // Not connected (never, or signed out): Keyfob's own page opens to sign in and connect this
+    // extension, and the site's call continues once it has; closed, the site hears why.
+    if ((await signInWindow(origin)) === true) live = await connected();
+  }
   if (live.error) return { error: live.error };
   if (message.kind === "nostr") return nostr(origin, message.method, Array.isArray(message.params) ? message.params : []);
   if (message.kind === "polkadot") return polkadot(origin, message.method, message.params || {});
   return failure("unsupported_type", "unknown request");
+}
+
+/** Calls waiting for a session from Keyfob's page (`signInWindow`). */
+let awaitingSession = [];
+
+/** One sign-in window at a time: every call that needs it waits for the same one. */
+let signingIn = null;
+function signInWindow(origin) {
+  if (!signingIn) signingIn = openSignInWindow(origin).finally(() => { signingIn = null; });
+  return signingIn;
+}
+
+/** Opens Keyfob's /extension.html in a window; true once it gave this extension a session
+ *  (the window then closes), false when the person closed it. */
+async function openSignInWindow(origin) {
+  const url = `${SERVER}/extension.html?${new URLSearchParams({ for: origin })}`;
+  const created = await chrome.windows.create({ url, type: "popup", width: 440, height: 760 });
+  const keepAlive = setInterval(() => chrome.runtime.getPlatformInfo(), 20000);
+  const connectedNow = await new Promise((resolve) => {
+    function onRemoved(id) { if (id === created.id) done(false); }
+    function done(value) {
+      clearInterval(keepAlive);
+      chrome.windows.onRemoved.removeListener(onRemoved);
+      awaitingSession = awaitingSession.filter((waiting) => waiting !== done);
+      resolve(value);
+    }
+    awaitingSession.push(done);
+    chrome.windows.onRemoved.addListener(onRemoved);
+  });
+  if (connectedNow) chrome.windows.remove(created.id).catch(() => {});
+  return connectedNow;
 }
 
 /** Keyfob's own /extension.html gives this extension its session directly (the browser lets only
@@ -303,6 +339,7 @@ async function receiveSession(message, sender) {
   const live = await connected();
   if (live.error) return live;
   await state.set({ username: live.session.username });
+  for (const waiting of awaitingSession.slice()) waiting(true);
   return { ok: true };
 }
 

@@ -5,6 +5,14 @@
 "use strict";
 const $ = (id) => document.getElementById(id);
 
+// Opened by the extension for a site's call while it was not connected: say which, and that the
+// call goes on once connected (the site's address as the browser reported it to the extension).
+const askedBy = new URLSearchParams(location.search).get("for");
+if (askedBy && /^https?:\/\/[^\s]+$/.test(askedBy)) {
+  $("asked-by").textContent = `${askedBy.slice(0, 200)} asked Keyfob through the extension, which is not connected. Sign in and connect it, and that request goes on; close this window to refuse it.`;
+  $("asked-by").hidden = false;
+}
+
 async function load() {
   const session = await api("/session").catch(() => null);
   if (!session) {
