@@ -70,7 +70,11 @@ async function refreshSession() {
     location.replace("/");
     return false;
   }
-  $("username").textContent = account.username;
+  // An anonymous account is called what the passkey prompt calls it ("Keyfob account 92ce", the
+  // start of its id); its full id is beside it.
+  const shownName = account.isAnonymous ? `Keyfob account ${account.username.replace(/^anon-/, "").slice(0, 4)}` : account.username;
+  $("username").textContent = shownName;
+  $("anonymous").textContent = `(anonymous: ${account.username})`;
   $("anonymous").hidden = !account.isAnonymous;
   $("npub").textContent = account.npub;
   drawQR($("npub-qr"), account.npub);
@@ -78,7 +82,8 @@ async function refreshSession() {
   renderProtection();
   if (window.PublicKeyCredential && PublicKeyCredential.signalCurrentUserDetails) {
     PublicKeyCredential.signalCurrentUserDetails({
-      rpId: location.hostname, userId: account.userId, name: account.username, displayName: account.username,
+      // The name the passkey prompt shows is the one this page shows (#56).
+      rpId: location.hostname, userId: account.userId, name: shownName, displayName: shownName,
     }).catch(() => {});
   }
   return true;
@@ -115,7 +120,8 @@ function renderProtection() {
   const p = account.protection || { level: "server", summary: "server-protected", sealedBy: 0 };
   const sealed = p.level === "passkeys";
   $("protection-summary").textContent = sealed ? `Sealed by ${counted(p.sealedBy, "passkey")}` : "Server-protected";
-  $("protection-summary").dataset.level = p.level;
+  // One sealing passkey is a risk the page warns about (losing it loses the key): not shown as "ok".
+  $("protection-summary").dataset.level = sealed && p.sealedBy === 1 ? "passkeys-one" : p.level;
   $("protection-explain").textContent = sealed
     ? "Only a sign-in with one of these passkeys opens your key, for the unlock window. Keyfob's database and master key alone cannot."
     : "Keyfob keeps your key encrypted under its master key. Seal it with your passkeys to take even the operator out of reach.";
@@ -465,6 +471,8 @@ async function showBunker(rotate = false) {
   drawQR($("bunker-qr"), reply.url);
   $("bunker-expiry").textContent = `Works once, until ${new Date(reply.secretExpiresAt * 1000).toLocaleTimeString()}.`;
   $("bunker").hidden = false;
+  // Shown: "New URL" beside it makes another; the show button has done its work.
+  $("bunker-show").hidden = true;
 }
 
 let shownClients = null;

@@ -160,12 +160,16 @@ async function load() {
  *  of the request, with no button left to press but the way back, which tells the app. */
 function gone(error) {
   $("who").textContent = "";
-  $("title").textContent = "This request is gone";
+  $("title").textContent = error.data && error.data.state === "approved" ? "Approved already"
+    : error.data && error.data.state === "rejected" ? "Rejected already" : "This request is gone";
   $("request-card").hidden = true;
   $("choices-card").hidden = true;
   $("presets-card").hidden = true;
   $("back-to-app").parentElement.before($("status"));
-  showStatus("error", error.code === "request_not_found" ? error.message : `${describeError(error)} Nothing was signed.`, error.code);
+  // Decided already is an answer, not a failure: only expired, cancelled or unknown is an error.
+  const decided = error.data && (error.data.state === "approved" || error.data.state === "rejected");
+  showStatus(decided ? "" : "error", error.code === "request_not_found" ? error.message : `${describeError(error)} Nothing was signed.`,
+    decided ? undefined : error.code);
   // An app that waits for the browser: the way back tells it the request is over.
   const back = error.data && error.data.back;
   if (back) {
@@ -183,6 +187,8 @@ async function decisionFailed(error) {
 }
 
 function go(reply, rejected = false) {
+  // The question is answered: the title says so, not "Approve this?".
+  $("title").textContent = rejected ? "Rejected" : "Done";
   if (reply.redirect) {
     showStatus("ok", rejected ? "Rejected. Nothing was signed; returning to the app…" : "Done. Returning to the app…");
     location.assign(reply.redirect);

@@ -5,7 +5,8 @@ let usersCursor = null;
 
 function line(a) {
   const li = document.createElement("li");
-  li.dataset.outcome = a.outcome;
+  // A locked signer asking for the passkey is the normal step-up, not a failure (as the stats count it).
+  li.dataset.outcome = a.code === "signer_locked" ? "step-up" : a.outcome;
   const parts = [new Date(a.time).toLocaleTimeString(), a.event, a.user, a.client, a.method,
                  a.kind !== undefined && a.kind !== null ? `kind ${a.kind}` : null, a.code, a.ip];
   li.textContent = parts.filter((p) => p !== null && p !== undefined && p !== "").join(" · ");

@@ -11,7 +11,7 @@ const origin = (() => {
     return /^https?:$/.test(url.protocol) ? url.origin : null;
   } catch { return null; }
 })();
-$("origin").textContent = origin || "a site";
+setBreakable($("origin"), origin || "a site");
 const name = (params.get("name") || "").slice(0, 80);
 if (name) $("name").textContent = `It calls itself “${name}” (its own words).`;
 

@@ -135,7 +135,7 @@ async function registerPasskey(username, hints, adding = false, seal = false, pa
     }
   }
   const credential = await navigator.credentials.create({ publicKey });
-  rememberDeviceCredential(credential.id);
+  rememberDeviceCredential(credential);
   return api("/verify-registration", {
     method: "POST",
     body: {
@@ -145,8 +145,11 @@ async function registerPasskey(username, hints, adding = false, seal = false, pa
   });
 }
 
-/** Passkeys used in this browser (their ids), so the account page can say "This device". */
-function rememberDeviceCredential(id) {
+/** Passkeys of this device used in this browser (their ids), so the account page can say "This
+ *  device": a security key or a phone (cross-platform) is used here but is not this device. */
+function rememberDeviceCredential(credential) {
+  if (credential.authenticatorAttachment === "cross-platform") return;
+  const id = credential.id;
   try {
     const known = new Set(JSON.parse(localStorage.getItem("keyfob-device-credentials") || "[]"));
     known.add(id);
@@ -163,7 +166,7 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
   const options = await api("/generate-authentication-options", { method: "POST", body: {} });
   if (onOptions) onOptions(options);
   const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
-  rememberDeviceCredential(credential.id);
+  rememberDeviceCredential(credential);
   try {
     return await api("/verify-authentication", {
       method: "POST",
@@ -347,8 +350,20 @@ function askInPage(into, { text, field, confirm = "OK", danger = false, extra = 
       if (event.key === "Enter" && input) finish(input.value);
     });
     into.append(box);
-    (input || ok).focus();
+    // The question in view, on a small screen too (it opens below the button pressed).
+    box.scrollIntoView({ block: "nearest" });
+    (input || ok).focus({ preventScroll: true });
   });
+}
+
+/** `text` (an origin or URL) into `element`, breakable after "//", before a port and after each
+ *  dot: on a narrow screen a host wraps at its parts, not mid-name. */
+function setBreakable(element, text) {
+  element.replaceChildren();
+  for (const part of String(text).split(/(?<=\/\/)|(?=:\d)|(?<=\.)/)) {
+    if (element.childNodes.length) element.append(document.createElement("wbr"));
+    element.append(part);
+  }
 }
 
 /** Checkboxes for the Polkadot accounts a site may see when it connects (all ticked at first), in

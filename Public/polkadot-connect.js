@@ -21,7 +21,9 @@ async function handle() {
   $("account-name").textContent = who.username || "";
   const host = new URL(origin).host;
   if (asked.msgType === "pub(authorize.tab)") {
-    $("title").textContent = `Connect ${host} to your Polkadot accounts?`;
+    const named = document.createElement("span");
+    setBreakable(named, host);
+    $("title").replaceChildren("Connect ", named, " to your Polkadot accounts?");
     $("who").textContent = asked.request && asked.request.origin
       ? `${origin} (it calls itself “${String(asked.request.origin).slice(0, 64)}”)` : origin;
     const { accounts, chosen } = await polkadotAccountChoice();

@@ -328,6 +328,10 @@ func keyfobRequest(
                 let id = String(location!.dropFirst("/approve/".count))
                 let shown = try await client.call(.get, "/api/requests/\(id)", headers: Client.bearer(token))
                 #expect(shown["needsPasskey"] as? Bool == true && (shown["warnings"] as? [String])?.isEmpty == false)
+                // Each kind says what it does (#56: kind 0 had a generic warning).
+                let warning = (shown["warnings"] as? [String])?.first ?? ""
+                #expect(warning.hasPrefix("This ") && warning.hasSuffix("Approve only if you started this."), "kind \(kind): \(warning)")
+                if kind == 0 { #expect(warning.contains("whole profile")) }
                 #expect(shown["remember"] as? [String] == ["once"])
                 let remembered = try await client.call(.post, "/api/requests/\(id)/approve", json: ["remember": "day"], headers: Client.bearer(token))
                 #expect(remembered.status == .forbidden && remembered.error == "permission_denied")

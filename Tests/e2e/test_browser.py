@@ -101,7 +101,14 @@ def test_conditional_ui_signs_in_from_autofill(server, driver):
     add_authenticator(driver)
     driver.find_element(By.ID, "signup").click()      # anonymous account
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
-    assert driver.find_element(By.ID, "username").text.startswith("anon-")
+    # Called what the passkey prompt calls it (#56), its id beside it.
+    anonymous = driver.find_element(By.ID, "anonymous").text
+    assert anonymous.startswith("(anonymous: anon-"), anonymous
+    prefix = anonymous[len("(anonymous: anon-"):][:4]
+    assert driver.find_element(By.ID, "username").text == f"Keyfob account {prefix}"
+    shown = [c.get("userDisplayName") for c in driver.execute_cdp_cmd(
+        "WebAuthn.getCredentials", {"authenticatorId": driver.virtual_authenticator_id})["credentials"]]
+    assert shown == [f"Keyfob account {prefix}"] or shown == [None], shown
     driver.find_element(By.ID, "signout").click()
     wait_for(driver, lambda d: "signedout" in d.current_url)
     # A plain visit starts a conditional (autofill) request; Chrome's virtual
@@ -134,7 +141,7 @@ def test_an_anonymous_account_adds_a_second_passkey(server, driver):
     add_authenticator(driver)
     driver.find_element(By.ID, "signup").click()      # no username: anonymous
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
-    assert driver.find_element(By.ID, "username").text.startswith("anon-")
+    assert driver.find_element(By.ID, "username").text.startswith("Keyfob account ")
     add_authenticator(driver, transport="usb")
     driver.find_element(By.ID, "add").click()
     wait_for(driver, lambda d: passkey_count(d) == 2)

@@ -57,6 +57,7 @@ def test_an_admin_sees_signups_and_signatures_live(driver):
         other.get(server.url + "/dashboard")
         wait_for(other, lambda d: d.find_elements(By.ID, "operator-gate"))
         assert "not an operator" in other.find_element(By.ID, "operator-gate").text
+        assert other.find_element(By.CSS_SELECTOR, "header.top .brand").text == "Keyfob"  # Keyfob's page (#56)
         assert not other.find_elements(By.ID, "stream")
         status = other.execute_async_script("fetch('/api/admin/users').then(r => arguments[0](r.status))")
         assert status == 403
@@ -78,6 +79,12 @@ def test_an_admin_sees_signups_and_signatures_live(driver):
         wait_for(driver, lambda d: d.find_element(By.ID, "status").text.startswith("Locked "))
         other.get(server.url + "/account.html")
         wait_for(other, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "true")
+        # Signing on a locked signer asks for the passkey first: the live stream shows that step-up
+        # as such, not as a red failure (#56).
+        other.find_element(By.ID, "sign-note").click()
+        wait_for(other, lambda d: d.find_element(By.ID, "signed").text.strip().startswith("{"), timeout=20)
+        wait_for(driver, lambda d: any(li.get_attribute("data-outcome") == "step-up"
+                                       for li in d.find_elements(By.CSS_SELECTOR, "#stream li")), timeout=20)
     finally:
         other.quit()
         server.stop()

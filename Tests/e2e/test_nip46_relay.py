@@ -206,6 +206,8 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         answer = client.next_reply()
         signed = json.loads(answer["result"])
         assert signed["content"] == "from Coracle, via the bunker" and n.Event.from_json(answer["result"]).verify()
+        # The question is answered: the page's title says so (#56: "Approve this?" stayed).
+        wait_for(driver, lambda d: d.find_element(By.ID, "title").text == "Done")
         # What it asked for is granted now: the next note is signed at once.
         again = client.ask("sign_event", json.dumps({"kind": 1, "content": "again", "tags": []}))
         assert json.loads(again["result"])["content"] == "again"

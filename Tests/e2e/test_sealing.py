@@ -103,6 +103,8 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     assert driver.find_element(By.ID, "ncryptsec").text.startswith("ncryptsec1")
     driver.find_element(By.ID, "seal").click()
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 1 passkey")
+    # One sealing passkey is the risk the page warns about: not shown as "ok" green (#56).
+    assert driver.find_element(By.ID, "protection-summary").get_attribute("data-level") == "passkeys-one"
     assert "Opens your sealed key" in driver.find_element(By.ID, "passkeys").text
     save(driver, "sealed-account.png")
     event = sign_note(driver, "sealed by my passkey")
@@ -139,10 +141,11 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     # Its browser said it has no PRF: no "Add to seal" that could only fail (#27).
     no_prf = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")[1]
     assert "Add to seal" not in no_prf.text and "its device cannot seal keys" in no_prf.text, no_prf.text
-    # Passkeys you can tell apart (#27): a USB key is a "Security key"; the one this session signed
-    # in with and those used in this browser say so; at 320 wide nothing in a row overlaps.
+    # Passkeys you can tell apart (#27): a USB key is a "Security key", not "This device" though it
+    # was used here (#56); the one this session signed in with and this device's own say so; at 320
+    # wide nothing in a row overlaps.
     rows = driver.find_elements(By.CSS_SELECTOR, "#passkeys li.passkey")
-    assert "Security key" in rows[1].text and "This device" in rows[1].text, rows[1].text
+    assert "Security key" in rows[1].text and "This device" not in rows[1].text, rows[1].text
     assert "Signed in with this one" in rows[0].text and "This device" in rows[0].text, rows[0].text
     driver.set_window_size(320, 800)
     try:
@@ -243,6 +246,7 @@ def test_sealing_with_every_passkey_then_each_opens_the_key_alone(server, driver
     wait_for(driver, lambda d: "now opens your sealed key" in status(d)[1] or status(d)[0] == "error")
     assert status(driver)[0] == "ok", status(driver)
     wait_for(driver, lambda d: d.find_element(By.ID, "protection-summary").text == "Sealed by 2 passkeys")
+    assert driver.find_element(By.ID, "protection-summary").get_attribute("data-level") == "passkeys"
 
     presence(driver, second, False)  # it would refuse the new passkey as one it has already
     third = add_without_prf_at_creation("nfc")

@@ -115,6 +115,24 @@ struct ApprovalController: Sendable {
         return Response(status: .seeOther, headers: [.location: "/approve/\(id)", .cacheControl: "no-store"])
     }
 
+    /// What signing a protected kind does, said for that kind (the page shows the event itself).
+    static func dangerWarning(kind: Int) -> String? {
+        guard SignerCall.dangerousKinds.contains(kind) else { return nil }
+        let what: String
+        switch kind {
+        case 0: what = "This replaces your whole profile with exactly the fields shown: any field not listed is gone."
+        case 3: what = "This replaces your whole follow list: everyone not in it is unfollowed."
+        case 5: what = "This asks relays to delete the events it names; deleted notes do not come back."
+        case 10002: what = "This replaces the list of relays your posts go to and your messages come from."
+        case 22242: what = "This logs you in to a relay as you."
+        case 27235: what = "This logs you in to a website or service as you (HTTP auth)."
+        case 24133: what = "This answers a remote-signer (NIP-46) message as you."
+        case 30078: what = "This writes an app's private data under your name, which that app trusts."
+        default: what = "Kind \(kind) (\(KindNames.name(kind))) changes what your account is or may do."
+        }
+        return what + " Approve only if you started this."
+    }
+
     func caller(_ auth: Sessions.Authenticated, client: String, transport: String, ip: String? = nil) -> SignerCaller {
         SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: client, transport: transport,
@@ -241,11 +259,7 @@ struct ApprovalController: Sendable {
             view.event = EventObject(
                 id: Hex.encode(id), pubkey: pubkey.hex, createdAt: unsigned.createdAt, kind: unsigned.kind,
                 tags: unsigned.tags, content: unsigned.content, sig: nil)
-            if SignerCall.dangerousKinds.contains(unsigned.kind) {
-                warnings.append(
-                    "Kind \(unsigned.kind) (\(KindNames.name(unsigned.kind))) can change your profile, contacts or relays, delete notes, or log you in elsewhere. Approve only if you started this."
-                )
-            }
+            if let warning = Self.dangerWarning(kind: unsigned.kind) { warnings.append(warning) }
         case .encrypt(_, let plaintext, let peer):
             view.plaintext = plaintext
             (view.peer, view.peerNpub) = (peer.hex, NIP19.npub(peer))

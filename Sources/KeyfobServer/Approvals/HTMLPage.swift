@@ -25,6 +25,9 @@ enum HTMLPage {
     /// the same page on localhost.
     enum Link { case backToClient, home, localhost }
 
+    /// Keyfob's header, as every page in Public/ has it: a page from the server is Keyfob's too.
+    static let header = #"<header class="top"><a class="brand" href="/"><img src="/favicon.svg" alt="" width="22" height="22"> Keyfob</a></header>"#
+
     static func problem(
         title: String, message: String, back: String? = nil, client: String? = nil,
         status: HTTPResponse.Status = .badRequest, link: Link = .backToClient
@@ -34,7 +37,7 @@ enum HTMLPage {
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>Keyfob — \(escape(title))</title><link rel="icon" href="/favicon.svg" type="image/svg+xml">
             <link rel="stylesheet" href="/style.css"></head>
-            <body><main><h1>\(escape(title))</h1>
+            <body>\(header)<main><h1>\(escape(title))</h1>
             <section class="card"><p id="problem">\(escape(message))</p>
             """
         if let back, link == .localhost {

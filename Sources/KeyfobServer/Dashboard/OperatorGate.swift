@@ -67,7 +67,7 @@ extension AdminController {
             <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
             <title>Keyfob — \(e(title))</title><link rel="icon" href="/favicon.svg" type="image/svg+xml">
             <link rel="stylesheet" href="/style.css"></head>
-            <body><main><h1>\(e(title))</h1><section class="card" id="operator-gate">
+            <body>\(HTMLPage.header)<main><h1>\(e(title))</h1><section class="card" id="operator-gate">
             """
         for line in lines { body += "<p>\(e(line))</p>" }
         switch action {
