@@ -63,11 +63,27 @@ def sign_up(driver, server, name):
     return driver.execute_async_script("fetch('/session').then(r => r.json()).then(arguments[0])")["pubkey"]
 
 
-def approve_in_popup(driver, main, remember="once", shots=None):
+def nip07_site(server):
+    """A nostr web client on another origin that knows Keyfob only through /nip07.js."""
+    site = tempfile.mkdtemp(prefix="keyfob-site-")
+    with open(os.path.join(site, "index.html"), "w") as f:
+        f.write(f"""<!doctype html><title>a nostr client</title>
+<script src="{server.url}/nip07.js"></script>
+<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'from the site', tags: []}})
+  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
+<pre id=out></pre>""")
+    return serve(site)
+
+
+def open_approval_popup(driver, main):
+    """Switches to the approval window a page's call opened, once its choices are shown."""
     wait_for(driver, lambda d: len(d.window_handles) == 2)
-    popup = [h for h in driver.window_handles if h != main][0]
-    driver.switch_to.window(popup)
+    driver.switch_to.window([h for h in driver.window_handles if h != main][0])
     wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+
+
+def approve_in_popup(driver, main, remember="once", shots=None):
+    open_approval_popup(driver, main)
     # A web page's client asked for nothing when it connected: that option is not shown, empty (#27).
     assert not driver.find_element(By.ID, "preset-requested").is_displayed()
     if shots:
@@ -99,9 +115,7 @@ def test_the_nip07_demo_page_asks_and_signs(server, driver):
         ".then((r) => arguments[0](r.status))")
     assert locked == 200
     driver.find_element(By.ID, "sign").click()
-    wait_for(driver, lambda d: len(d.window_handles) == 2)
-    driver.switch_to.window([h for h in driver.window_handles if h != main][0])
-    wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+    open_approval_popup(driver, main)
     assert driver.find_element(By.ID, "approve").text == "Approve with passkey"
     assert driver.find_element(By.ID, "passkey-note").text.startswith("Your signer is locked: approving asks for your passkey")
     driver.close()  # the window closed undecided: the page's call ends
@@ -115,21 +129,12 @@ def test_an_approval_pressed_after_the_request_expired_says_so_and_the_site_hear
     the site waited. Now the page says it expired, keeps no button but "Back to the app", and that
     ends the site's call."""
     sign_up(driver, server, "late")
-    site = tempfile.mkdtemp(prefix="keyfob-late-")
-    with open(os.path.join(site, "index.html"), "w") as f:
-        f.write(f"""<!doctype html><title>a nostr client</title>
-<script src="{server.url}/nip07.js"></script>
-<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'late', tags: []}})
-  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
-<pre id=out></pre>""")
-    httpd = serve(site)
+    httpd = nip07_site(server)
     try:
         driver.get(f"http://127.0.0.1:{httpd.server_port}/index.html")
         main = driver.current_window_handle
         driver.find_element(By.ID, "sign").click()
-        wait_for(driver, lambda d: len(d.window_handles) == 2)
-        driver.switch_to.window([h for h in driver.window_handles if h != main][0])
-        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        open_approval_popup(driver, main)
         # Five minutes later, as far as the server knows.
         db = sqlite3.connect(os.path.join(server.data, "keyfob.sqlite"))
         db.execute("UPDATE signer_requests SET expires_at = expires_at - 600")
@@ -177,9 +182,7 @@ def test_nip07_from_a_page_on_another_origin(server, driver):
 
         # Rejected on the approval page: the page's call ends with user_rejected, nothing signed.
         driver.find_element(By.ID, "sign").click()
-        wait_for(driver, lambda d: len(d.window_handles) == 2)
-        driver.switch_to.window([h for h in driver.window_handles if h != main][0])
-        wait_for(driver, lambda d: not d.find_element(By.ID, "choices-card").get_attribute("hidden"))
+        open_approval_popup(driver, main)
         driver.find_element(By.ID, "reject").click()
         wait_for(driver, lambda d: len(d.window_handles) == 1)
         driver.switch_to.window(main)

@@ -15,7 +15,7 @@ from selenium.webdriver.common.by import By
 
 sys.path.insert(0, os.path.dirname(__file__))
 from test_accounts import sign_up  # noqa: E402
-from test_approvals import approve_in_popup, serve  # noqa: E402
+from test_approvals import approve_in_popup, nip07_site  # noqa: E402
 from test_browser import driver, wait_for  # noqa: E402,F401
 from test_nip46_relay import RawClient  # noqa: E402
 from test_polkadot import shots  # noqa: E402
@@ -29,18 +29,6 @@ def fetch(driver, path, body=None):
         "const [path, body, done] = arguments;"
         "fetch(path, body === null ? {} : {method: 'POST', headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)})"
         ".then(async r => done([r.status, await r.json().catch(() => null)]))", path, body)
-
-
-def nip07_site(server):
-    """A nostr web client on another origin that knows Keyfob only through /nip07.js."""
-    site = tempfile.mkdtemp(prefix="keyfob-site-")
-    with open(os.path.join(site, "index.html"), "w") as f:
-        f.write(f"""<!doctype html><title>a nostr client</title>
-<script src="{server.url}/nip07.js"></script>
-<button id=sign onclick="window.nostr.signEvent({{kind: 1, content: 'from the site', tags: []}})
-  .then(v => out.textContent = JSON.stringify(v), e => out.textContent = 'error ' + e.code)">sign</button>
-<pre id=out></pre>""")
-    return serve(site)
 
 
 def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
