@@ -26,10 +26,14 @@
     return new Promise((resolve, reject) => {
       const popup = window.open(`${keyfob}${path}?${new URLSearchParams(query)}`, `keyfob-${rid}`, "popup,width=440,height=760");
       if (!popup) { reject(failure("popup_blocked", "the browser blocked Keyfob's window; allow pop-ups for this site")); return; }
+      // The callback posts its answer and closes itself: a message already on its way still wins
+      // for a moment after the window is seen closed, so an approval is never read as a rejection.
+      let grace = null;
       const timer = setInterval(() => {
-        if (popup.closed) { finish(); reject(failure("user_rejected", "the Keyfob window was closed")); }
+        if (!popup.closed || grace) return;
+        grace = setTimeout(() => { finish(); reject(failure("user_rejected", "the Keyfob window was closed")); }, 1000);
       }, 500);
-      function finish() { clearInterval(timer); window.removeEventListener("message", onMessage); }
+      function finish() { clearInterval(timer); clearTimeout(grace); window.removeEventListener("message", onMessage); }
       function onMessage(event) {
         if (event.origin !== keyfob || !event.data || event.data.type !== "keyfob-nip07" || event.data.params.rid !== rid) return;
         finish();

@@ -24,10 +24,14 @@
     return new Promise((resolve, reject) => {
       const popup = window.open(`${keyfob}/polkadot-connect.html?rid=${rid}`, `keyfob-polkadot-${rid}`, "popup,width=440,height=760");
       if (!popup) { reject(failure("the browser blocked Keyfob's window; allow pop-ups for this site", "popup_blocked")); return; }
+      // Keyfob's window posts its answer and closes itself: a message already on its way still wins
+      // for a moment after the window is seen closed, so an approval is never read as a rejection.
+      let grace = null;
       const timer = setInterval(() => {
-        if (popup.closed) { finish(); reject(failure("Rejected", "user_rejected")); }
+        if (!popup.closed || grace) return;
+        grace = setTimeout(() => { finish(); reject(failure("Rejected", "user_rejected")); }, 1000);
       }, 500);
-      function finish() { clearInterval(timer); window.removeEventListener("message", onMessage); }
+      function finish() { clearInterval(timer); clearTimeout(grace); window.removeEventListener("message", onMessage); }
       function onMessage(event) {
         if (event.origin !== keyfob || event.source !== popup || !event.data || event.data.rid !== rid) return;
         if (event.data.type === "keyfob-polkadot-ready") {
