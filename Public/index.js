@@ -2,6 +2,7 @@
 "use strict";
 let conditional = null;  // AbortController of a pending autofill sign-in
 let refresh = null;      // timer that renews the autofill request before its challenge expires
+let anyAccount = false;  // "Use another account" pressed: not the sealed account this browser remembers
 
 // Where a sign-in goes: the account page, or back to the dashboard when that is where it came
 // from (only that one path: never an address read from the URL).
@@ -29,7 +30,8 @@ async function startAutofill(retried = false) {
   const controller = new AbortController();
   conditional = controller;
   try {
-    const pending = signInWithPasskey({ mediation: "conditional", signal: controller.signal, onOptions: (options) => {
+    const pending = signInWithPasskey({ mediation: "conditional", signal: controller.signal, anyAccount, onOptions: (options) => {
+      showAccount(options);
       clearTimeout(refresh);
       refresh = setTimeout(() => startAutofill(), Math.max(5000, (options.timeout || 60000) - 5000));
     } });
@@ -41,6 +43,21 @@ async function startAutofill(retried = false) {
   }
 }
 
+/** Says whom the sign-in is for when this browser signed in to a sealed account before: its
+ *  passkey then opens the key in the same prompt. */
+function showAccount(options) {
+  const named = Boolean(options.account) && !anyAccount;
+  document.getElementById("signin-account").hidden = !named;
+  if (named) document.getElementById("signin-account-name").textContent = options.account;
+  document.getElementById("signin").textContent = named ? `Sign in as ${options.account}` : "Sign in with a passkey";
+}
+
+document.getElementById("other-account").addEventListener("click", () => {
+  anyAccount = true;
+  showAccount({});
+  if (conditional) startAutofill();  // the autofill running offers every account's passkeys now
+});
+
 function stopAutofill() {
   clearTimeout(refresh);
   if (conditional) { conditional.abort(); conditional = null; }
@@ -50,7 +67,7 @@ document.getElementById("signin").addEventListener("click", async () => {
   stopAutofill();
   fieldError("signin-error", "");
   showStatus("", "Waiting for your passkey…");
-  try { done(await signInWithPasskey()); } catch (error) {
+  try { done(await signInWithPasskey({ anyAccount, onOptions: showAccount })); } catch (error) {
     showStatus("", "");
     fieldError("signin-error", describeError(error), error && error.code);
   }
@@ -84,8 +101,10 @@ document.getElementById("passkey-name").value = deviceName();
     showStatus("error", "This browser does not support passkeys. Use a current Chrome, Safari, Firefox or Edge.");
     return;
   }
+  // A browser that signed in to a sealed account says whom "Sign in" is for before the prompt.
+  api("/sealed-account").then((named) => { if (!anyAccount) showAccount(named); }).catch(() => {});
   // A sign-out's result goes under the title, where the eye lands, not below the forms.
-  if (params.has("signedout")) document.querySelector(".lead").after(document.getElementById("status"));
+  if (params.has("signedout")) document.querySelector("h1").after(document.getElementById("status"));
   const everywhere = sessionStorage.getItem("keyfob-signed-out");
   sessionStorage.removeItem("keyfob-signed-out");
   if (params.has("signedout") && everywhere) {

@@ -162,8 +162,11 @@ function deviceCredentials() {
 }
 
 /** Signs in with a passkey; `mediation` "conditional" lets the browser offer passkeys in the username field. */
-async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
-  const options = await api("/generate-authentication-options", { method: "POST", body: {} });
+/** Signs in. In a browser that signed in to a sealed account before, the options name it
+ *  (`options.account`) and carry its sealing passkeys' PRF salts: the same prompt opens the key.
+ *  `anyAccount` asks for the usual options instead (any account, no PRF). */
+async function signInWithPasskey({ mediation, signal, onOptions, anyAccount } = {}) {
+  const options = await api("/generate-authentication-options", { method: "POST", body: anyAccount ? { anyAccount: true } : {} });
   if (onOptions) onOptions(options);
   const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
   rememberDeviceCredential(credential);
@@ -182,8 +185,8 @@ async function signInWithPasskey({ mediation, signal, onOptions } = {}) {
 }
 
 /** Unlocks the signer for this session, signing in first when there is none. One passkey prompt
- *  (two when not signed in yet): a sealed key opens only here, with one of the passkeys that seal
- *  it (the only prompt that asks for PRF; sign-in never does). Returns the session. */
+ *  (two when not signed in yet, unless this browser signed in to the sealed account before: then
+ *  the sign-in opens the key too). Returns the session. */
 async function unlockSigner() {
   let session = await api("/session").catch(() => null);
   if (!session) {

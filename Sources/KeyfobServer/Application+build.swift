@@ -244,10 +244,11 @@ public func buildRouter(
     let passkeys = PasskeyCheck(store: store, configuration: configuration, metrics: metrics, now: clock)
     let limits = ClientLimits(configuration: configuration)
     let device = ReturningDevice(vault: vault)
+    let sealedAccount = SealedAccountHint(vault: vault)
     let ceremonies = CeremonyController(
         store: store, configuration: configuration, sessions: sessions, passkeys: passkeys,
         events: events, challenges: challenges, custody: custody,
-        limits: limits, now: clock, metrics: metrics, device: device)
+        limits: limits, now: clock, metrics: metrics, device: device, sealedAccount: sealedAccount)
     ceremonies.addRoutes(to: router)
     let confirmations = ceremonies.confirmations
     ConfirmationController(confirmations: confirmations, sessions: sessions).addRoutes(to: router)
@@ -283,7 +284,7 @@ public func buildRouter(
     // Before SignerController: its `/api/signer/:method` would otherwise take `seal` and `unseal`.
     SealController(
         sessions: sessions, confirmations: confirmations, custody: custody, dispatcher: dispatcher, store: store,
-        configuration: configuration, logger: logger, now: clock
+        configuration: configuration, sealedAccount: sealedAccount, logger: logger, now: clock
     ).addRoutes(to: router)
     SignerController(
         sessions: sessions, dispatcher: dispatcher, custody: custody, store: store,

@@ -67,6 +67,16 @@ def test_every_page_in_both_themes_is_accessible_and_photographed(server, driver
     findings = []
     driver.get(server.url + "/?signedout")
     look_at(driver, "sign-in", shown("signup"), folder, findings)
+    # A newcomer's first screen holds both ways in, "Sign in" and "Create a passkey", down to the
+    # smallest phone's viewport (320 × 568), signed-out line included (#56).
+    for width, height in ((320, 568), (390, 844), (1280, 800)):
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                               {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": width < 600})
+        below = driver.execute_script("return document.getElementById('signup').getBoundingClientRect().bottom - innerHeight")
+        if below > 0:
+            findings.append(f"sign-in ({width} x {height}): Create a passkey is {below:.0f}px below the first screen")
+        driver.save_screenshot(os.path.join(folder, f"sign-in-first-screen-{width}.png"))
+    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
     sign_up(driver, server, "ada")
     driver.execute_script("localStorage.removeItem('keyfob-open-sections')")
@@ -103,6 +113,14 @@ def test_every_page_in_both_themes_is_accessible_and_photographed(server, driver
     driver.get(pending)
     look_at(driver, "polkadot-approve", shown("request-card"), folder, findings)
 
+    # The same request while the signer is locked: the page says before the click that the passkey is asked.
+    locked = driver.execute_async_script(
+        "fetch('/api/signer/lock', {method: 'POST', headers: {'Content-Type': 'application/json'}, body: '{}'})"
+        ".then((r) => arguments[0](r.status))")
+    assert locked == 200
+    driver.get(f"{server.url}/app/sign?payload={payload}&cb={cb}")
+    look_at(driver, "approve-locked", lambda d: d.find_element(By.ID, "approve").text == "Approve with passkey", folder, findings)
+
     added = subprocess.run([BINARY, "admins", "add", "ada", "--data-dir", server.data], capture_output=True, text=True, timeout=60)
     assert added.returncode == 0, added.stderr
     driver.get(server.url + "/dashboard")
@@ -119,6 +137,14 @@ def test_every_page_in_both_themes_is_accessible_and_photographed(server, driver
     look_at(driver, "extension-consent", shown("consent-card"), folder, findings)
     driver.get(server.url + "/demo.html")
     look_at(driver, "demo", lambda d: d.find_element(By.TAG_NAME, "h1").text, folder, findings)
+    # Signed out: the extension's sign-in window for a site's call, and the sign-out-everywhere result.
+    driver.execute_async_script("fetch('/logout', {method: 'POST'}).then(() => arguments[0]())")
+    driver.get(server.url + "/extension.html?" + urllib.parse.urlencode({"for": "https://dapp.example"}))
+    look_at(driver, "extension-signin", shown("signin-card"), folder, findings)
+    driver.execute_script("sessionStorage.setItem('keyfob-signed-out', JSON.stringify({sessions: 2, apps: 1, grants: 3, requests: 1,"
+                          " passkeys: 2, passkeysAddedToday: 1, ended: {extensionSession: true, apps: ['Coracle'], sites: ['https://dapp.example']}}))")
+    driver.get(server.url + "/?signedout")
+    look_at(driver, "signed-out-everywhere", lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, folder, findings)
     driver.get(server.url + "/no-such-page")
     look_at(driver, "not-found", lambda d: d.find_element(By.TAG_NAME, "h1").text == "Page not found", folder, findings)
     assert findings == [], "\n".join(findings)

@@ -110,12 +110,32 @@ def test_seal_with_a_prf_passkey_sign_in_and_sign_then_a_passkey_without_prf_is_
     event = sign_note(driver, "sealed by my passkey")
     assert event["pubkey"] == pubkey.hex() and verify_event(event), event
 
-    # Sign out and in again: the sign-in asks for no PRF and leaves the sealed key shut; "Unlock"
-    # asks the sealing passkey (with PRF, its own salt) and opens it.
+    # Sign out and in again: this browser sealed dora's key, so the sign-in page names her and one
+    # prompt (with PRF, her wrap's own salt) signs in and opens the key (#56).
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_EXTENSIONS})
     driver.find_element(By.ID, "signout").click()
     wait_for(driver, lambda d: "signedout" in d.current_url)
-    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_EXTENSIONS})
-    driver.execute_script(RECORD_EXTENSIONS)
+    wait_for(driver, lambda d: d.find_element(By.ID, "signin").text == "Sign in as dora")
+    assert "whose key your passkeys seal" in driver.find_element(By.ID, "signin-account").text
+    save(driver, "signin-sealed-account.png")
+    driver.execute_script("sessionStorage.removeItem('webauthnCalls')")
+    driver.find_element(By.ID, "signin").click()
+    wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
+    wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
+    prompts = [c for c in webauthn_calls(driver) if c["call"] == "get" and c["mediation"] != "conditional"]
+    assert len(prompts) == 1 and prompts[0]["prf"], prompts
+    event = sign_note(driver, "signed in and opened with one prompt")
+    assert event["pubkey"] == pubkey.hex() and verify_event(event), event
+    assert len([c for c in webauthn_calls(driver) if c["call"] == "get" and c["mediation"] != "conditional"]) == 1
+
+    # "Use another account": the usual sign-in, which asks for no PRF and leaves the sealed key
+    # shut; "Unlock" asks the sealing passkey (with PRF, its own salt) and opens it.
+    driver.find_element(By.ID, "signout").click()
+    wait_for(driver, lambda d: "signedout" in d.current_url)
+    wait_for(driver, lambda d: d.find_element(By.ID, "other-account").is_displayed())
+    driver.find_element(By.ID, "other-account").click()
+    assert driver.find_element(By.ID, "signin").text == "Sign in with a passkey"
+    driver.execute_script("sessionStorage.removeItem('webauthnCalls')")
     driver.find_element(By.ID, "signin").click()
     wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 1)
     wait_for(driver, lambda d: "sealed by your passkeys" in d.find_element(By.ID, "signer-text").text)
@@ -189,6 +209,7 @@ def test_a_key_sealed_at_sign_up_opens_only_with_the_passkey_that_made_the_accou
     driver.get(server.url + "/?signedout")
     add_authenticator(driver, prf=True)
     driver.find_element(By.ID, "username").send_keys("erin")
+    driver.find_element(By.CSS_SELECTOR, "#signup-options summary").click()  # the sign-up's options, folded
     driver.find_element(By.ID, "seal-at-signup").click()
     save(driver, "signup-seal-offer.png")
     driver.find_element(By.ID, "signup").click()
@@ -259,17 +280,17 @@ def test_sealing_with_every_passkey_then_each_opens_the_key_alone(server, driver
     assert not driver.find_element(By.ID, "seal-all").is_displayed()
     save(driver, "sealed-by-three.png")
 
-    # Each alone (the others do not answer): sign out, sign in with it, unlock with it, sign.
+    # Each alone (the others do not answer): sign out, sign in with it — the one prompt opens the
+    # key too, as this browser sealed it — and sign.
     everyone = [first, second, third]
     for alone in everyone:
         for other in everyone:
             presence(driver, other, other == alone)
         driver.find_element(By.ID, "signout").click()
         wait_for(driver, lambda d: "signedout" in d.current_url)
+        wait_for(driver, lambda d: d.find_element(By.ID, "signin").text == "Sign in as sally")
         driver.find_element(By.ID, "signin").click()
         wait_for(driver, lambda d: "/account.html" in d.current_url and passkey_count(d) == 3)
-        wait_for(driver, lambda d: d.find_element(By.ID, "unlock").is_displayed())
-        driver.find_element(By.ID, "unlock").click()
         wait_for(driver, lambda d: d.find_element(By.ID, "signer-state").get_attribute("data-locked") == "false")
         event = sign_note(driver, f"opened by passkey {everyone.index(alone) + 1} alone")
         assert event["pubkey"] == pubkey.hex() and verify_event(event), event

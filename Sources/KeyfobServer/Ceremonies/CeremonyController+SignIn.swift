@@ -18,7 +18,12 @@ extension CeremonyController {
         // A username is accepted (the iOS guide's apps send one) but changes nothing: every
         // passkey Keyfob registers is discoverable, so the options are always the discoverable
         // kind and cannot tell a known username from an unknown one.
-        _ = try await requestedUsername(request)
+        let asked = try await optionsRequest(request)
+        if asked.anyAccount != true, let userID = sealedAccount.userID(request),
+            let answer = try await sealedSignIn(userID, request, ip: ip)
+        {
+            return answer
+        }
         let challenge = challenges.generate()
         // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
         // challenge table); it only pairs a reply with its options (the signature binds the challenge).
@@ -30,6 +35,63 @@ extension CeremonyController {
         try await limits.insert(record, into: store, now: now())
         if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
         return jsonResponse(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
+    }
+
+    /// The sign-in of a browser that signed in to a sealed account before: that account's passkeys,
+    /// each sealing one with its own wrap's PRF salt, so the prompt that signs in also opens the key.
+    /// The challenge is bound to the account. Nil (the usual options) when the account is gone,
+    /// no longer sealed, or has no wraps.
+    private func sealedSignIn(_ userID: String, _ request: Request, ip: String) async throws -> Response? {
+        guard let user = try await store.user(id: userID), try await custody.record(for: userID).passkeySealed else { return nil }
+        let wraps = try await store.keyWraps(ofUser: userID)
+        let allow = try await store.credentials(ofUser: userID).map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
+        let challenge = challenges.generate()
+        guard let prf = seal.inputs(for: allow, wraps: wraps, challenge: challenge, newWraps: false) else { return nil }
+        let key = Base64URL.encode(randomBytes(11))
+        var record = ChallengeRecord(
+            challenge: challenge, ceremony: .authentication, key: key, userID: userID,
+            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
+        record.mayUseReserve = try await mayUseReserve(request)
+        try await limits.insert(record, into: store, now: now())
+        let options = relyingParty.requestOptions(
+            challenge: challenge, allowCredentials: allow,
+            userVerification: configuration.requireUserVerification ? .required : .preferred,
+            timeoutSeconds: configuration.challengeTimeout, prf: prf)
+        return jsonResponse(SealedSignInOptions(options: options, challengeKey: key, account: Usernames.shown(user)))
+    }
+
+    /// `GET /sealed-account`: the account this browser's `SealedAccountHint` names while its key is
+    /// sealed, so the sign-in page says whom it signs in before any prompt: `{"account": "alice"}`,
+    /// or `{}`. Only this browser's own pages read it (the cookie is SameSite=Strict; no CORS).
+    @Sendable func sealedAccountName(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
+        try limits.check(limits.options, limits.clientIP(request, context), now: now())
+        var account: String?
+        if let userID = sealedAccount.userID(request), let user = try await store.user(id: userID),
+            try await custody.record(for: userID).passkeySealed
+        {
+            account = Usernames.shown(user)
+        }
+        return jsonResponse(SealedAccountName(account: account), headers: [.cacheControl: "no-store"])
+    }
+
+    struct SealedAccountName: Encodable {
+        let account: String?
+    }
+
+    /// The options of `sealedSignIn`, with the account they are for (the page says whom it signs in).
+    struct SealedSignInOptions: Encodable {
+        let options: RequestOptions
+        let challengeKey: String
+        let account: String
+
+        enum Keys: String, CodingKey { case challengeKey, account }
+
+        func encode(to encoder: Encoder) throws {
+            try options.encode(to: encoder)
+            var container = encoder.container(keyedBy: Keys.self)
+            try container.encode(challengeKey, forKey: .challengeKey)
+            try container.encode(account, forKey: .account)
+        }
     }
 
     struct VerifyAuthenticationRequest: PlainDecodable {
@@ -51,8 +113,8 @@ extension CeremonyController {
         /// Only for a client that asks for it (`returnsToken`).
         let token: String?
         let expiresAt: Date
-        /// True when the account's key is sealed by passkeys: a sign-in never opens it; the
-        /// session unlocks it with `signer.unlock` (a sealing passkey's PRF) when it must sign.
+        /// True when the account's key is sealed by passkeys. The sign-in opened it when the passkey
+        /// gave its PRF output (`/session`'s `signerLocked` says); else `signer.unlock` opens it.
         let signerSealed: Bool
 
         /// The answer's bytes: `jsonBytes(self)`, written without JSONEncoder when it can be.
@@ -123,7 +185,19 @@ extension CeremonyController {
         // (An account without a key yet gets one here, as on any first use.)
         let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
         let signerSealed = key.passkeySealed
-        let (token, session) = (new.token, new.record)
+        let token = new.token
+        var session = new.record
+        // A sealing passkey's PRF output (asked by `sealedSignIn`) opens the key in this same
+        // prompt: the new session keeps its copy of the data key, as an unlock's does. A PRF
+        // output that opens nothing signs in all the same, with the key shut.
+        if signerSealed, verified.userVerified, let first = SharedSecret(body.cred.clientExtensionResults?.prfFirst),
+            let dataKey = try await custody.openWrap(
+                userID: user.id, credentialID: record.id,
+                prf: PRFOutputs(first: first, second: SharedSecret(body.cred.clientExtensionResults?.prfSecond)),
+                challenge: pending.challenge)
+        {
+            session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: session.tokenHash)
+        }
         do {
             try await metrics.store("complete_authentication") {
                 try await store.completeAuthentication(
@@ -146,15 +220,31 @@ extension CeremonyController {
         if let previous = try? await sessions.authenticate(request), previous.user.id == user.id {
             try await store.deleteSession(tokenHash: previous.session.tokenHash)
         }
+        if let until = session.unlockedUntil, let dataKey = SessionUnlock(token: new.rawToken, session: session).dataKey(at: now()) {
+            try await custody.openSigner(ofUser: user.id, dataKey: dataKey, until: until)
+        }
+        let opened = session.dataKey != nil
         events.record(
             .signedIn, ip: ip, username: user.username,
-            detail: "count=\(verified.newSignCount)\(signerSealed ? " signer=sealed" : "")")
+            detail: "count=\(verified.newSignCount)\(signerSealed ? (opened ? " signer=sealed,opened" : " signer=sealed") : "")")
         let response = VerifyAuthenticationResponse(
             verified: true, username: user.username, isAnonymous: user.isAnonymous,
             token: Self.returnsToken(request) ? token : nil,
             expiresAt: session.expiresAt, signerSealed: signerSealed)
-        return jsonResponse(
-            body: ByteBuffer(bytes: response.json), headers: ceremonyCookies(request, context, token: token, expires: session.expiresAt))
+        var cookies = ceremonyCookies(request, context, token: token, expires: session.expiresAt)
+        rememberSealedAccount(signerSealed ? user.id : nil, request, context, in: &cookies)
+        return jsonResponse(body: ByteBuffer(bytes: response.json), headers: cookies)
+    }
+
+    /// Names the sealed account `userID` in this browser for its next sign-in (`SealedAccountHint`),
+    /// or forgets one it named (nil: the account signed in to is not sealed).
+    func rememberSealedAccount(_ userID: String?, _ request: Request, _ context: KeyfobRequestContext, in fields: inout HTTPFields) {
+        let secure = sessions.secureCookie(for: request, context: context)
+        if let userID, let cookie = sealedAccount.cookie(userID: userID, secure: secure) {
+            fields.append(HTTPField(name: .setCookie, value: cookie))
+        } else if userID == nil, SealedAccountHint.carried(request) {
+            fields.append(HTTPField(name: .setCookie, value: SealedAccountHint.removal(secure: secure)))
+        }
     }
 
     // MARK: - Keys sealed by passkeys

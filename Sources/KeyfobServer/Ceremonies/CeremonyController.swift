@@ -40,6 +40,8 @@ struct CeremonyController: Sendable {
     let signInOptions: SignInOptionsTemplate?
     /// Browsers that finished a ceremony here before (they may use the challenge cap's reserve).
     let device: ReturningDevice
+    /// Browsers that signed in to a sealed account: their next sign-in opens the key too.
+    let sealedAccount: SealedAccountHint
     /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
     let confirmations: ActionConfirmations
 
@@ -47,9 +49,9 @@ struct CeremonyController: Sendable {
         store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
         configuration: ServerConfiguration, sessions: Sessions, passkeys: PasskeyCheck,
         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
-        now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice
+        now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice, sealedAccount: SealedAccountHint
     ) {
-        self.device = device
+        (self.device, self.sealedAccount) = (device, sealedAccount)
         (self.store, self.configuration, self.sessions, self.passkeys, self.events) = (store, configuration, sessions, passkeys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         confirmations = ActionConfirmations(passkeys: passkeys, store: store, custody: custody, limits: limits, now: now)
@@ -59,8 +61,8 @@ struct CeremonyController: Sendable {
         }
     }
 
-    /// What `GET /generate-authentication-options` answers. No PRF: a sign-in opens no sealed key
-    /// (`/api/signer/unlock` does, when it is needed), so browsers send no PRF output with it.
+    /// What `GET /generate-authentication-options` answers to a browser that names no sealed
+    /// account (`SealedAccountHint`): any passkey, and no PRF, so no PRF output is sent with it.
     static func signInAnswer(
         _ relyingParty: RelyingParty, _ configuration: ServerConfiguration,
         challenge: [UInt8], key: String
@@ -79,12 +81,15 @@ struct CeremonyController: Sendable {
         router.get("/generate-authentication-options", use: authenticationOptions)
         router.post("/generate-authentication-options", use: authenticationOptions)
         router.post("/verify-authentication", use: verifyAuthentication)
+        router.get("/sealed-account", use: sealedAccountName)
     }
 
     // MARK: - Registration
 
     struct OptionsRequest: Decodable {
         var username: String?
+        /// Sign-in: the usual options for any account, even in a browser that remembers a sealed one.
+        var anyAccount: Bool?
         /// Adding a passkey to one's account: the assertion of `/api/confirmations` for `passkey.add`.
         var confirmation: AuthenticationCredential?
     }
@@ -106,6 +111,7 @@ struct CeremonyController: Sendable {
                 }
                 options.username = body.username ?? options.username
                 options.confirmation = body.confirmation
+                options.anyAccount = body.anyAccount
             }
         }
         let trimmed = options.username?.trimmingCharacters(in: .whitespaces) ?? ""
@@ -176,9 +182,7 @@ struct CeremonyController: Sendable {
 
         // What the OS passkey picker shows. An anonymous account's `anon-92ced490b7c6` means nothing
         // to a person: it is shown as "Keyfob account 92ce" (its id's start tells two apart).
-        let shownName =
-            record.isAnonymous
-            ? "Keyfob account " + record.username!.dropFirst(Usernames.anonymousPrefix.count).prefix(4) : record.username!
+        let shownName = Usernames.shown(record.username!, isAnonymous: record.isAnonymous)
         let options = relyingParty.creationOptions(
             challenge: challenge, userID: Base64URL.decode(record.userID!)!, userName: shownName,
             algorithms: configuration.algorithms, excludeCredentials: exclude,
@@ -324,11 +328,10 @@ struct CeremonyController: Sendable {
             credentialId: Base64URL.encode(verified.credentialID), token: Self.returnsToken(request) ? token : nil,
             expiresAt: session.expiresAt,
             attestationTrusted: credential.attestationTrusted, sealsKey: sealsKey, canSeal: credential.prfCapable)
-        return jsonResponse(
-            response,
-            headers: ceremonyCookies(
-                request, context, token: token, expires: session.expiresAt,
-                session: !keepBrowserSession))
+        var cookies = ceremonyCookies(request, context, token: token, expires: session.expiresAt, session: !keepBrowserSession)
+        // A new account signed in in this browser: its next sign-in here opens a sealed key at once.
+        if !pending.existingUser, !keepBrowserSession { rememberSealedAccount(wrap != nil ? userID : nil, request, context, in: &cookies) }
+        return jsonResponse(response, headers: cookies)
     }
 
     /// A client that presented a returning-device cookie or a valid session may start a ceremony
@@ -362,6 +365,14 @@ extension String {
 /// Usernames people choose, and the ones anonymous accounts get.
 enum Usernames {
     static let anonymousPrefix = "anon-"
+
+    /// What a person is shown: an anonymous account's `anon-92ced490b7c6` means nothing to them,
+    /// so it is "Keyfob account 92ce" (its id's start tells two apart), as its passkey is named.
+    static func shown(_ username: String, isAnonymous: Bool) -> String {
+        isAnonymous ? "Keyfob account " + username.dropFirst(anonymousPrefix.count).prefix(4) : username
+    }
+
+    static func shown(_ user: UserRecord) -> String { shown(user.username, isAnonymous: user.isAnonymous) }
 
     /// The one spelling of a username: NFKC (full-width and compatibility forms fold to their
     /// plain letters), lowercased, and then only `a-z 0-9 . _ - @ +`, 1 to 64 bytes. ASCII only:

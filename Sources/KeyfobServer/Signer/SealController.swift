@@ -25,6 +25,8 @@ struct SealController: Sendable {
     let dispatcher: SignerDispatcher
     let store: any BunkerStore & KeyWrapStore & SessionStore & PolkadotStore
     let configuration: ServerConfiguration
+    /// A browser that sealed the key signs in next with one prompt that also opens it.
+    let sealedAccount: SealedAccountHint
     let logger: Logger
     let now: @Sendable () -> Date
 
@@ -65,6 +67,15 @@ struct SealController: Sendable {
             caller: caller)
     }
 
+    /// The cookie naming the sealed account in this browser (`SealedAccountHint`), or its removal.
+    private func hint(_ request: Request, _ context: KeyfobRequestContext, userID: String?) -> HTTPFields {
+        let secure = sessions.secureCookie(for: request, context: context)
+        if let userID, let cookie = sealedAccount.cookie(userID: userID, secure: secure) {
+            return [.setCookie: cookie]
+        }
+        return userID == nil && SealedAccountHint.carried(request) ? [.setCookie: SealedAccountHint.removal(secure: secure)] : [:]
+    }
+
     static let noPRF = KeyfobError(
         .invalidRequest,
         "This passkey can't protect your key: its device doesn't offer what sealing needs (PRF). Use a passkey on a phone, your computer's built-in passkeys or a recent security key."
@@ -75,7 +86,9 @@ struct SealController: Sendable {
     @Sendable func seal(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let proof = try await proven(request, context: context, .seal)
         try await dispatcher.perform("seal_key", for: proof.caller) { _ in try await seal(proof) }
-        return jsonResponse(try await custody.protection(of: proof.auth.user.id, unlock: nil))
+        return jsonResponse(
+            try await custody.protection(of: proof.auth.user.id, unlock: nil),
+            headers: hint(request, context, userID: proof.auth.user.id))
     }
 
     /// Seals the key under this passkey, or adds it to the passkeys that seal it.
@@ -155,7 +168,7 @@ struct SealController: Sendable {
         if current.passkeySealed {
             try await dispatcher.perform("unseal_key", for: proof.caller) { _ in try await unseal(current, proof) }
         }
-        return jsonResponse(try await custody.protection(of: userID, unlock: nil))
+        return jsonResponse(try await custody.protection(of: userID, unlock: nil), headers: hint(request, context, userID: nil))
     }
 
     /// Back to the master key alone: the data key from the session or this passkey's wrap.

@@ -1,0 +1,127 @@
+import Foundation
+import HTTPTypes
+import KeyfobCodecs
+import KeyfobCrypto
+import Testing
+import WebAuthn
+import WebAuthnTestSupport
+
+@testable import KeyfobServer
+@testable import KeyfobStore
+
+/// One prompt a visit for a sealed account: a browser that signed in to it (or sealed it) is
+/// named by a cookie, and its next sign-in offers that account's passkeys with their wraps' PRF
+/// salts, so the prompt that signs in also opens the key.
+@Suite struct SealedSignInTests {
+    /// The `name=value` of the sealed-account cookie a reply sets ("" when it removes it), nil when none.
+    static func hint(_ reply: Reply) -> String? {
+        reply.headers[values: .setCookie].first { $0.hasPrefix(SealedAccountHint.cookieName + "=") }
+            .map { String($0.prefix { $0 != ";" }) }
+    }
+
+    /// Sign-in options for a browser sending `cookie`, then `authenticator`'s assertion with the PRF
+    /// output for the salt the options give it (or `prf`).
+    static func signIn(
+        _ client: Client, _ authenticator: inout SoftwareAuthenticator, cookie: String?,
+        prf: ((inout SoftwareAuthenticator.Fields) -> Void)? = nil
+    ) async throws -> (options: Reply, reply: Reply) {
+        let headers: HTTPFields = cookie.map { [.cookie: $0] } ?? [:]
+        let options = try await client.call(.get, "/generate-authentication-options", headers: headers)
+        let challenge = try #require((options["challenge"] as? String).flatMap(Base64URL.decode))
+        var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        if let salts = prfSalts(options.json, for: authenticator.credentialID) { fields.prfSalt = salts.first }
+        prf?(&fields)
+        var sent = headers
+        sent.append(contentsOf: Client.wantsToken)
+        let body: [String: Any] = [
+            "cred": try jsonObject(authenticator.authenticate(fields)), "challengeKey": options["challengeKey"] as! String,
+        ]
+        let reply = try await client.call(.post, "/verify-authentication", json: body, headers: sent)
+        if reply.status == .ok { authenticator.signCount = fields.signCount }
+        return (options, reply)
+    }
+
+    @Test func aBrowserThatSignedInToASealedAccountSignsInAndOpensItWithOnePrompt() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&passkey, username: "alice")["token"] as? String)
+            let sealed = try await client.seal(&passkey, token: token)
+            let cookie = try #require(Self.hint(sealed), "sealing names the account in this browser")
+            let userID = try await harness.store.user(named: "alice")!.id
+            let wrap = try #require(try await harness.store.keyWraps(ofUser: userID).first)
+
+            // Named: that account's passkeys, each sealing one with its own wrap's salt; the page says whom.
+            let (options, reply) = try await Self.signIn(client, &passkey, cookie: cookie)
+            #expect(options["account"] as? String == "alice")
+            #expect(try await client.call(.get, "/sealed-account", headers: [.cookie: cookie])["account"] as? String == "alice")
+            #expect(try await client.call(.get, "/sealed-account")["account"] == nil)
+            let allowed = (options["allowCredentials"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+            #expect(allowed == [Base64URL.encode(passkey.credentialID)])
+            #expect(prfSalts(options.json, for: passkey.credentialID)?.first == wrap.salt)
+            // One prompt: signed in and the key open; a note is signed with no unlock.
+            #expect(reply.status == .ok && reply["signerSealed"] as? Bool == true, "\(reply.json)")
+            #expect(Self.hint(reply) == cookie, "the sign-in keeps naming the account")
+            let session = try #require(reply["token"] as? String)
+            #expect(try await client.session(session)["signerLocked"] as? Bool == false)
+            #expect(try await client.signNote(session).status == .ok)
+
+            // No cookie, a forged one, or "another account": the usual options, no PRF, no account.
+            let forged = cookie.dropLast(2) + (cookie.hasSuffix("AA") ? "AB" : "AA")
+            for headers: HTTPFields in [[:], [.cookie: String(forged)], [.cookie: "\(SealedAccountHint.cookieName)=\(userID)"]] {
+                let plain = try await client.call(.get, "/generate-authentication-options", headers: headers)
+                #expect(plain["extensions"] == nil && plain["account"] == nil && (plain["allowCredentials"] as? [Any])?.isEmpty == true)
+            }
+            let other = try await client.call(.post, "/generate-authentication-options", json: ["anyAccount": true], headers: [.cookie: cookie])
+            #expect(other.status == .ok && other["extensions"] == nil && other["account"] == nil)
+            let typed = try await client.call(.post, "/generate-authentication-options", json: ["anyAccount": "yes"], headers: [.cookie: cookie])
+            #expect(typed.status == .badRequest)
+
+            // A PRF output that opens nothing signs in with the key shut.
+            let (_, wrong) = try await Self.signIn(client, &passkey, cookie: cookie) { $0.prfSalt = Array(repeating: 7, count: 32) }
+            let shut = try #require(wrong["token"] as? String)
+            #expect(try await client.session(shut)["signerLocked"] as? Bool == true)
+
+            // A challenge made for alice does not sign anyone else in.
+            var bob = SoftwareAuthenticator.withPRF()
+            _ = try await client.signUp(&bob, username: "bob")
+            let (_, intruder) = try await Self.signIn(client, &bob, cookie: cookie)
+            #expect(intruder.status == .notFound && intruder.error == "credential_not_found")
+
+            // Unsealing forgets the account in this browser; signing in to an unsealed account does too.
+            var withCookie = Client.bearer(session)
+            withCookie[.cookie] = cookie
+            let unsealed = try await client.call(
+                .post, "/api/signer/unseal",
+                json: ["cred": try await client.confirmation("key.unseal", by: &passkey, token: session)], headers: withCookie)
+            #expect(unsealed.status == .ok && Self.hint(unsealed) == "\(SealedAccountHint.cookieName)=")
+            let (plainOptions, plainReply) = try await Self.signIn(client, &passkey, cookie: cookie)
+            #expect(plainOptions["account"] == nil && Self.hint(plainReply) == "\(SealedAccountHint.cookieName)=")
+            #expect(try await client.call(.get, "/sealed-account", headers: [.cookie: cookie])["account"] == nil)
+        }
+    }
+
+    /// A new account sealed from the start is named at sign-up: its first sign-in is one prompt too.
+    @Test func anAccountSealedAtSignUpIsNamedFromTheStart() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var passkey = SoftwareAuthenticator.withPRF()
+            let options = try await client.registrationOptions(username: "carol")
+            let challenge = Base64URL.decode(options["challenge"] as! String)!
+            passkey.userHandle = Base64URL.decode((options["user"] as! [String: Any])["id"] as! String)
+            var fields = passkey.registrationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+            fields.prfSalt = prfSalt(options)
+            let body: [String: Any] = [
+                "cred": try jsonObject(passkey.register(fields)), "username": "carol",
+                "challengeKey": options["challengeKey"] as! String, "seal": true,
+            ]
+            let signedUp = try await client.call(.post, "/verify-registration", json: body)
+            #expect(signedUp.status == .ok && signedUp["sealsKey"] as? Bool == true, "\(signedUp.json)")
+            let cookie = try #require(Self.hint(signedUp))
+            let (named, reply) = try await Self.signIn(client, &passkey, cookie: cookie)
+            #expect(named["account"] as? String == "carol")
+            let token = try #require(reply["token"] as? String)
+            #expect(try await client.session(token)["signerLocked"] as? Bool == false)
+        }
+    }
+}
