@@ -276,8 +276,7 @@ const kindWords = {
 function historyActor(e) {
   if (e.client === "api" || e.client === "account") return "You";
   if (e.client.startsWith("nip46:")) {
-    const name = bunkerNames[e.client.slice(6)];
-    return name ? name : "A bunker client";
+    return bunkerClientName(bunkerNames[e.client.slice(6)], e.client.slice(6));
   }
   return e.client;
 }
@@ -428,8 +427,8 @@ async function loadGrants() {
 
 /** A client as people read it: a bunker client by its name when it gave one, else its key's start. */
 function clientLabel(client, name) {
-  if (name) return `${name} (unverified)`;
-  return client.startsWith("nip46:") ? `bunker client ${client.slice(6, 18)}…` : client;
+  if (client.startsWith("nip46:")) return bunkerClientName(name || bunkerNames[client.slice(6)], client.slice(6));
+  return name ? `${name} (unverified)` : client;
 }
 
 async function loadWaiting() {
@@ -484,11 +483,11 @@ async function loadBunkerClients({ onlyIfChanged = false } = {}) {
   const seen = JSON.stringify(clients);
   if (onlyIfChanged && seen === shownClients) return;
   shownClients = seen;
-  bunkerNames = Object.fromEntries(clients.filter((c) => c.name).map((c) => [c.pubkey, `${c.name} (unverified)`]));
+  bunkerNames = Object.fromEntries(clients.filter((c) => c.name).map((c) => [c.pubkey, c.name]));
   renderRevocable("bunker-clients", clients.map((c) => {
-    const name = c.name ? `${c.name} (unverified)` : `client ${c.pubkey.slice(0, 12)}…`;
+    const name = bunkerClientName(c.name, c.pubkey);
     return {
-      text: `${name} · connected ${when(c.createdAt * 1000)} · last used ${c.lastUsedAt ? when(c.lastUsedAt * 1000) : "never"}`,
+      text: `${name}${c.name ? ` · ${bunkerClientKey(c.pubkey)}` : ""} · connected ${when(c.createdAt * 1000)} · last used ${c.lastUsedAt ? when(c.lastUsedAt * 1000) : "never"}`,
       button: "Disconnect", label: `Disconnect ${name}`,
       action: async () => {
         await api(`/api/signer/bunker/clients/${encodeURIComponent(c.pubkey)}`, { method: "DELETE" });

@@ -24,11 +24,6 @@ function row(list, name, value, isCode) {
   list.append(dt, dd);
 }
 
-/** "npub1abcd…wxyz": enough of a key to tell it apart. */
-function shortKey(npub) {
-  return npub && npub.length > 20 ? `${npub.slice(0, 12)}…${npub.slice(-6)}` : (npub || "");
-}
-
 /** The one-line summary of what the request does, and the fields it replaces (kind 0). */
 function describe(r) {
   const e = r.event;
@@ -71,11 +66,19 @@ function render(r) {
   $("choices-card").append($("status"));
   $("who").textContent = `Signed in as ${r.account.username}.`;
   $("account-name").textContent = r.account.username;
-  // A bunker client is its key: shown as an npub.
-  $("client").textContent = r.client.startsWith("nip46:") ? `Bunker client ${shortKey(r.clientNpub)}` : r.client;
-  if (r.clientName) {
+  // A bunker client has one name on every page (bunkerClientName), its key beside it; a web
+  // client is its origin, with what it calls itself beside it.
+  if (r.client.startsWith("nip46:")) {
+    $("client").textContent = bunkerClientName(r.clientName, r.client.slice(6));
     $("client-claimed").hidden = false;
-    $("client-claimed").textContent = `calls itself “${r.clientName}” (not verified)`;
+    $("client-claimed").textContent = r.clientName ? `${bunkerClientKey(r.client.slice(6))}; the name is what the app calls itself` : "";
+    $("client-claimed").hidden = !r.clientName;
+  } else {
+    $("client").textContent = r.client;
+    if (r.clientName) {
+      $("client-claimed").hidden = false;
+      $("client-claimed").textContent = `calls itself “${r.clientName}” (not verified)`;
+    }
   }
   const summary = describe(r);
   $("title").textContent = "Approve this?";

@@ -21,8 +21,10 @@ function show() {
     return false;
   }
   const params = url.searchParams;
-  $("client").textContent = params.get("name") || `Client ${url.host.slice(0, 12)}…`;
-  $("client-url").textContent = params.get("url") || "";
+  // The name the account page and the approval page will call it too.
+  const key = url.host.toLowerCase();
+  $("client").textContent = bunkerClientName(params.get("name"), key);
+  $("client-url").textContent = [params.get("name") ? bunkerClientKey(key) : "", params.get("url") || ""].filter(Boolean).join(" · ");
   row("Relays", params.getAll("relay").join("\n") || "(none)");
   row("Asks for", params.get("perms") ? params.get("perms").split(",").join(", ") : "nothing in advance");
   $("client-card").hidden = false;

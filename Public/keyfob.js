@@ -261,6 +261,49 @@ function codeDetails(code) {
 }
 
 /** "1 passkey", "3 passkeys": a count and its noun (one that takes an s). */
+/** A 32-byte hex key as its NIP-19 `npub` (bech32, BIP-173), or "" for anything else. */
+function npubFromHex(hex) {
+  if (!/^[0-9a-f]{64}$/.test(hex || "")) return "";
+  const alphabet = "qpzry9x8gf2tvdw0s3jn54khce6mua7l";
+  const words = [];
+  let acc = 0, bits = 0;
+  for (let i = 0; i < 64; i += 2) {
+    acc = ((acc << 8) | parseInt(hex.slice(i, i + 2), 16)) & 0xfff;
+    bits += 8;
+    while (bits >= 5) { bits -= 5; words.push((acc >> bits) & 31); }
+  }
+  if (bits) words.push((acc << (5 - bits)) & 31);
+  const polymod = (values) => {
+    let chk = 1;
+    for (const v of values) {
+      const top = chk >> 25;
+      chk = ((chk & 0x1ffffff) << 5) ^ v;
+      [0x3b6a57b2, 0x26508e6d, 0x1ea119fa, 0x3d4233dd, 0x2a1462b3].forEach((g, j) => { if ((top >> j) & 1) chk ^= g; });
+    }
+    return chk;
+  };
+  const hrp = [..."npub"].map((c) => c.charCodeAt(0));
+  const mod = polymod([...hrp.map((c) => c >> 5), 0, ...hrp.map((c) => c & 31), ...words, 0, 0, 0, 0, 0, 0]) ^ 1;
+  const checksum = [0, 1, 2, 3, 4, 5].map((i) => (mod >> (5 * (5 - i))) & 31);
+  return "npub1" + [...words, ...checksum].map((w) => alphabet[w]).join("");
+}
+
+/** "npub1abcd…wxyz": enough of a key to tell it apart. */
+function shortKey(npub) {
+  return npub && npub.length > 20 ? `${npub.slice(0, 12)}…${npub.slice(-6)}` : (npub || "");
+}
+
+/** The one name of a NIP-46 (bunker) client on every page: the name it gives itself, marked as
+ *  unverified, else its key. `pubkey` is its hex key. */
+function bunkerClientName(name, pubkey) {
+  return name ? `${name} (unverified)` : `Bunker client ${shortKey(npubFromHex(pubkey))}`;
+}
+
+/** A bunker client's key, for the line under its name: "key npub1abcd…wxyz". */
+function bunkerClientKey(pubkey) {
+  return `key ${shortKey(npubFromHex(pubkey))}`;
+}
+
 function counted(n, noun, plural = `${noun}s`) {
   return `${n} ${n === 1 ? noun : plural}`;
 }

@@ -196,6 +196,9 @@ def test_the_account_page_shows_the_bunker_url_and_disconnects_clients(server, d
         driver.save_screenshot(os.path.join(folder, "account-waiting.png"))
         driver.find_element(By.CSS_SELECTOR, "#waiting a").click()
         wait_for(driver, lambda d: "from Coracle, via the bunker" in d.find_element(By.ID, "summary").text)
+        # One name on every page (#56): the apps list's and the waiting list's, its key beside it.
+        assert driver.find_element(By.ID, "client").text == "Coracle (unverified)"
+        assert driver.find_element(By.ID, "client-claimed").text.startswith("key npub1")
         assert "sign_event:1, nip44_encrypt" in driver.find_element(By.ID, "preset-requested").text
         requested = driver.find_element(By.CSS_SELECTOR, "input[value=requested]")
         # The decision bar stays at the bottom of the screen: scroll the choice above it, as a person does.
@@ -310,7 +313,11 @@ def test_the_connect_page_connects_a_nostrconnect_client(server, driver):
     uri = (f"nostrconnect://{app.keys.public_key().to_hex()}?relay={relay}&secret=page-secret"
            f"&perms=sign_event%3A1%2Cnip44_encrypt&name=Coracle&url=https%3A%2F%2Fcoracle.social")
     driver.get(server.url + "/connect/" + urllib.parse.quote(uri, safe=""))
-    wait_for(driver, lambda d: d.find_element(By.ID, "client").text == "Coracle")
+    # One name on every page (#56): the connect page calls it what the account and approval pages do.
+    wait_for(driver, lambda d: d.find_element(By.ID, "client").text == "Coracle (unverified)")
+    npub = driver.execute_script("return npubFromHex(arguments[0])", app.keys.public_key().to_hex())
+    assert npub == app.keys.public_key().to_bech32(), npub  # the page's bech32 agrees with rust-nostr's
+    assert f"key {npub[:12]}…{npub[-6:]}" in driver.find_element(By.ID, "client-url").text
     assert "sign_event:1, nip44_encrypt" in driver.find_element(By.ID, "details").text
     folder = os.path.join(os.path.dirname(__file__), "..", "..", ".build", "screenshots")
     os.makedirs(folder, exist_ok=True)
