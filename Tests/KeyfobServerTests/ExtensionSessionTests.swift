@@ -68,12 +68,13 @@ import WebAuthnTestSupport
             #expect(try await origin(of: Client.bearer(token)) == ("polkadot-bridge", false))
 
             // #55: the extension's session answers sites' Polkadot calls, not account changes: every
-            // other endpoint refuses it (403), while its own calls still work.
+            // other endpoint refuses it (403), while its own calls still work. (#56: Lock now and
+            // revoking a site's grant, which take power away, are its popup's: the test below.)
             let refusals: [(HTTPRequest.Method, String, Any?)] = [
                 (.post, "/api/polkadot/accounts", ["name": "Planted"]), (.get, "/api/signer/grants", nil),
                 (.post, "/api/signer/sign_event", ["event": ["kind": 1, "content": "x"]]), (.post, "/api/confirmations", ["action": "key.export"]),
                 (.get, "/api/signer/history", nil), (.post, "/api/extension/session", [:]), (.get, "/account/credentials", nil),
-                (.post, "/api/signer/lock", [:]), (.get, "/api/signer/bunker", nil), (.post, "/logout?everywhere=1", [:]),
+                (.get, "/api/signer/bunker", nil), (.post, "/logout?everywhere=1", [:]),
                 (.get, "/api/polkadot/accounts", nil),
             ]
             for (method, path, body) in refusals {
@@ -111,6 +112,43 @@ import WebAuthnTestSupport
             #expect(
                 try await client.call(.post, "/api/polkadot/message", json: PolkadotBridgeTests.message("pub(accounts.list)", nil), headers: ext)
                     .status == .unauthorized)
+        }
+    }
+}
+
+extension ExtensionSessionTests {
+    /// #56: the popup says what the current site may do, revokes it, and locks the signer; the
+    /// token reaches only web origins' grants (never a bunker app's) and cannot unlock anything.
+    @Test func thePopupSeesRevokesAndLocksButNeverABunkerAppsGrant() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var (token, authenticator) = try await client.newAccount("pop")
+            var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
+            page[.origin] = Harness.origin
+            let given = try await client.call(
+                .post, "/api/extension/session", json: try await client.confirmed([:], "extension.connect", by: &authenticator, token: token),
+                headers: page)
+            let ext = Client.bearer(try #require(given["token"] as? String))
+            let userID = try await harness.store.user(named: "pop")!.id
+            let now = Date()
+            for (id, client) in [("g-web", "dapp.example"), ("g-app", "nip46:" + String(repeating: "b", count: 64))] {
+                try await harness.store.insertGrant(
+                    GrantRecord(id: id, userID: userID, client: client, method: "sign_event", kind: 1, allow: true, createdAt: now, expiresAt: nil))
+            }
+            let session = try await client.call(.get, "/session", headers: ext)
+            let listed = (session["siteGrants"] as? [[String: Any]])?.compactMap { $0["client"] as? String }
+            #expect(listed == ["dapp.example"], "only web origins' grants: \(session.json)")
+            // A cookie session's /session lists none of it.
+            #expect(try await client.call(.get, "/session", headers: Client.bearer(token))["siteGrants"] == nil)
+
+            #expect(try await client.call(.delete, "/api/signer/grants/g-app", headers: ext).status == .notFound)
+            #expect(try await client.call(.delete, "/api/signer/grants/g-web", headers: ext).status == .ok)
+            #expect(try await harness.store.grants(ofUser: userID, now: now).map(\.id) == ["g-app"])
+
+            #expect(try await client.call(.post, "/api/signer/lock", json: [:], headers: ext).status == .ok)
+            #expect(try await client.session(token)["signerLocked"] as? Bool == true)
+            // Locking takes power away; unlocking is not the token's.
+            #expect(try await client.call(.post, "/api/signer/unlock", json: [:], headers: ext).status == .forbidden)
         }
     }
 }

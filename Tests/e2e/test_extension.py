@@ -88,9 +88,10 @@ window.addEventListener('message', (e) => {{ if (e.data && e.data.keyfobExtensio
 <pre id=out></pre>"""
 
 
-def call_with_token(server, token, path, body):
-    """POST `body` with the extension's token as a bearer: (status, error code)."""
-    request = urllib.request.Request(f"{server.url}{path}", data=json.dumps(body).encode(), method="POST",
+def call_with_token(server, token, path, body, method="POST"):
+    """POST (or `method`) `body` with the extension's token as a bearer: (status, error code)."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{server.url}{path}", data=data, method=method,
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request) as reply:
@@ -173,16 +174,21 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         driver.find_element(By.ID, "pk").click()
         wait_for(driver, lambda d: out(d) == pubkey)
         assert len(driver.window_handles) == 1
-        # #55: revoked on Keyfob's page, the key is forgotten there too, and the site asked again.
+        # #56: the popup says what the site may do and revokes it there; #55: the key the extension
+        # kept is forgotten too, and the site asks again. (Opened as a tab, the popup speaks of the
+        # web page used last.)
         driver.switch_to.new_window("tab")
-        driver.get(f"{server.url}/account.html")
-        revoked = driver.execute_async_script(
-            "const client = arguments[0], done = arguments[1];"
-            " api('/api/signer/grants').then(async ({grants}) => {"
-            "   const mine = grants.filter((g) => g.client === client && g.method === 'get_public_key');"
-            "   for (const g of mine) await api('/api/signer/grants/' + g.id, {method: 'DELETE'});"
-            "   return mine.length; }).then(done, (e) => done(String(e)))", origin)
-        assert revoked == 1, revoked
+        driver.get(popup_url)
+        wait_for(driver, lambda d: d.find_element(By.ID, "site-may").is_displayed())
+        assert driver.find_element(By.ID, "site-name").text == f"127.0.0.1:{first.server_port}"
+        assert driver.find_element(By.ID, "site-may").text == "May read your public key, until you revoke it"
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {"width": 340, "height": 600, "deviceScaleFactor": 1, "mobile": False})
+        driver.save_screenshot(shots(server) + "/extension-popup-site.png")
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        driver.find_element(By.ID, "revoke-site").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text.endswith("asks you again for everything."))
+        wait_for(driver, lambda d: "asks you each time" in d.find_element(By.ID, "site-may-title").text)
+        assert not driver.find_element(By.ID, "revoke-site").is_displayed()
         driver.close()
         driver.switch_to.window(main)
         driver.execute_script("document.getElementById('out').textContent = ''")
@@ -318,6 +324,16 @@ def test_pages_that_never_heard_of_keyfob_sign_through_the_extension(server, ext
         approve_in_popup(driver, main)
         wait_for(driver, lambda d: out(d).startswith("{"), timeout=20)
         assert verify_event(json.loads(out(driver)))
+        # #56: Lock now, from the popup: every session of the account locks (the browser's too).
+        driver.switch_to.new_window("tab")
+        driver.get(popup_url)
+        wait_for(driver, lambda d: d.find_element(By.ID, "lock").is_displayed())
+        driver.find_element(By.ID, "lock").click()
+        wait_for(driver, lambda d: d.find_element(By.ID, "status").text.startswith("Locked on every device"))
+        driver.get(f"{server.url}/account.html")
+        assert driver.execute_async_script("api('/session').then((s) => arguments[0](s.signerLocked))") is True
+        driver.close()
+        driver.switch_to.window(main)
     finally:
         first.shutdown()
         second.shutdown()

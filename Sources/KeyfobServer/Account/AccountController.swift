@@ -49,6 +49,9 @@ struct AccountController: Sendable {
         /// For the browser extension's session only: the sites (grant clients) that may read the
         /// public key without asking. The extension forgets the key it gave any other site.
         var sites: [String]? = nil
+        /// For the extension's session only: what each site (a web origin, not a bunker client) may
+        /// do or is refused, so its popup says what the current site may do and can revoke it.
+        var siteGrants: [GrantsReply.Item]? = nil
     }
 
     @Sendable func session(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -68,6 +71,8 @@ struct AccountController: Sendable {
                 $0.allow && $0.method == SignerMethod.getPublicKey.rawValue
             }
             reply.sites = Set(granted.map { $0.client }).sorted()
+            reply.siteGrants = try await store.grants(ofUser: auth.user.id, now: now()).filter { !$0.client.hasPrefix("nip46:") }
+                .map(GrantsReply.Item.init)
         }
         return jsonResponse(reply)
     }

@@ -93,9 +93,14 @@ struct Sessions: Sendable {
             let parts = path.split(separator: "/", omittingEmptySubsequences: false)
             return parts.count == 5 && path.hasPrefix("/api/polkadot/requests/")
         case .post:
-            if path == "/api/polkadot/message" || (path == "/logout" && request.uri.query == nil) { return true }
+            // Lock now, from the popup: it takes power away.
+            if path == "/api/polkadot/message" || path == "/api/signer/lock" || (path == "/logout" && request.uri.query == nil) { return true }
             let parts = path.split(separator: "/", omittingEmptySubsequences: false)
             return parts.count == 6 && path.hasPrefix("/api/polkadot/requests/") && parts[5] == "reject"
+        case .delete:
+            // Revoking a site's grant, from the popup (deleteGrant keeps it to web origins' grants).
+            let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+            return parts.count == 5 && path.hasPrefix("/api/signer/grants/")
         default:
             return false
         }

@@ -86,18 +86,23 @@ extension ApprovalController {
     @Sendable func listGrants(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let formatter = ISO8601DateFormatter()
-        let list = try await store.grants(ofUser: auth.user.id, now: now()).map { g in
-            GrantsReply.Item(
-                id: g.id, client: g.client, method: g.method, allow: g.allow, createdAt: formatter.string(from: g.createdAt),
-                kind: g.kind, expiresAt: g.expiresAt.map(formatter.string(from:)))
-        }
+        let list = try await store.grants(ofUser: auth.user.id, now: now()).map(GrantsReply.Item.init)
         return jsonResponse(GrantsReply(grants: list))
     }
 
-    /// Changing grants needs an unlocked signer (DESIGN.md §3).
+    /// Changing grants needs an unlocked signer (DESIGN.md §3). One exception: the browser
+    /// extension's session (never unlocked) may revoke what a site was given, from its popup:
+    /// revoking takes power away, and it reaches only web origins' grants, never a bunker app's.
     @Sendable func deleteGrant(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let auth = try await sessions.requireUnlocked(request)
-        guard let id = context.parameters.get("id"), try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
+        var auth = try await sessions.require(request)
+        let fromExtension = auth.isExtension
+        if !fromExtension { auth = try await sessions.requireUnlocked(request) }
+        let id = context.parameters.get("id") ?? ""
+        var mayDelete = true
+        if fromExtension {
+            mayDelete = try await store.grants(ofUser: auth.user.id, now: now()).contains { $0.id == id && !$0.client.hasPrefix("nip46:") }
+        }
+        guard mayDelete, try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
             throw KeyfobError(.requestNotFound, "you have no grant with this id", status: .notFound)
         }
         // A dapp's permission revoked: its open account streams check and end.

@@ -56,6 +56,15 @@ struct GrantsReply: Encodable {
     let grants: [Item]
 }
 
+extension GrantsReply.Item {
+    init(_ grant: GrantRecord) {
+        let formatter = ISO8601DateFormatter()
+        self.init(
+            id: grant.id, client: grant.client, method: grant.method, allow: grant.allow,
+            createdAt: formatter.string(from: grant.createdAt), kind: grant.kind, expiresAt: grant.expiresAt.map(formatter.string(from:)))
+    }
+}
+
 /// What a passkey-confirmed approval keeps: the text the passkey signed and the assertion itself
 /// (without its PRF output), checkable by anyone with the passkey's public key.
 struct Receipt: Encodable {
