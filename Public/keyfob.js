@@ -168,7 +168,17 @@ function deviceCredentials() {
 async function signInWithPasskey({ mediation, signal, onOptions, anyAccount } = {}) {
   const options = await api("/generate-authentication-options", { method: "POST", body: anyAccount ? { anyAccount: true } : {} });
   if (onOptions) onOptions(options);
-  const credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
+  let credential;
+  try {
+    credential = await navigator.credentials.get({ publicKey: requestOptionsFromJSON(options), mediation, signal });
+  } catch (error) {
+    // Offered only the remembered account's passkeys and none was used (another account's person,
+    // or a cancel): ask again for any account, so no window is a dead end.
+    if (options.account && !mediation && error && error.name === "NotAllowedError") {
+      return signInWithPasskey({ signal, onOptions, anyAccount: true });
+    }
+    throw error;
+  }
   rememberDeviceCredential(credential);
   try {
     return await api("/verify-authentication", {

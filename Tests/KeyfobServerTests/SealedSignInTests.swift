@@ -62,7 +62,7 @@ import WebAuthnTestSupport
             // One prompt: signed in and the key open; a note is signed with no unlock.
             #expect(reply.status == .ok && reply["signerSealed"] as? Bool == true, "\(reply.json)")
             #expect(Self.hint(reply) == cookie, "the sign-in keeps naming the account")
-            let session = try #require(reply["token"] as? String)
+            var session = try #require(reply["token"] as? String)
             #expect(try await client.session(session)["signerLocked"] as? Bool == false)
             #expect(try await client.signNote(session).status == .ok)
 
@@ -77,6 +77,18 @@ import WebAuthnTestSupport
             let typed = try await client.call(.post, "/generate-authentication-options", json: ["anyAccount": "yes"], headers: [.cookie: cookie])
             #expect(typed.status == .badRequest)
 
+            // The usual options never open a key, even with the right PRF output volunteered.
+            let usual = try await client.call(.post, "/generate-authentication-options", json: ["anyAccount": true])
+            var volunteered = passkey.authenticationFields(
+                challenge: Base64URL.decode(usual["challenge"] as! String)!, rpID: "localhost", origin: Harness.origin)
+            volunteered.prfSalt = wrap.salt
+            let plainSignIn = try await client.call(
+                .post, "/verify-authentication",
+                json: ["cred": try jsonObject(passkey.authenticate(volunteered)), "challengeKey": usual["challengeKey"] as! String],
+                headers: Client.wantsToken)
+            passkey.signCount = volunteered.signCount
+            #expect(try await client.session(try #require(plainSignIn["token"] as? String))["signerLocked"] as? Bool == true)
+
             // A PRF output that opens nothing signs in with the key shut.
             let (_, wrong) = try await Self.signIn(client, &passkey, cookie: cookie) { $0.prfSalt = Array(repeating: 7, count: 32) }
             let shut = try #require(wrong["token"] as? String)
@@ -87,6 +99,16 @@ import WebAuthnTestSupport
             _ = try await client.signUp(&bob, username: "bob")
             let (_, intruder) = try await Self.signIn(client, &bob, cookie: cookie)
             #expect(intruder.status == .notFound && intruder.error == "credential_not_found")
+
+            // Signing out everywhere forgets the account in the browser that does it.
+            var everywhere = Client.bearer(session)
+            everywhere[.cookie] = cookie
+            let signedOut = try await client.call(
+                .post, "/logout?everywhere=1",
+                json: ["confirmation": try await client.confirmation("sessions.revoke", by: &passkey, token: session)], headers: everywhere)
+            #expect(signedOut.status == .ok && Self.hint(signedOut) == "\(SealedAccountHint.cookieName)=", "\(signedOut.json)")
+            let (_, again) = try await Self.signIn(client, &passkey, cookie: cookie)
+            session = try #require(again["token"] as? String)
 
             // Unsealing forgets the account in this browser; signing in to an unsealed account does too.
             var withCookie = Client.bearer(session)

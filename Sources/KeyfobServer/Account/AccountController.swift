@@ -98,6 +98,12 @@ struct AccountController: Sendable {
                     detail: "everywhere sessions=\(ended.sessions) clients=\(ended.clients) grants=\(ended.grants) requests=\(ended.requests)")
                 let passkeys = try await store.credentials(ofUser: auth.user.id)
                 let dayAgo = now().addingTimeInterval(-86400)
+                // This browser forgets the sealed account too: its next sign-in names no one.
+                var headers = cleared
+                if SealedAccountHint.carried(request) {
+                    let secure = sessions.secureCookie(for: request, context: context)
+                    headers.append(HTTPField(name: .setCookie, value: SealedAccountHint.removal(secure: secure)))
+                }
                 return jsonResponse(
                     SignedOutReply(
                         signedOut: true, sessions: ended.sessions, apps: ended.clients, grants: ended.grants, requests: ended.requests,
@@ -105,7 +111,7 @@ struct AccountController: Sendable {
                             extensionSession: ended.extensionSessions > 0, apps: Array(ended.clientNames.prefix(20)),
                             sites: Array(ended.grantClients.prefix(20))),
                         passkeys: passkeys.count, passkeysAddedToday: passkeys.filter { $0.createdAt > dayAgo }.count),
-                    headers: cleared)
+                    headers: headers)
             } else {
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.

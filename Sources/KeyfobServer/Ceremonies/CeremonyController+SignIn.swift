@@ -187,10 +187,10 @@ extension CeremonyController {
         let signerSealed = key.passkeySealed
         let token = new.token
         var session = new.record
-        // A sealing passkey's PRF output (asked by `sealedSignIn`) opens the key in this same
-        // prompt: the new session keeps its copy of the data key, as an unlock's does. A PRF
+        // A sealing passkey's PRF output, asked by `sealedSignIn` (a challenge bound to this
+        // account; the usual options never open a key), opens the key in this same prompt: the new session keeps its copy of the data key, as an unlock's does. A PRF
         // output that opens nothing signs in all the same, with the key shut.
-        if signerSealed, verified.userVerified, let first = SharedSecret(body.cred.clientExtensionResults?.prfFirst),
+        if signerSealed, verified.userVerified, pending.userID == user.id, let first = SharedSecret(body.cred.clientExtensionResults?.prfFirst),
             let dataKey = try await custody.openWrap(
                 userID: user.id, credentialID: record.id,
                 prf: PRFOutputs(first: first, second: SharedSecret(body.cred.clientExtensionResults?.prfSecond)),
