@@ -123,6 +123,64 @@ import WebAuthnTestSupport
         }
     }
 
+    /// Each sealing passkey is offered with its own wrap's salt and opens the key alone; a passkey
+    /// cannot open it with another's PRF output, nor without user verification; a cookie naming
+    /// another account with this one's MAC names no one.
+    @Test func eachSealingPasskeyOpensItsOwnWrapOnlyWithUserVerification() async throws {
+        let harness = try Harness { $0.requireUserVerification = false }
+        try await harness.run { client in
+            var first = SoftwareAuthenticator.withPRF()
+            let token = try #require(try await client.signUp(&first, username: "alice")["token"] as? String)
+            let cookie = try #require(Self.hint(try await client.seal(&first, token: token)))
+            var second = SoftwareAuthenticator.withPRF()
+            let added = try await client.addPasskey(&second, username: "alice", token: token, by: &first)
+            #expect(added["sealsKey"] as? Bool == true, "\(added.json)")
+            let userID = try await harness.store.user(named: "alice")!.id
+            let wraps = try await harness.store.keyWraps(ofUser: userID)
+            let options = try await client.call(.get, "/generate-authentication-options", headers: [.cookie: cookie])
+            for passkey in [first, second] {
+                let salt = wraps.first { $0.credentialID == passkey.credentialID }?.salt
+                #expect(salt != nil && prfSalts(options.json, for: passkey.credentialID)?.first == salt)
+            }
+            #expect(wraps.count == 2 && wraps[0].salt != wraps[1].salt)
+            var opened = 0
+            for index in 0..<2 {
+                var passkey = index == 0 ? first : second
+                let (_, reply) = try await Self.signIn(client, &passkey, cookie: cookie)
+                if try await client.session(try #require(reply["token"] as? String))["signerLocked"] as? Bool == false { opened += 1 }
+                if index == 0 { first = passkey } else { second = passkey }
+            }
+            #expect(opened == 2, "each sealing passkey alone opens the key")
+
+            // The second passkey's assertion carrying the first one's PRF output opens nothing.
+            let firstWrap = try #require(wraps.first { $0.credentialID == first.credentialID })
+            let firstOutput = try #require(first.prf(firstWrap.salt))
+            let bound = try await client.call(.get, "/generate-authentication-options", headers: [.cookie: cookie])
+            let fields = second.authenticationFields(
+                challenge: Base64URL.decode(bound["challenge"] as! String)!, rpID: "localhost", origin: Harness.origin)
+            var cred = try #require(try jsonObject(second.authenticate(fields)) as? [String: Any])
+            cred["clientExtensionResults"] = ["prf": ["results": ["first": Base64URL.encode(firstOutput)]]]
+            var sent: HTTPFields = [.cookie: cookie]
+            sent.append(contentsOf: Client.wantsToken)
+            let pasted = try await client.call(
+                .post, "/verify-authentication", json: ["cred": cred, "challengeKey": bound["challengeKey"] as! String], headers: sent)
+            second.signCount = fields.signCount
+            #expect(try await client.session(try #require(pasted["token"] as? String))["signerLocked"] as? Bool == true)
+
+            // Without user verification (allowed by this server's settings) it signs in, shut.
+            let (_, unverified) = try await Self.signIn(client, &first, cookie: cookie) { $0.flags = 0x01 }
+            #expect(try await client.session(try #require(unverified["token"] as? String))["signerLocked"] as? Bool == true)
+
+            // Bob's id under alice's MAC names no one.
+            var bob = SoftwareAuthenticator.withPRF()
+            _ = try await client.signUp(&bob, username: "bob")
+            let bobID = try await harness.store.user(named: "bob")!.id
+            let tag = cookie[cookie.index(after: cookie.lastIndex(of: ".")!)...]
+            let swapped = try await client.call(.get, "/sealed-account", headers: [.cookie: "\(SealedAccountHint.cookieName)=\(bobID).\(tag)"])
+            #expect(swapped.status == .ok && swapped["account"] == nil)
+        }
+    }
+
     /// A new account sealed from the start is named at sign-up: its first sign-in is one prompt too.
     @Test func anAccountSealedAtSignUpIsNamedFromTheStart() async throws {
         let harness = try Harness()
