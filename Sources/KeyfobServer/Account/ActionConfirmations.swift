@@ -37,7 +37,7 @@ struct ActionConfirmations: Sendable {
         case adminRevokeSessions = "admin.revoke_sessions"
         case adminRemoveUser = "admin.remove_user"
         /// Not an account change: opening a sealed key for this session's unlock window (the one
-        /// ceremony that asks for PRF outside sealing; sign-in never does).
+        /// confirmation that asks for PRF outside sealing; a usual sign-in does not).
         case unlock = "signer.unlock"
 
         /// Sealing, unsealing and unlocking need the PRF output of the same assertion.

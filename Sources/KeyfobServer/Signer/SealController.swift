@@ -10,8 +10,9 @@ import WebAuthn
 /// Sealing the nostr key with the user's passkeys (PRF), undoing it, and opening it for a
 /// session. Each needs a session and an assertion made for the action (`/api/confirmations`,
 /// `key.seal` / `key.unseal` / `signer.unlock`, whose options carry the PRF inputs) from a passkey
-/// the account had before the session signed in. Sign-in never asks for PRF: a sealed key opens
-/// only through `unlock` (or a passkey-confirmed approval), when it is needed.
+/// the account had before the session signed in. A usual sign-in asks for no PRF: a sealed key
+/// opens through `unlock`, a passkey-confirmed approval, or the sign-in of a browser that names the
+/// sealed account (`SealedAccountHint`).
 ///
 ///     POST /api/signer/seal   {cred, prfOutput?}  not sealed: seal under a new data key, wrapped
 ///                                                  for this passkey; sealed: wrap it for this passkey too
