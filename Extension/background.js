@@ -4,26 +4,29 @@
 // Signatures are approved in a Keyfob window, exactly as for /nip07.js and /polkadot.js: the same
 // grants, approval pages and receipts.
 "use strict";
-importScripts("config.js");
+// Chromium runs this as a service worker; Firefox as a background script after config.js.
+if (typeof importScripts === "function") importScripts("config.js");
 
 /** The server is fixed when the extension is built (`make extension KEYFOB_SERVER=…`): Keyfob's
- *  page there is the one allowed to hand over a session (manifest `externally_connectable`). */
+ *  /extension.html there is the one page that may connect this extension. */
 const SERVER = new URL(KEYFOB_DEFAULT_SERVER).origin;
 
 // The session's token lives in the service worker's memory-backed storage, which content scripts
 // cannot read; what is kept on disk (sites turned off) is closed to them too.
-chrome.storage.local.setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" }).catch(() => {});
-chrome.storage.session.setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" }).catch(() => {});
+// (Firefox keeps storage.session from content scripts already and has no setAccessLevel.)
+for (const area of [ext.storage.local, ext.storage.session]) {
+  if (area && area.setAccessLevel) area.setAccessLevel({ accessLevel: "TRUSTED_CONTEXTS" }).catch(() => {});
+}
 
 const state = {
   async get() {
-    const [held, kept] = await Promise.all([chrome.storage.session.get(["token", "username", "known"]), chrome.storage.local.get(["off"])]);
+    const [held, kept] = await Promise.all([ext.storage.session.get(["token", "username", "known"]), ext.storage.local.get(["off"])]);
     return { server: SERVER, token: held.token || null, username: held.username || null, off: kept.off || [], known: held.known || {} };
   },
   async set(values) {
     const { off, ...held } = values;
-    if (off !== undefined) await chrome.storage.local.set({ off });
-    if (Object.keys(held).length) await chrome.storage.session.set(held);
+    if (off !== undefined) await ext.storage.local.set({ off });
+    if (Object.keys(held).length) await ext.storage.session.set(held);
   },
 };
 
@@ -38,7 +41,7 @@ function failure(code, message) {
 
 /** The page's origin as the browser reports it; nil for anything that is not a web page's tab. */
 function originOf(sender) {
-  if (!sender.tab || sender.id !== chrome.runtime.id) return null;
+  if (!sender.tab || sender.id !== ext.runtime.id) return null;
   const origin = sender.origin || (sender.url && new URL(sender.url).origin);
   return origin && /^https?:\/\//.test(origin) ? origin : null;
 }
@@ -79,26 +82,26 @@ async function connected() {
 /** Opens `url` in a Keyfob window; resolves with the query of the first page of its tab whose
  *  address starts with `until`, or null when the person closed the window. */
 async function keyfobWindow(url, until) {
-  const created = await chrome.windows.create({ url, type: "popup", width: 440, height: 760 });
+  const created = await ext.windows.create({ url, type: "popup", width: 440, height: 760 });
   const tabId = created.tabs[0].id;
   // A service worker idle for 30 s is stopped: an extension call now and then keeps this one
   // alive while the person decides.
-  const keepAlive = setInterval(() => chrome.runtime.getPlatformInfo(), 20000);
+  const keepAlive = setInterval(() => ext.runtime.getPlatformInfo(), 20000);
   return new Promise((resolve) => {
     function finish(value) {
       clearInterval(keepAlive);
-      chrome.tabs.onUpdated.removeListener(onUpdated);
-      chrome.windows.onRemoved.removeListener(onRemoved);
+      ext.tabs.onUpdated.removeListener(onUpdated);
+      ext.windows.onRemoved.removeListener(onRemoved);
       resolve(value);
     }
     function onUpdated(id, change) {
       if (id !== tabId || !change.url || !until || !change.url.startsWith(until)) return;
       finish(new URLSearchParams(new URL(change.url).search));
-      chrome.windows.remove(created.id).catch(() => {});
+      ext.windows.remove(created.id).catch(() => {});
     }
     function onRemoved(id) { if (id === created.id) finish(null); }
-    chrome.tabs.onUpdated.addListener(onUpdated);
-    chrome.windows.onRemoved.addListener(onRemoved);
+    ext.tabs.onUpdated.addListener(onUpdated);
+    ext.windows.onRemoved.addListener(onRemoved);
   });
 }
 
@@ -231,8 +234,8 @@ async function signing(origin, msgType, request) {
     const { status, body } = await api(path);
     if (status !== 200) return failure(body.error || "request_not_found", body.message || "the request is gone");
     if (body.state !== "pending") {
-      chrome.windows.getAll({ populate: true }).then((windows) => {
-        for (const w of windows) if (w.tabs.some((t) => (t.url || "").includes(`polkadot-approve.html?id=${pending.id}`))) chrome.windows.remove(w.id);
+      ext.windows.getAll({ populate: true }).then((windows) => {
+        for (const w of windows) if (w.tabs.some((t) => (t.url || "").includes(`polkadot-approve.html?id=${pending.id}`))) ext.windows.remove(w.id);
       });
       if (body.outcome && body.outcome.result) return { result: body.outcome.result };
       return failure(body.state === "expired" ? "request_not_found" : "user_rejected", (body.outcome && body.outcome.error) || "Rejected");
@@ -308,48 +311,63 @@ function signInWindow(origin) {
  *  (the window then closes), false when the person closed it. */
 async function openSignInWindow(origin) {
   const url = `${SERVER}/extension.html?${new URLSearchParams({ for: origin })}`;
-  const created = await chrome.windows.create({ url, type: "popup", width: 440, height: 760 });
-  const keepAlive = setInterval(() => chrome.runtime.getPlatformInfo(), 20000);
+  const created = await ext.windows.create({ url, type: "popup", width: 440, height: 760 });
+  const keepAlive = setInterval(() => ext.runtime.getPlatformInfo(), 20000);
   const connectedNow = await new Promise((resolve) => {
     function onRemoved(id) { if (id === created.id) done(false); }
     function done(value) {
       clearInterval(keepAlive);
-      chrome.windows.onRemoved.removeListener(onRemoved);
+      ext.windows.onRemoved.removeListener(onRemoved);
       awaitingSession = awaitingSession.filter((waiting) => waiting !== done);
       resolve(value);
     }
     awaitingSession.push(done);
-    chrome.windows.onRemoved.addListener(onRemoved);
+    ext.windows.onRemoved.addListener(onRemoved);
   });
-  if (connectedNow) chrome.windows.remove(created.id).catch(() => {});
+  if (connectedNow) ext.windows.remove(created.id).catch(() => {});
   return connectedNow;
 }
 
-/** Keyfob's own /extension.html gives this extension its session directly (the browser lets only
- *  that server's pages reach it: `externally_connectable`), never through the page's messages. */
-async function receiveSession(message, sender) {
+/** Whether `sender` is Keyfob's own /extension.html, in a tab (its content script). */
+function fromConnectPage(sender) {
   const from = sender.origin || (sender.url && new URL(sender.url).origin);
-  if (!sender.tab || from !== SERVER || new URL(sender.url).pathname !== "/extension.html") {
-    return failure("permission_denied", "a session comes from the Keyfob server's own page");
+  return Boolean(sender.tab) && from === SERVER && new URL(sender.url).pathname === "/extension.html";
+}
+
+const b64urlBytes = (bytes) => btoa(String.fromCharCode(...bytes)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+
+/** Connecting, without a token ever in a page: for Keyfob's /extension.html this extension draws
+ *  a token (32 random bytes) and keeps it; the page gets only its SHA-256, the `claim` Keyfob
+ *  stores the session under (sessions are stored by their token's hash). Once the page says the
+ *  claim is registered, the token becomes this extension's session — after Keyfob answers to it.
+ *  Works in Firefox too, which has no page-to-extension messaging. */
+async function connecting(message, sender) {
+  if (!fromConnectPage(sender)) return failure("permission_denied", "only Keyfob's own page connects this extension");
+  const { claims = {} } = await ext.storage.session.get(["claims"]);
+  if (message.kind === "claim") {
+    const secret = crypto.getRandomValues(new Uint8Array(32));
+    const token = b64urlBytes(secret);
+    const claim = b64urlBytes(new Uint8Array(await crypto.subtle.digest("SHA-256", secret)));
+    // A few pages may be open at once: each keeps its own claim (the newest four).
+    const kept = Object.fromEntries([...Object.entries(claims).slice(-3), [claim, token]]);
+    await ext.storage.session.set({ claims: kept });
+    return { claim };
   }
-  if (!message || message.kind !== "session" || typeof message.token !== "string" || !/^[A-Za-z0-9_-]{43}$/.test(message.token)) {
-    return failure("invalid_request", "a session is {kind: \"session\", token}");
-  }
-  await state.set({ token: message.token, username: null, known: {} });
+  const token = typeof message.claim === "string" ? claims[message.claim] : null;
+  if (!token) return failure("invalid_request", "this page's claim is not this extension's; reload it");
+  delete claims[message.claim];
+  await ext.storage.session.set({ claims });
+  await state.set({ token, username: null, known: {} });
   const live = await connected();
   if (live.error) return live;
   await state.set({ username: live.session.username });
   for (const waiting of awaitingSession.slice()) waiting(true);
-  return { ok: true };
+  return { ok: true, username: live.session.username };
 }
 
-chrome.runtime.onMessageExternal.addListener((message, sender, reply) => {
-  receiveSession(message, sender).then(reply, (error) => reply(failure("internal_error", String(error && error.message || error))));
-  return true;
-});
-
-chrome.runtime.onMessage.addListener((message, sender, reply) => {
+ext.runtime.onMessage.addListener((message, sender, reply) => {
   if (!message || typeof message !== "object") return false;
-  handle(message, sender).then(reply, (error) => reply(failure("internal_error", String(error && error.message || error))));
+  const answer = message.kind === "claim" || message.kind === "claimed" ? connecting(message, sender) : handle(message, sender);
+  answer.then(reply, (error) => reply(failure("internal_error", String(error && error.message || error))));
   return true;
 });

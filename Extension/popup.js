@@ -5,7 +5,7 @@ const $ = (id) => document.getElementById(id);
 const status = (kind, text) => { $("status").textContent = text; $("status").dataset.status = kind; };
 
 async function settings() {
-  const [held, kept] = await Promise.all([chrome.storage.session.get(["token", "username"]), chrome.storage.local.get(["off"])]);
+  const [held, kept] = await Promise.all([ext.storage.session.get(["token", "username"]), ext.storage.local.get(["off"])]);
   return { server: new URL(KEYFOB_DEFAULT_SERVER).origin, token: held.token || null, username: held.username || null, off: kept.off || [] };
 }
 
@@ -18,9 +18,9 @@ async function currentSite() {
       return /^https?:\/\//.test(origin) && origin !== new URL(KEYFOB_DEFAULT_SERVER).origin ? origin : null;
     } catch { return null; }
   };
-  const [tab] = await chrome.tabs.query({ active: true, currentWindow: true });
+  const [tab] = await ext.tabs.query({ active: true, currentWindow: true });
   if (tab && !tab.url.startsWith(location.origin)) return web(tab);
-  const recent = (await chrome.tabs.query({})).filter(web).sort((a, b) => (b.lastAccessed || 0) - (a.lastAccessed || 0));
+  const recent = (await ext.tabs.query({})).filter(web).sort((a, b) => (b.lastAccessed || 0) - (a.lastAccessed || 0));
   return recent.length ? web(recent[0]) : null;
 }
 
@@ -64,7 +64,7 @@ async function render() {
       const response = await keyfob("/session");
       if (response.ok) account = await response.json();
       else if (response.status === 401) {
-        await chrome.storage.session.set({ token: null, username: null, known: {} });
+        await ext.storage.session.set({ token: null, username: null, known: {} });
         reason = "Your Keyfob session ended: you disconnected, signed out everywhere, or its 12 hours passed. Sign in again.";
       } else reason = `Keyfob answered ${response.status}; try again in a moment.`;
     } catch { reason = `${host} cannot be reached: check your connection, or whether the server is running.`; }
@@ -102,10 +102,10 @@ $("revoke-site").addEventListener("click", async () => {
     try { if (!(await keyfob(`/api/signer/grants/${encodeURIComponent(g.id)}`, { method: "DELETE" })).ok) failed += 1; } catch { failed += 1; }
   }
   // The public key this extension kept for the site goes too: it asks again.
-  const { known } = await chrome.storage.session.get(["known"]);
+  const { known } = await ext.storage.session.get(["known"]);
   const kept = { ...(known || {}) };
   delete kept[site];
-  await chrome.storage.session.set({ known: kept });
+  await ext.storage.session.set({ known: kept });
   status(failed ? "error" : "ok", failed ? "Some of it could not be revoked; open Keyfob's account page." : `${new URL(site).host} asks you again for everything.`);
   render();
 });
@@ -120,13 +120,13 @@ $("lock").addEventListener("click", async () => {
 $("signin").addEventListener("click", async () => {
   const { server } = await settings();
   // Keyfob's own page signs in with the passkey and hands this extension its session.
-  await chrome.tabs.create({ url: `${server}/extension.html` });
+  await ext.tabs.create({ url: `${server}/extension.html` });
   window.close();
 });
 
 $("disconnect").addEventListener("click", async () => {
   try { await keyfob("/logout", { method: "POST" }); } catch { /* ended here anyway */ }
-  await chrome.storage.session.set({ token: null, username: null, known: {} });
+  await ext.storage.session.set({ token: null, username: null, known: {} });
   status("ok", "Disconnected: sites get nothing from Keyfob until you sign in again.");
   render();
 });
@@ -135,7 +135,7 @@ $("site-on").addEventListener("change", async () => {
   const site = await currentSite();
   const { off } = await settings();
   const next = $("site-on").checked ? off.filter((o) => o !== site) : [...new Set([...off, site])];
-  await chrome.storage.local.set({ off: next });
+  await ext.storage.local.set({ off: next });
   status("ok", $("site-on").checked ? `Keyfob answers ${new URL(site).host} again.` : `${new URL(site).host} gets nothing from Keyfob now.`);
 });
 

@@ -1,7 +1,7 @@
 // Gives the Keyfob browser extension a session of this account, after a passkey confirmation
-// (extension.connect). The token goes straight to the extension (chrome.runtime.sendMessage to the
-// id its content script marks this page with), which the browser allows from this server's pages
-// only: never through window.postMessage, which other scripts on the page could read.
+// (extension.connect). The token never passes through this page: the extension keeps it and puts
+// only its SHA-256 here (data-keyfob-claim); Keyfob stores the session under that hash, and the
+// page then tells the extension (an event its content script hears) that it may use its token.
 "use strict";
 const $ = (id) => document.getElementById(id);
 
@@ -25,22 +25,28 @@ async function load() {
   $("connect-card").hidden = false;
 }
 
-/** The extension's answer, or null when no Keyfob extension is here to take the session. */
-function handOver(reply) {
-  const id = document.documentElement.dataset.keyfobExtension || "";
-  const runtime = window.chrome && window.chrome.runtime;
-  if (!/^[a-p]{32}$/.test(id) || !runtime || typeof runtime.sendMessage !== "function") return Promise.resolve(null);
+/** The extension's claim on this page: the SHA-256 of a token only the extension keeps, put here
+ *  by its content script. Waits a moment for it; "" when no Keyfob extension is here. */
+async function extensionClaim() {
+  for (let waited = 0; waited < 1500; waited += 100) {
+    const claim = document.documentElement.dataset.keyfobClaim || "";
+    if (/^[A-Za-z0-9_-]{43}$/.test(claim)) return claim;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  return "";
+}
+
+/** Tells the extension Keyfob took its claim; its answer ("ok" or "failed: …"), or null if it said
+ *  nothing within 5 seconds. */
+function claimed() {
+  delete document.documentElement.dataset.keyfobConnected;
+  window.dispatchEvent(new Event("keyfob-extension-claimed"));
   return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(null), 3000);
-    try {
-      runtime.sendMessage(id, { kind: "session", token: reply.token }, (answer) => {
-        clearTimeout(timer);
-        resolve(runtime.lastError ? null : answer || null);
-      });
-    } catch {
-      clearTimeout(timer);
-      resolve(null);
-    }
+    const started = Date.now();
+    const timer = setInterval(() => {
+      const answer = document.documentElement.dataset.keyfobConnected;
+      if (answer || Date.now() - started > 5000) { clearInterval(timer); resolve(answer || null); }
+    }, 50);
   });
 }
 
@@ -48,18 +54,19 @@ $("connect").addEventListener("click", async () => {
   const button = $("connect");
   button.disabled = true;
   try {
-    const confirmation = await confirmAction("extension.connect");
-    const reply = await api("/api/extension/session", { method: "POST", body: { confirmation } });
-    const answer = await handOver(reply);
-    if (!answer) {
-      // No extension took it: end the session at once rather than leave it unused.
-      await fetch("/logout", { method: "POST", headers: { Authorization: `Bearer ${reply.token}` }, credentials: "omit" }).catch(() => {});
+    const claim = await extensionClaim();
+    if (!claim) {
       showStatus("error", "The Keyfob extension is not installed in this browser (or is off). Install it, then open its popup and press Sign in.");
-    } else if (!answer.ok) {
-      showStatus("error", `The extension refused the session: ${answer.error ? answer.error.message : "unknown reason"}.`);
-    } else {
+      return;
+    }
+    const confirmation = await confirmAction("extension.connect");
+    const reply = await api("/api/extension/session", { method: "POST", body: { confirmation, claim } });
+    const answer = await claimed();
+    if (answer === "ok") {
       showStatus("ok", `Connected: the extension signs as ${reply.username}, each request approved by you in a Keyfob window. You can close this tab.`);
       $("connect-card").hidden = true;
+    } else {
+      showStatus("error", answer ? `The extension refused the session: ${answer.slice("failed: ".length)}.` : "The extension did not answer; reload this page and try again.");
     }
   } catch (error) {
     showError(error);

@@ -1,5 +1,7 @@
 import Foundation
 import HTTPTypes
+import KeyfobCodecs
+import KeyfobCrypto
 import KeyfobStore
 import Testing
 import WebAuthnTestSupport
@@ -10,6 +12,12 @@ import WebAuthnTestSupport
 /// Origin) gives one, with a passkey assertion made for it; its Polkadot requests are the
 /// browser-verified origins the extension reports; "Sign out everywhere" ends it.
 @Suite struct ExtensionSessionTests {
+    /// What the extension draws: a token only it keeps, and the claim (its SHA-256) the page sends.
+    static func claim() -> (token: String, claim: String) {
+        let secret = randomBytes(32)
+        return (Base64URL.encode(secret), Base64URL.encode(sha256(secret)))
+    }
+
     @Test func onlyKeyfobsPageGivesTheExtensionASessionAndSignOutEverywhereEndsIt() async throws {
         let harness = try Harness()
         try await harness.run { client in
@@ -19,18 +27,26 @@ import WebAuthnTestSupport
             // An app's bearer session cannot mint one, nor a page without the passkey.
             let bearer = try await client.call(.post, "/api/extension/session", json: [:], headers: Client.bearer(token))
             #expect(bearer.status == .forbidden && bearer.error == "permission_denied", "\(bearer.json)")
-            let bare = try await client.call(.post, "/api/extension/session", json: [:], headers: page)
+            let (extensionToken, claim) = ExtensionSessionTests.claim()
+            let bare = try await client.call(.post, "/api/extension/session", json: ["claim": claim], headers: page)
             #expect(bare.status == .forbidden && bare.error == "confirmation_required")
+            // No claim, or not a SHA-256: refused before the confirmation is spent.
+            for wrong: Any in [[:] as [String: Any], ["claim": "short"], ["claim": 7]] {
+                let refused = try await client.call(.post, "/api/extension/session", json: wrong, headers: page)
+                #expect(refused.status == .badRequest, "\(wrong): \(refused.json)")
+            }
             var foreign = page
             foreign[.origin] = "https://evil.example"
-            let body = try await client.confirmed([:], "extension.connect", by: &authenticator, token: token)
+            let body = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
             #expect(try await client.call(.post, "/api/extension/session", json: body, headers: foreign).status == .forbidden)
 
-            let given = try await client.call(
-                .post, "/api/extension/session", json: try await client.confirmed([:], "extension.connect", by: &authenticator, token: token),
-                headers: page)
-            #expect(given.status == .created && given["username"] as? String == "exa", "\(given.json)")
-            let extensionToken = try #require(given["token"] as? String)
+            let connect = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
+            let given = try await client.call(.post, "/api/extension/session", json: connect, headers: page)
+            // The reply carries no token: the extension holds it, the page only its hash.
+            #expect(given.status == .created && given["username"] as? String == "exa" && given["token"] == nil, "\(given.json)")
+            let secondUse = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
+            let reused = try await client.call(.post, "/api/extension/session", json: secondUse, headers: page)
+            #expect(reused.status == .conflict, "a claim names one session: \(reused.json)")
             #expect(try await client.call(.get, "/session", headers: Client.bearer(extensionToken))["username"] as? String == "exa")
 
             // Its Polkadot requests carry the origin the browser reported to the extension.
@@ -125,10 +141,11 @@ extension ExtensionSessionTests {
             var (token, authenticator) = try await client.newAccount("pop")
             var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
             page[.origin] = Harness.origin
-            let given = try await client.call(
-                .post, "/api/extension/session", json: try await client.confirmed([:], "extension.connect", by: &authenticator, token: token),
-                headers: page)
-            let ext = Client.bearer(try #require(given["token"] as? String))
+            let (extensionToken, claim) = ExtensionSessionTests.claim()
+            let connect = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
+            let given = try await client.call(.post, "/api/extension/session", json: connect, headers: page)
+            #expect(given.status == .created)
+            let ext = Client.bearer(extensionToken)
             let userID = try await harness.store.user(named: "pop")!.id
             let now = Date()
             for (id, client) in [("g-web", "dapp.example"), ("g-app", "nip46:" + String(repeating: "b", count: 64))] {

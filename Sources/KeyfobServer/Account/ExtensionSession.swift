@@ -1,24 +1,34 @@
 import Foundation
 import HTTPTypes
 import Hummingbird
+import KeyfobCodecs
 import KeyfobStore
+import WebAuthn
 
 /// The Keyfob browser extension's session (Extension/, docs/api.md "The browser extension").
 ///
-///     POST /api/extension/session {"confirmation": <assertion for extension.connect>}
-///       → {"token", "username", "expiresAt"}
+///     POST /api/extension/session {"confirmation": <assertion for extension.connect>, "claim": H}
+///       → 201 {"username", "expiresAt"}
 ///
 /// Only Keyfob's own page asks (a cookie session, so the browser's Origin check applies), with a
-/// passkey assertion made for it; the page hands the token to the extension, which keeps it in
-/// its own storage. The session is marked `extension`: its Polkadot requests are answered as the
+/// passkey assertion made for it. The token is never in the page or the reply: the extension draws
+/// 32 random bytes S, keeps them, and gives the page only `claim` = SHA-256(S) (base64url), which
+/// the session is stored under — sessions are stored by their token's SHA-256 — so S is the token
+/// and only the extension has it. This works in every browser (Firefox has no page-to-extension
+/// messaging). The session is marked `extension`: its Polkadot requests are answered as the
 /// browser-verified origins the extension reports, and "Sign out everywhere" ends it like any other.
 extension AccountController {
     static let extensionKind = "extension"
 
     struct ExtensionSessionReply: Encodable {
-        let token: String
         let username: String
         let expiresAt: Date
+    }
+
+    struct ExtensionSessionBody: Decodable {
+        var confirmation: AuthenticationCredential?
+        /// SHA-256 of the token the extension holds, base64url (43 characters).
+        var claim: String?
     }
 
     @Sendable func connectExtension(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
@@ -27,14 +37,21 @@ extension AccountController {
             throw KeyfobError(
                 .permissionDenied, "the extension is connected from Keyfob's own page, signed in in the browser", status: .forbidden)
         }
-        let assertion = try await ActionConfirmations.assertion(in: request)
-        let (credential, _) = try await confirmations.verify(assertion, .connectExtension, target: "", for: auth)
-        var new = sessions.create(userID: auth.user.id, unlocked: false, credentialID: credential.id)
-        new.record.kind = Self.extensionKind
-        try await store.addSession(new.record)
+        let body = try await request.decodeJSON(ExtensionSessionBody.self, limit: 16 * 1024, emptyIsObject: true)
+        guard let claim = body.claim, claim.utf8.count == 43, let tokenHash = Base64URL.decode(claim), tokenHash.count == 32 else {
+            throw KeyfobError.invalid("claim must be the SHA-256 of the extension's token, base64url (the Keyfob extension puts it on this page)")
+        }
+        let (credential, _) = try await confirmations.verify(body.confirmation, .connectExtension, target: "", for: auth)
+        var record = sessions.create(userID: auth.user.id, unlocked: false, credentialID: credential.id).record
+        record.tokenHash = tokenHash
+        record.kind = Self.extensionKind
+        // A claim names one session: a second use (or any existing session's hash) is refused.
+        guard try await store.session(tokenHash: tokenHash, now: now()) == nil else {
+            throw KeyfobError(.invalidRequest, "this claim was used already; open the extension's sign-in again", status: .conflict)
+        }
+        try await store.addSession(record)
         events.record(.extensionConnected, username: auth.user.username)
-        return jsonResponse(
-            ExtensionSessionReply(token: new.token, username: auth.user.username, expiresAt: new.record.expiresAt), status: .created)
+        return jsonResponse(ExtensionSessionReply(username: auth.user.username, expiresAt: record.expiresAt), status: .created)
     }
 }
 
