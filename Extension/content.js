@@ -23,7 +23,8 @@ if (location.origin === new URL(KEYFOB_DEFAULT_SERVER).origin) {
 window.addEventListener("message", async (event) => {
   const data = event.data;
   if (event.source !== window || !data) return;
-  if (data.keyfobExtension !== "request" || typeof data.id !== "string") return;
+  // A page asks only what sites ask: nostr and Polkadot calls (connecting is this script's alone).
+  if (data.keyfobExtension !== "request" || typeof data.id !== "string" || !["nostr", "polkadot"].includes(data.kind)) return;
   let answer;
   try {
     answer = await ext.runtime.sendMessage({ kind: data.kind, method: data.method, params: data.params });

@@ -187,7 +187,8 @@ async function signInWithPasskey({ mediation, signal, onOptions, anyAccount } = 
     });
   } catch (error) {
     // Tell the passkey manager this passkey is gone, so it stops offering it (Signal API).
-    if (error.code === "credential_not_found" && PublicKeyCredential.signalUnknownCredential) {
+    // (Not for a remembered account's options: there the passkey may be another account's, valid.)
+    if (error.code === "credential_not_found" && !options.account && PublicKeyCredential.signalUnknownCredential) {
       PublicKeyCredential.signalUnknownCredential({ rpId: options.rpId, credentialId: credential.id }).catch(() => {});
     }
     throw error;
