@@ -353,16 +353,24 @@ async function connecting(message, sender) {
     await ext.storage.session.set({ claims: kept });
     return { claim };
   }
-  const token = typeof message.claim === "string" ? claims[message.claim] : null;
-  if (!token) return failure("invalid_request", "this page's claim is not this extension's; reload it");
+  const token = typeof message.claim === "string" && Object.hasOwn(claims, message.claim) ? claims[message.claim] : null;
+  if (typeof token !== "string") return failure("invalid_request", "this page's claim is not this extension's; reload it");
+  // The new token is used only once Keyfob answers to it; a session it replaces is ended.
+  let session = null;
+  try {
+    const response = await fetch(`${SERVER}/session`, { headers: { Authorization: `Bearer ${token}` }, credentials: "omit" });
+    if (response.ok) session = await response.json();
+  } catch { /* said below */ }
+  if (!session) return failure("unauthorized", "Keyfob did not take this extension's claim; reload the page and try again");
   delete claims[message.claim];
   await ext.storage.session.set({ claims });
-  await state.set({ token, username: null, known: {} });
-  const live = await connected();
-  if (live.error) return live;
-  await state.set({ username: live.session.username });
+  const { token: previous } = await state.get();
+  if (previous && previous !== token) {
+    fetch(`${SERVER}/logout`, { method: "POST", headers: { Authorization: `Bearer ${previous}` }, credentials: "omit" }).catch(() => {});
+  }
+  await state.set({ token, username: session.username, known: {} });
   for (const waiting of awaitingSession.slice()) waiting(true);
-  return { ok: true, username: live.session.username };
+  return { ok: true, username: session.username };
 }
 
 ext.runtime.onMessage.addListener((message, sender, reply) => {

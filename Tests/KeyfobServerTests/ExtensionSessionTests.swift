@@ -148,19 +148,26 @@ extension ExtensionSessionTests {
             let ext = Client.bearer(extensionToken)
             let userID = try await harness.store.user(named: "pop")!.id
             let now = Date()
-            for (id, client) in [("g-web", "dapp.example"), ("g-app", "nip46:" + String(repeating: "b", count: 64))] {
+            let grants = [
+                ("g-web", "dapp.example", true), ("g-app", "nip46:" + String(repeating: "b", count: 64), true),
+                ("g-refused", "other.example", false), ("g-scheme", "primal", true), ("g-local", "http://127.0.0.1:8080", true),
+            ]
+            for (id, client, allow) in grants {
                 try await harness.store.insertGrant(
-                    GrantRecord(id: id, userID: userID, client: client, method: "sign_event", kind: 1, allow: true, createdAt: now, expiresAt: nil))
+                    GrantRecord(id: id, userID: userID, client: client, method: "sign_event", kind: 1, allow: allow, createdAt: now, expiresAt: nil))
             }
             let session = try await client.call(.get, "/session", headers: ext)
             let listed = (session["siteGrants"] as? [[String: Any]])?.compactMap { $0["client"] as? String }
-            #expect(listed == ["dapp.example"], "only web origins' grants: \(session.json)")
+            #expect(Set(listed ?? []) == ["dapp.example", "http://127.0.0.1:8080"], "only web sites' allowances: \(session.json)")
             // A cookie session's /session lists none of it.
             #expect(try await client.call(.get, "/session", headers: Client.bearer(token))["siteGrants"] == nil)
 
-            #expect(try await client.call(.delete, "/api/signer/grants/g-app", headers: ext).status == .notFound)
+            // A bunker app's grant, a refusal (lifting it would give power back) and an app's: not the token's.
+            for id in ["g-app", "g-refused", "g-scheme"] {
+                #expect(try await client.call(.delete, "/api/signer/grants/\(id)", headers: ext).status == .notFound, "\(id)")
+            }
             #expect(try await client.call(.delete, "/api/signer/grants/g-web", headers: ext).status == .ok)
-            #expect(try await harness.store.grants(ofUser: userID, now: now).map(\.id) == ["g-app"])
+            #expect(Set(try await harness.store.grants(ofUser: userID, now: now).map(\.id)) == ["g-app", "g-refused", "g-scheme", "g-local"])
 
             #expect(try await client.call(.post, "/api/signer/lock", json: [:], headers: ext).status == .ok)
             #expect(try await client.session(token)["signerLocked"] as? Bool == true)

@@ -49,8 +49,8 @@ struct AccountController: Sendable {
         /// For the browser extension's session only: the sites (grant clients) that may read the
         /// public key without asking. The extension forgets the key it gave any other site.
         var sites: [String]? = nil
-        /// For the extension's session only: what each site (a web origin, not a bunker client) may
-        /// do or is refused, so its popup says what the current site may do and can revoke it.
+        /// For the extension's session only: the web sites' allowances (`GrantRecord.isWebSiteAllowance`),
+        /// so its popup says what the current site may do without asking and can revoke it.
         var siteGrants: [GrantsReply.Item]? = nil
     }
 
@@ -71,7 +71,7 @@ struct AccountController: Sendable {
                 $0.allow && $0.method == SignerMethod.getPublicKey.rawValue
             }
             reply.sites = Set(granted.map { $0.client }).sorted()
-            reply.siteGrants = try await store.grants(ofUser: auth.user.id, now: now()).filter { !$0.client.hasPrefix("nip46:") }
+            reply.siteGrants = try await store.grants(ofUser: auth.user.id, now: now()).filter(\.isWebSiteAllowance)
                 .map(GrantsReply.Item.init)
         }
         return jsonResponse(reply)
@@ -158,7 +158,9 @@ struct AccountController: Sendable {
         let caller = SignerCaller(
             userID: auth.user.id, username: auth.user.username, client: "account", transport: "rest",
             limitKey: SignerController.limitKey(auth), ip: context.clientAddress)
-        let locked = try await dispatcher.perform("lock", for: caller, limit: .uncounted) { _ in
+        // The extension's token counts against the signer's rate (a stolen one cannot lock the
+        // account over and over); the person's own Lock now never waits.
+        let locked = try await dispatcher.perform("lock", for: caller, limit: auth.isExtension ? .counted : .uncounted) { _ in
             let locked = try await store.lockSessions(ofUser: auth.user.id)
             custody.unlockedSigners.close(userID: auth.user.id)
             return locked

@@ -41,14 +41,15 @@ extension AccountController {
         guard let claim = body.claim, claim.utf8.count == 43, let tokenHash = Base64URL.decode(claim), tokenHash.count == 32 else {
             throw KeyfobError.invalid("claim must be the SHA-256 of the extension's token, base64url (the Keyfob extension puts it on this page)")
         }
+        // A claim names one session: a second use (or any session's hash, expired or not) is
+        // refused before the passkey confirmation is spent.
+        guard try await store.session(tokenHash: tokenHash, now: .distantPast) == nil else {
+            throw KeyfobError(.invalidRequest, "this claim was used already; reload this page and try again", status: .conflict)
+        }
         let (credential, _) = try await confirmations.verify(body.confirmation, .connectExtension, target: "", for: auth)
         var record = sessions.create(userID: auth.user.id, unlocked: false, credentialID: credential.id).record
         record.tokenHash = tokenHash
         record.kind = Self.extensionKind
-        // A claim names one session: a second use (or any existing session's hash) is refused.
-        guard try await store.session(tokenHash: tokenHash, now: now()) == nil else {
-            throw KeyfobError(.invalidRequest, "this claim was used already; open the extension's sign-in again", status: .conflict)
-        }
         try await store.addSession(record)
         events.record(.extensionConnected, username: auth.user.username)
         return jsonResponse(ExtensionSessionReply(username: auth.user.username, expiresAt: record.expiresAt), status: .created)

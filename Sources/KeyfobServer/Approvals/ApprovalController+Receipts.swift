@@ -91,8 +91,8 @@ extension ApprovalController {
     }
 
     /// Changing grants needs an unlocked signer (DESIGN.md §3). One exception: the browser
-    /// extension's session (never unlocked) may revoke what a site was given, from its popup:
-    /// revoking takes power away, and it reaches only web origins' grants, never a bunker app's.
+    /// extension's session (never unlocked) may revoke what a web site was allowed, from its popup:
+    /// that takes power away; a refusal, an app's or a bunker app's grant it cannot touch.
     @Sendable func deleteGrant(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         var auth = try await sessions.require(request)
         let fromExtension = auth.isExtension
@@ -100,7 +100,7 @@ extension ApprovalController {
         let id = context.parameters.get("id") ?? ""
         var mayDelete = true
         if fromExtension {
-            mayDelete = try await store.grants(ofUser: auth.user.id, now: now()).contains { $0.id == id && !$0.client.hasPrefix("nip46:") }
+            mayDelete = try await store.grants(ofUser: auth.user.id, now: now()).contains { $0.id == id && $0.isWebSiteAllowance }
         }
         guard mayDelete, try await store.deleteGrant(id: id, ofUser: auth.user.id) else {
             throw KeyfobError(.requestNotFound, "you have no grant with this id", status: .notFound)

@@ -56,6 +56,18 @@ struct GrantsReply: Encodable {
     let grants: [Item]
 }
 
+extension GrantRecord {
+    /// What the browser extension's session may see and revoke (#56): an allowance (revoking it takes
+    /// power away; a refusal it may not lift) given to a client named like a web origin —
+    /// `http://host[:port]`, or a host name with a dot or `localhost`, with an optional port — never
+    /// a bunker app's (`nip46:`) nor an app's named by its URL scheme.
+    var isWebSiteAllowance: Bool {
+        guard allow, !client.hasPrefix("nip46:") else { return false }
+        let host = client.hasPrefix("http://") ? String(client.dropFirst(7)) : client
+        return host.wholeMatch(of: /(localhost|[a-z0-9-]+(\.[a-z0-9-]+)+)(:[0-9]{1,5})?/) != nil
+    }
+}
+
 extension GrantsReply.Item {
     init(_ grant: GrantRecord) {
         let formatter = ISO8601DateFormatter()
