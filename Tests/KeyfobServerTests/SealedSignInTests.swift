@@ -205,3 +205,30 @@ import WebAuthnTestSupport
         }
     }
 }
+
+extension SealedSignInTests {
+    /// An account holds at most 32 passkeys, so every list of them (a remembered sealed account's
+    /// sign-in options among them) stays bounded; the 33rd is refused before the confirmation is spent.
+    @Test func anAccountHoldsAtMost32Passkeys() async throws {
+        let harness = try Harness()
+        try await harness.run { client in
+            var owner = SoftwareAuthenticator()
+            let token = try #require(try await client.signUp(&owner, username: "many")["token"] as? String)
+            for _ in 1..<CeremonyController.maxPasskeysPerAccount {
+                var another = SoftwareAuthenticator()
+                let added = try await client.addPasskey(&another, username: "many", token: token, by: &owner)
+                #expect(added.status == .ok, "\(added.json)")
+            }
+            let userID = try await harness.store.user(named: "many")!.id
+            #expect(try await harness.store.credentials(ofUser: userID).count == CeremonyController.maxPasskeysPerAccount)
+            let confirmation = try await client.confirmation("passkey.add", by: &owner, token: token)
+            let refused = try await client.registrationOptions(username: "many", headers: Client.bearer(token), confirmation: confirmation)
+            #expect(refused.status == .forbidden && refused.error == "permission_denied", "\(refused.json)")
+            #expect((refused["message"] as? String)?.contains("at most 32 passkeys") == true)
+            // The confirmation was not spent: once one passkey is removed, it still adds one.
+            let last = try #require(try await harness.store.credentials(ofUser: userID).last)
+            #expect(try await harness.store.deleteCredential(id: last.id, ofUser: userID))
+            #expect(try await client.registrationOptions(username: "many", headers: Client.bearer(token), confirmation: confirmation).status == .ok)
+        }
+    }
+}

@@ -152,10 +152,10 @@ struct CeremonyController: Sendable {
                 guard let auth = own, auth.user.id == existing.id else {
                     throw KeyfobError.usernameTaken(username)
                 }
+                let held = try await store.credentials(ofUser: existing.id)
+                try Self.mayAddPasskey(holding: held.count)  // before the confirmation is spent
                 _ = try await confirmations.verify(asked.confirmation, .addPasskey, target: "", for: auth)
-                exclude = try await store.credentials(ofUser: existing.id).map {
-                    CredentialDescriptor(id: $0.id, transports: $0.transports)
-                }
+                exclude = held.map { CredentialDescriptor(id: $0.id, transports: $0.transports) }
                 record = ChallengeRecord(
                     challenge: challenge, ceremony: .registration, key: existing.username,
                     userID: existing.id, username: existing.username,
@@ -247,6 +247,7 @@ struct CeremonyController: Sendable {
             // A browser adding a passkey keeps its own (unlocked) session cookie.
             keepBrowserSession = auth.viaCookie
             adding = auth
+            try Self.mayAddPasskey(holding: try await store.credentials(ofUser: userID).count)
         }
 
         let verified: VerifiedRegistration
@@ -332,6 +333,19 @@ struct CeremonyController: Sendable {
         // A new account signed in in this browser: its next sign-in here opens a sealed key at once.
         if !pending.existingUser, !keepBrowserSession { rememberSealedAccount(wrap != nil ? userID : nil, request, context, in: &cookies) }
         return jsonResponse(response, headers: cookies)
+    }
+
+    /// The most passkeys one account holds: more than any person carries, and a bound on what
+    /// every list of them costs (a remembered sealed account's sign-in options name them all).
+    static let maxPasskeysPerAccount = 32
+
+    static func mayAddPasskey(holding count: Int) throws {
+        guard count < maxPasskeysPerAccount else {
+            throw KeyfobError(
+                .permissionDenied,
+                "an account holds at most \(maxPasskeysPerAccount) passkeys: remove one you no longer use on your account page, then add this one",
+                status: .forbidden)
+        }
     }
 
     /// A client that presented a returning-device cookie or a valid session may start a ceremony
