@@ -43,7 +43,7 @@ struct ReturningDevice: Sendable {
         else { return false }
         guard let expected = mac(Array(bytes.prefix(16))) else { return false }
         // Constant time: the comparison does not tell how much of a forged MAC was right.
-        return zip(expected, bytes.suffix(16)).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+        return constantTimeEqual(expected, Array(bytes.suffix(16)))
     }
 
     /// HKDF-Expand keyed by the server's derived key is a PRF of the nonce: a MAC.

@@ -51,10 +51,7 @@ struct SealedAccountHint: Sendable {
         else { return nil }
         let userID = String(value[..<dot])
         guard !userID.isEmpty, let expected = mac(userID) else { return nil }
-        let given = Array(value.utf8[value.utf8.index(after: dot)...])
         // Constant time: the comparison does not tell how much of a forged MAC was right.
-        let wanted = Array(expected.utf8)
-        guard given.count == wanted.count else { return nil }
-        return zip(wanted, given).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0 ? userID : nil
+        return constantTimeEqual(Array(value.utf8[value.utf8.index(after: dot)...]), Array(expected.utf8)) ? userID : nil
     }
 }
