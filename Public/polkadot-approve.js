@@ -166,7 +166,9 @@ function render(d) {
     : d.state === "cancelled" ? "This request was cancelled when you signed out everywhere: the site's permission ended. Nothing was signed."
     : "This request has expired. Nothing was signed.";
   $("request-card").hidden = false;
-  $("decide-card").hidden = false;
+  if (d.state === "cancelled") $("title").textContent = "This request was cancelled";
+  // Only a waiting request has anything to press: a decided, cancelled or expired one shows none.
+  $("decide-card").hidden = d.state !== "pending";
   $("approve").disabled = $("reject").disabled = d.state !== "pending";
 }
 

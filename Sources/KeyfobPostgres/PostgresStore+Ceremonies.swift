@@ -77,7 +77,16 @@ extension PostgresStore {
         guard updated == 1 else { throw StoreError.conflict }
     }
 
+    /// Writes a probe row, as SQLite's check does: a database that answers but cannot write
+    /// (read-only, disk full) is not healthy.
     public func healthCheck() async throws {
-        _ = try await call { [self] in try await rows("SELECT 1").count }
+        let stamp = withUnsafeBytes(of: Date().timeIntervalSince1970.bitPattern.littleEndian) { ByteBuffer(bytes: $0) }
+        _ = try await call { [self] in
+            try await touched(
+                """
+                INSERT INTO meta (name, value) VALUES ('health_probe', \(stamp))
+                ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value RETURNING 1
+                """)
+        }
     }
 }

@@ -46,7 +46,7 @@ extension PostgresStore {
         }
     }
 
-    public func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere {
+    public func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere {
         try await transaction { [logger] connection in
             let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING kind", logger: logger)
                 .collect().map { try $0.makeRandomAccess().optionalText(0) }
@@ -60,18 +60,24 @@ extension PostgresStore {
                 .collect().map { try $0.makeRandomAccess().text(0) }
             // What an intruder's client left waiting is cancelled, not left to be approved; the
             // Polkadot metadata its dapps stored goes with their permissions.
-            let nostr = try await connection.query(
-                "UPDATE signer_requests SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING 1", logger: logger
-            ).collect()
-            let polkadot = try await connection.query(
-                "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING 1", logger: logger
-            ).collect()
+            // Only requests still live are counted: an expired one was waiting for nobody.
+            var requests = 0
+            for table in ["signer_requests", "polkadot_requests"] {
+                requests +=
+                    try await connection.query(
+                        """
+                        WITH cancelled AS (
+                            UPDATE \(unescaped: table) SET state = 'cancelled' WHERE user_id = \(userID) AND state = 'pending' RETURNING expires_at)
+                        SELECT count(*)::bigint FROM cancelled WHERE expires_at > \(now.timeIntervalSince1970)
+                        """, logger: logger
+                    ).collect().first.map { try $0.makeRandomAccess().int(0) } ?? 0
+            }
             let runtimes = try await connection.query(
                 "DELETE FROM polkadot_metadata WHERE user_id = \(userID) RETURNING runtime_hash", logger: logger
             ).collect().compactMap { try $0.makeRandomAccess().optionalBytes(0) }
             try await PostgresStore.sweepRuntimes(runtimes, on: connection, logger: logger)
             return SignedOutEverywhere(
-                sessions: sessions.count, clients: clients.count, grants: grants.count, requests: nostr.count + polkadot.count,
+                sessions: sessions.count, clients: clients.count, grants: grants.count, requests: requests,
                 extensionSessions: sessions.filter { $0 == "extension" }.count, clientNames: clients.sorted(),
                 grantClients: Set(grants).sorted())
         }

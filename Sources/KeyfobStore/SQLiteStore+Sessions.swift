@@ -34,7 +34,7 @@ extension SQLiteStore {
         }
     }
 
-    public func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere {
+    public func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere {
         try write {
             try connection.transaction {
                 var ended = SignedOutEverywhere(sessions: 0, clients: 0, grants: 0)
@@ -52,11 +52,13 @@ extension SQLiteStore {
                 ended.grantClients = Set(grants.compactMap { $0.first?.text }).sorted()
                 // What an intruder's client left waiting is cancelled, not left to be approved; the
                 // Polkadot metadata its dapps stored goes with their permissions.
-                try connection.query("UPDATE signer_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])
-                ended.requests = connection.changes
-                try connection.query(
-                    "UPDATE polkadot_requests SET state = 'cancelled' WHERE user_id = ? AND state = 'pending'", [.text(userID)])
-                ended.requests += connection.changes
+                // Only requests still live are counted: an expired one was waiting for nobody.
+                for table in ["signer_requests", "polkadot_requests"] {
+                    ended.requests += try connection.query(
+                        "UPDATE \(table) SET state = 'cancelled' WHERE user_id = ? AND state = 'pending' RETURNING expires_at > ?",
+                        [.text(userID), .date(now)]
+                    ).filter { $0.first?.int == 1 }.count
+                }
                 let runtimes = try connection.query(
                     "SELECT DISTINCT runtime_hash FROM polkadot_metadata WHERE user_id = ? AND runtime_hash IS NOT NULL", [.text(userID)]
                 ).compactMap { $0.first?.blob }

@@ -81,7 +81,7 @@ public protocol SessionStore: Sendable {
     func lockSessions(ofUser userID: String) async throws -> Int
     /// "Sign out everywhere", in one transaction: every session, every NIP-46 client and the
     /// signer's connect secret, every grant (nostr apps and Polkadot dapp permissions alike).
-    func signOutEverywhere(userID: String) async throws -> SignedOutEverywhere
+    func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere
 }
 
 /// What "Sign out everywhere" ended.
@@ -227,6 +227,9 @@ public protocol ApprovalStore: ConfirmationNonceStore {
     /// Marks the request decided (`approved`/`rejected`) once; false when it was not pending,
     /// expired or not `userID`'s.
     func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool
+    /// Cancels every request of `client` still waiting (its app was disconnected: nobody is left
+    /// to answer); returns how many.
+    func cancelPendingRequests(ofUser userID: String, client: String) async throws -> Int
 
     /// Undecided, unexpired requests (all users): for operators and tests.
     func pendingRequestCount(now: Date) async throws -> Int

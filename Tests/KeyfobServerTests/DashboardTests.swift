@@ -29,6 +29,13 @@ import WebAuthnTestSupport
             #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer(root)).status == .ok)
             #expect(try await client.call(.get, "/api/admin/stats", headers: Client.bearer(token)).status == .ok)
             #expect(try await client.call(.get, "/api/admin/users", headers: Client.bearer("kfa_wrong")).status == .unauthorized)
+            // Who is not an operator learns nothing of which names exist: the same answer for both.
+            for name in ["mallory", "nobody"] {
+                #expect(try await client.call(.delete, "/api/admin/users/\(name)", json: [:]).status == .unauthorized)
+                #expect(try await client.call(.delete, "/api/admin/users/\(name)", json: [:], headers: Client.bearer(user)).status == .forbidden)
+                let revoke = try await client.call(.post, "/api/admin/users/\(name)/revoke-sessions", json: [:], headers: Client.bearer(user))
+                #expect(revoke.status == .forbidden, "\(revoke.json)")
+            }
             let page = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(user), body: nil)
             #expect(!String(buffer: page.body).contains("dashboard.js"))  // the sign-in page, no data
             let adminPage = try await client.raw.execute(uri: "/dashboard", method: .get, headers: Client.bearer(root), body: nil)

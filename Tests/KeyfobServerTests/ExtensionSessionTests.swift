@@ -133,18 +133,60 @@ import WebAuthnTestSupport
 }
 
 extension ExtensionSessionTests {
+    /// A new account (its session token) and the extension connected to it from Keyfob's page (its token).
+    static func connectedExtension(_ name: String, _ client: Client) async throws -> (token: String, extensionToken: String) {
+        var (token, authenticator) = try await client.newAccount(name)
+        var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
+        page[.origin] = Harness.origin
+        let (extensionToken, claim) = ExtensionSessionTests.claim()
+        let connect = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
+        #expect(try await client.call(.post, "/api/extension/session", json: connect, headers: page).status == .created)
+        return (token, extensionToken)
+    }
+
+    /// #55: every route the router registers, walked with the extension's token. Outside its scope
+    /// (its state, the Polkadot bridge, its own requests, Lock now, a site's grant, signing itself
+    /// out) and the public endpoints that take no session, each answers 403 permission_denied.
+    @Test func theExtensionsTokenIsRefusedByEveryRouteOutsideItsScope() async throws {
+        let harness = try Harness()
+        let routes = harness.routes()
+        try await harness.run { client in
+            let (_, extensionToken) = try await Self.connectedExtension("walk", client)
+            let scope: Set<String> = [
+                "GET /session", "GET /api/polkadot/requests/{id}", "GET /api/polkadot/requests/{id}/details",
+                "POST /api/polkadot/message", "POST /api/polkadot/requests/{id}/reject", "POST /api/signer/lock", "POST /logout",
+                "DELETE /api/signer/grants/{id}",
+            ]
+            // Public: they take no session, so the token is only ignored there.
+            let open: Set<String> = [
+                "GET /.well-known/apple-app-site-association", "GET /.well-known/assetlinks.json", "GET /.well-known/nostr.json",
+                "GET /.well-known/webauthn", "GET /healthz", "GET /metrics", "GET /sealed-account", "GET /callback.html",
+                "GET /generate-registration-options", "POST /generate-registration-options", "GET /generate-authentication-options",
+                "POST /generate-authentication-options", "POST /verify-registration", "POST /verify-authentication",
+                "GET /app/pubkey", "GET /app/sign", "GET /nostrsigner", "GET /nostrsigner/**", "GET /approve/{id}", "GET /connect/**",
+                "GET /dashboard", "POST /dashboard/confirm",
+            ]
+            var walked = 0
+            for (method, path) in routes where !scope.contains("\(method) \(path)") && !open.contains("\(method) \(path)") {
+                let concrete = path.replacingOccurrences(of: "{method}", with: "sign_event")
+                    .replacingOccurrences(of: #"\{[a-z]+\}"#, with: "x", options: .regularExpression)
+                    .replacingOccurrences(of: "**", with: "x")
+                let body: Any? = method == .get ? nil : [String: Any]()
+                let reply = try await client.call(method, concrete, json: body, headers: Client.bearer(extensionToken))
+                #expect(reply.status == .forbidden && reply.error == "permission_denied", "\(method) \(path): \(reply.json)")
+                walked += 1
+            }
+            #expect(walked >= 40, "the walk found \(walked) routes outside the scope")
+            #expect(Set(routes.map { "\($0.method) \($0.path)" }).isSuperset(of: scope))
+        }
+    }
+
     /// #56: the popup says what the current site may do, revokes it, and locks the signer; the
     /// token reaches only web origins' grants (never a bunker app's) and cannot unlock anything.
     @Test func thePopupSeesRevokesAndLocksButNeverABunkerAppsGrant() async throws {
         let harness = try Harness()
         try await harness.run { client in
-            var (token, authenticator) = try await client.newAccount("pop")
-            var page: HTTPFields = [.cookie: "keyfob_session=\(token)"]
-            page[.origin] = Harness.origin
-            let (extensionToken, claim) = ExtensionSessionTests.claim()
-            let connect = try await client.confirmed(["claim": claim], "extension.connect", by: &authenticator, token: token)
-            let given = try await client.call(.post, "/api/extension/session", json: connect, headers: page)
-            #expect(given.status == .created)
+            let (token, extensionToken) = try await Self.connectedExtension("pop", client)
             let ext = Client.bearer(extensionToken)
             let userID = try await harness.store.user(named: "pop")!.id
             let now = Date()

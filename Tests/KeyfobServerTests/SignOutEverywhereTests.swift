@@ -125,6 +125,9 @@ import WebAuthnTestSupport
             let pubkey = try #require(listed["pubkey"] as? String ?? listed["clientPubkey"] as? String, "\(listed)")
             let removed = try await client.call(.delete, "/api/signer/bunker/clients/\(pubkey)", headers: auth)
             #expect(removed.status == .ok, "\(removed.json)")
+            // No longer listed as waiting, and its page says it is gone.
+            let waiting = try await client.call(.get, "/api/requests", headers: auth)
+            #expect((waiting["requests"] as? [Any])?.isEmpty == true, "\(waiting.json)")
             let gone = try await client.call(.get, "/api/requests/\(id)", headers: auth)
             #expect(gone.status == .notFound && gone["state"] as? String == "cancelled", "\(gone.json)")
         }
@@ -171,16 +174,24 @@ import WebAuthnTestSupport
         }
     }
 
+    /// A sealed account with a connected NIP-46 client, its signer shut by Lock now.
+    static func sealedAndLocked(
+        _ name: String, _ client: Client, _ hub: RelayHub
+    ) async throws -> (SoftwareAuthenticator, String, NIP46TestClient) {
+        var owner = SoftwareAuthenticator.withPRF()
+        let token = try #require(try await client.signUp(&owner, username: name)["token"] as? String)
+        #expect(try await client.seal(&owner, token: token).status == .ok)
+        let app = try await client.connectedClient(token: token, hub: hub)
+        #expect(try await client.call(.post, "/api/signer/lock", headers: Client.bearer(token)).status == .ok)
+        return (owner, token, app)
+    }
+
     /// A sealed signer while its owner is away keeps requests only from clients connected to it:
     /// 40 strangers' requests do not push the real client's out of the queue.
     @Test func strangersCannotFillASealedSignersQueue() async throws {
         let hub = RelayHub()
         try await Harness().run(hub: hub) { client in
-            var owner = SoftwareAuthenticator.withPRF()
-            let token = try #require(try await client.signUp(&owner, username: "dana")["token"] as? String)
-            #expect(try await client.seal(&owner, token: token).status == .ok)
-            let real = try await client.connectedClient(token: token, hub: hub)
-            #expect(try await client.call(.post, "/api/signer/lock", headers: Client.bearer(token)).status == .ok)
+            var (owner, token, real) = try await Self.sealedAndLocked("dana", client, hub)
             for _ in 0..<40 {
                 try NIP46TestClient(hub: hub, signer: real.signer).send("sign_event", [Self.note])
             }
@@ -198,6 +209,27 @@ import WebAuthnTestSupport
             #expect(try await client.session(token)["waitingForUnlock"] as? Int == 1)
             #expect(try await client.unlock(&owner, token: token).status == .ok)
             #expect(try await real.reply(to: waiting, wait: 15)?["result"] as? String == "pong")
+        }
+    }
+
+    /// What waits for a shut sealed signer (kept in memory, not in the store) is dropped by sign
+    /// out everywhere and counted with the other cancelled requests.
+    @Test func signingOutEverywhereCountsWhatWaitedForASealedSigner() async throws {
+        let hub = RelayHub()
+        try await Harness().run(hub: hub) { client in
+            var (owner, token, app) = try await Self.sealedAndLocked("dara", client, hub)
+            _ = try app.send("ping", [])
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline, try await client.session(token)["waitingForUnlock"] as? Int != 1 {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(try await client.session(token)["waitingForUnlock"] as? Int == 1)
+            let confirmation = try await client.confirmation("sessions.revoke", by: &owner, token: token)
+            let out = try await client.call(
+                .post, "/logout?everywhere=1", json: ["confirmation": confirmation], headers: Client.bearer(token))
+            #expect(out.status == .ok && out["requests"] as? Int == 1, "\(out.json)")
+            let again = try #require(try await client.signIn(&owner)["token"] as? String)
+            #expect(try await client.session(again)["waitingForUnlock"] as? Int == 0)
         }
     }
 

@@ -66,6 +66,11 @@ struct Harness {
         try await app.test(framework) { client in try await test(Client(raw: client, harness: self)) }
     }
 
+    /// Every route the router registers (the OpenAPI document's and the extension scope's walks).
+    func routes() -> [(method: HTTPRequest.Method, path: String)] {
+        buildRouter(configuration: configuration, store: store, vault: vault).routes.map { ($0.method, $0.path.description) }
+    }
+
     /// Users and credentials in the store: what "nothing was written" is checked against.
     func counts() async throws -> [Int] {
         let (users, credentials) = try await store.countUsersAndCredentials()

@@ -92,6 +92,14 @@ extension StoreContractTests {
         later.expiresAt = t0.addingTimeInterval(100_300)
         try await store.insertPolkadotRequest(later, now: t0.addingTimeInterval(100_000), maxPending: 1)
         #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id) == nil)
+        // Sign out everywhere cancels both waiting requests and counts only the one still live.
+        var brief = later
+        brief.id = "r4"
+        brief.expiresAt = t0.addingTimeInterval(100_001)
+        try await store.insertPolkadotRequest(brief, now: t0.addingTimeInterval(100_000), maxPending: 2)
+        #expect(try await store.signOutEverywhere(userID: alice.id, now: t0.addingTimeInterval(100_100)).requests == 1)
+        #expect(try await store.polkadotRequest(id: "r3", ofUser: alice.id)?.state == "cancelled")
+        #expect(try await store.polkadotRequest(id: "r4", ofUser: alice.id)?.state == "cancelled")
     }
 
     @Test(arguments: Kind.available)
@@ -163,7 +171,7 @@ extension StoreContractTests {
             runtime: nil)
         #expect(try await store.polkadotRuntime(hash: runtime(1).hash) == nil)
         // Sign out everywhere takes alice's rows and the runtimes only she named.
-        _ = try await store.signOutEverywhere(userID: alice.id)
+        _ = try await store.signOutEverywhere(userID: alice.id, now: t0)
         #expect(try await store.polkadotRuntimeUsage() == (0, 0))
         // An account's deletion cascades to its rows; the sweep takes their runtimes.
         try await put(bob, "https://c.example", runtime(3))

@@ -329,7 +329,14 @@ extension StoreContractTests {
                 now: t0, maxPending: 8)
         }
 
-        let ended = try await store.signOutEverywhere(userID: alice.id)
+        // One that expired before the sign-out is cancelled too, but was waiting for nobody: not counted.
+        try await store.insertPendingRequest(
+            PendingRequestRecord(
+                id: alice.id + "-old", userID: alice.id, requester: "ip:10.0.0.1", client: "cc", transport: "nip46",
+                method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0 - 900, expiresAt: t0 - 600),
+            now: t0 - 900, maxPending: 8)
+
+        let ended = try await store.signOutEverywhere(userID: alice.id, now: t0)
         #expect(
             ended
                 == SignedOutEverywhere(

@@ -56,7 +56,8 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     _, spare = fetch(driver, "/api/signer/bunker")  # a URL the intruder copied, unused
     # A Polkadot dapp, its account stream open (cookie sessions are the popup's; a bearer app's
     # stream is the same code: the page's own cookie is sent by the browser, so read it here).
-    assert fetch(driver, "/api/polkadot/accounts", {"name": "Main"})[0] == 201
+    status, account = fetch(driver, "/api/polkadot/accounts", {"name": "Main"})
+    assert status == 201, account
     dapp = {"id": "1", "msgType": "pub(authorize.tab)", "origin": "dapp-request", "request": None, "url": "https://dapp.example/"}
     cookie = driver.get_cookie("keyfob_session")["value"]
     stream = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
@@ -67,6 +68,11 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
                    headers={"Cookie": f"keyfob_session={cookie}", "Origin": server.url})
     events = stream.getresponse()
     assert events.status == 200 and events.readline()
+    # The dapp asks for a signature and it waits for the owner.
+    ask = dict(dapp, id="2", msgType="pub(bytes.sign)", request={"address": account["address"], "data": "0x6869", "type": "bytes"})
+    status, asked = fetch(driver, "/api/polkadot/message", ask)
+    assert status == 202 and asked["pending"]["id"], asked
+    polkadot_id = asked["pending"]["id"]
 
     # Lock now: the signer locks on the page; the intruder's allowed client waits.
     driver.get(server.url + "/account.html")
@@ -95,7 +101,7 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     wait_for(driver, lambda d: "signed out everywhere" in d.find_element(By.ID, "status").text, timeout=20)
     text = driver.find_element(By.ID, "status").text
     assert "1 app was disconnected" in text and "3 permissions revoked" in text and "new bunker URL" in text, text
-    assert "1 waiting request was cancelled" in text, text
+    assert "2 waiting requests were cancelled" in text, text
     assert "ended (this browser" in text and f"127.0.0.1:{site.server_port}" in text, text
     assert "check your passkeys: you have 1, 1 added today" in text, text
     driver.save_screenshot(f"{shots(server)}/signed-out-everywhere-390.png")
@@ -116,6 +122,13 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     assert "cancelled" in driver.find_element(By.ID, "status").text
     assert not driver.find_element(By.ID, "approve").is_displayed()
     driver.save_screenshot(f"{shots(server)}/break-in-request-cancelled-390.png")
+    # The dapp's waiting request too: its page says it was cancelled, with nothing to press.
+    driver.get(f"{server.url}/polkadot-approve.html?id={polkadot_id}")
+    wait_for(driver, lambda d: "cancelled when you signed out everywhere" in d.find_element(By.ID, "who").text)
+    assert driver.find_element(By.ID, "title").text == "This request was cancelled"
+    assert not driver.find_element(By.ID, "approve").is_displayed()
+    assert not driver.find_element(By.ID, "reject").is_displayed()
+    driver.save_screenshot(f"{shots(server)}/break-in-polkadot-cancelled-390.png")
     dapp["msgType"] = "pub(accounts.list)"
     status, denied = fetch(driver, "/api/polkadot/message", dapp)
     assert status == 403 and denied["error"] == "permission_denied", denied

@@ -199,6 +199,34 @@ class Cluster:
         return f"postgres://keyfob@127.0.0.1:{self.port}/keyfob_test"
 
 
+def test_healthz_says_503_while_postgres_answers_but_cannot_write():
+    """A database that still answers reads but refuses writes (a primary turned standby, a
+    read-only switch) is not healthy: /healthz writes a probe row, so a load balancer moves away."""
+    cluster = Cluster()
+    cluster.start()
+    server = instance(cluster.url).start()
+    try:
+        c = client(server)
+        assert c.call("GET", "/healthz") == (200, {"status": "ok"})
+        cluster.sql("ALTER SYSTEM SET default_transaction_read_only = on")
+        cluster.sql("SELECT pg_reload_conf()")
+        deadline = time.time() + 10
+        while time.time() < deadline and c.call("GET", "/healthz")[0] == 200:
+            time.sleep(0.3)
+        status, reply = c.call("GET", "/healthz")
+        assert status == 503 and reply["status"] == "unavailable" and reply["reason"], reply
+        cluster.sql("ALTER SYSTEM RESET default_transaction_read_only")
+        cluster.sql("SELECT pg_reload_conf()")
+        deadline = time.time() + 10
+        while time.time() < deadline and c.call("GET", "/healthz")[0] != 200:
+            time.sleep(0.3)
+        assert c.call("GET", "/healthz") == (200, {"status": "ok"})
+    finally:
+        server.stop()
+        cluster.stop()
+        shutil.rmtree(cluster.dir, ignore_errors=True)
+
+
 def test_postgres_going_away_under_load_gives_fast_503s_and_recovers():
     cluster = Cluster()
     cluster.start()

@@ -88,9 +88,9 @@ struct AccountController: Sendable {
                 // client and the connect secret, every grant and dapp permission, in one
                 // transaction; then every opened sealed signer and open stream here. Other
                 // instances shut theirs on the next request or refresh, finding no session.
-                let ended = try await store.signOutEverywhere(userID: auth.user.id)
+                var ended = try await store.signOutEverywhere(userID: auth.user.id, now: now())
                 custody.unlockedSigners.close(userID: auth.user.id)
-                custody.unlockedSigners.dropWaiting(userID: auth.user.id)
+                ended.requests += custody.unlockedSigners.dropWaiting(userID: auth.user.id, now: now())
                 streams.end(auth.user.id)
                 await store.auditAccountChange(userID: auth.user.id, method: "revoke_sessions", at: now())
                 events.record(

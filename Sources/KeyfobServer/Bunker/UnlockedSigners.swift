@@ -97,8 +97,11 @@ final class UnlockedSigners: Sendable {
 
     /// Forgets what waits for the user's signer (sign out everywhere: nothing queued before it is
     /// answered after the owner unlocks again).
-    func dropWaiting(userID: String) {
-        _ = waiting.withLockedValue { $0.removeValue(forKey: userID) }
+    /// Drops what waits for the user's signer; returns how many were still live.
+    @discardableResult
+    func dropWaiting(userID: String, now: Date) -> Int {
+        let dropped = waiting.withLockedValue { $0.removeValue(forKey: userID) } ?? []
+        return dropped.filter { now.timeIntervalSince($0.at) < Self.waitingLifetime }.count
     }
 
     /// How many requests wait for the user's signer.

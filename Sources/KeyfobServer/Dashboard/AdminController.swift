@@ -229,8 +229,7 @@ struct AdminController: Sendable {
     }
 
     @Sendable func revokeSessions(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let user = try await named(context)
-        let who = try await authorizeDestructive(request, .adminRevokeSessions, target: user.username)
+        let (who, user) = try await authorizeDestructive(request, context, .adminRevokeSessions)
         try await store.deleteSessions(ofUser: user.id)
         confirmations.custody.unlockedSigners.close(userID: user.id)
         record("admin.sessions_revoked", by: who, target: user.username)
@@ -238,8 +237,7 @@ struct AdminController: Sendable {
     }
 
     @Sendable func removeUser(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
-        let user = try await named(context)
-        let who = try await authorizeDestructive(request, .adminRemoveUser, target: user.username)
+        let (who, user) = try await authorizeDestructive(request, context, .adminRemoveUser)
         _ = try await store.deleteUser(id: user.id)
         confirmations.custody.unlockedSigners.close(userID: user.id)
         record("admin.user_removed", by: who, target: user.username)
@@ -248,12 +246,16 @@ struct AdminController: Sendable {
 
     /// An operator action that destroys: the admin token (automation) as it is, an operator's
     /// session only with an assertion made for this action on this user (a stolen admin session
-    /// deletes no one).
-    func authorizeDestructive(_ request: Request, _ action: ActionConfirmations.Action, target: String) async throws -> String {
+    /// deletes no one). The operator is checked before the user is looked up, so nobody else
+    /// learns which names exist.
+    func authorizeDestructive(
+        _ request: Request, _ context: KeyfobRequestContext, _ action: ActionConfirmations.Action
+    ) async throws -> (who: String, user: UserRecord) {
         let (who, session) = try await operatorOf(request)
-        guard let auth = session else { return who }  // the admin token
-        _ = try await confirmations.verify(try await ActionConfirmations.assertion(in: request), action, target: target, for: auth)
-        return who
+        let user = try await named(context)
+        guard let auth = session else { return (who, user) }  // the admin token
+        _ = try await confirmations.verify(try await ActionConfirmations.assertion(in: request), action, target: user.username, for: auth)
+        return (who, user)
     }
 
     /// An operator action in the log and the live stream, with who did it (an operator's name or "token").
