@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: extension serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
+.PHONY: openapi extension serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -42,6 +42,11 @@ screenshots:
 docs:
 	swift build --build-tests
 	KEYFOB_UPDATE_DOCS=1 swift test --skip-build --filter SettingsTests/theConfigurationDocIsCurrent
+
+## Rewrite docs/openapi.json and Public/openapi.json (served at /openapi.json) from scripts/openapi.py;
+## OpenAPIContractTests and test_openapi.py fail while they differ or miss a route.
+openapi:
+	python3 scripts/openapi.py
 
 ## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
 ## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.

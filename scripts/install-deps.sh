@@ -25,15 +25,16 @@ if [ "${1:-}" = "--test" ]; then
   # cryptography the software passkey's; webauthn (py_webauthn) and uvicorn the Python peer's;
   # py-sr25519-bindings (schnorrkel), scalecodec and substrate-interface check Polkadot signatures;
   # axe-core-python carries axe-core, the accessibility check the page tests run; marionette-driver
-  # is Mozilla's own client for Firefox (the Firefox extension test; no geckodriver).
+  # is Mozilla's own client for Firefox (the Firefox extension test; no geckodriver); schemathesis and
+  # openapi-spec-validator check the server against docs/openapi.json (test_openapi.py).
   py=python3; [ -x .venv/bin/python3 ] && py=.venv/bin/python3
-  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn, sr25519, scalecodec, substrateinterface, axe_core_python, marionette_driver" 2>/dev/null; then
-    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python marionette-driver 2>/dev/null; then :; else
+  if ! $py -c "import selenium, pytest, nostr_sdk, nostr_relay, cryptography, webauthn, uvicorn, sr25519, scalecodec, substrateinterface, axe_core_python, marionette_driver, schemathesis, openapi_spec_validator" 2>/dev/null; then
+    if [ "$py" = python3 ] && python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python marionette-driver schemathesis openapi-spec-validator 2>/dev/null; then :; else
       if [ ! -x .venv/bin/python3 ]; then
         dpkg -s python3-venv >/dev/null 2>&1 || { $SUDO apt-get update -qq; DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null; }
         python3 -m venv .venv
       fi
-      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python marionette-driver
+      .venv/bin/python3 -m pip install -q selenium pytest nostr-sdk nostr-relay cryptography webauthn uvicorn py-sr25519-bindings scalecodec substrate-interface axe-core-python marionette-driver schemathesis openapi-spec-validator
     fi
   fi
 fi

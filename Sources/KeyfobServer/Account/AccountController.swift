@@ -79,8 +79,14 @@ struct AccountController: Sendable {
 
     @Sendable func logout(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let cleared: HTTPFields = [.setCookie: sessions.clearingCookie(secure: sessions.secureCookie(for: request, context: context))]
+        // A value that is not "1" is refused, never read as "this session only": a client that
+        // meant everywhere must not be left believing it.
+        let everywhere = request.queryValue("everywhere")
+        if let everywhere, !["1", "true"].contains(everywhere) {
+            throw KeyfobError.invalid("everywhere must be 1 (or true); leave it out to sign out of this session only")
+        }
         if let auth = try await sessions.authenticate(request) {
-            if let everywhere = request.queryValue("everywhere"), ["1", "true"].contains(everywhere) {
+            if everywhere != nil {
                 // Signing every device out is an account change: confirmed with a passkey.
                 _ = try await confirmations.verify(
                     try await ActionConfirmations.assertion(in: request), .revokeSessions, target: "", for: auth)
@@ -113,6 +119,8 @@ struct AccountController: Sendable {
                         passkeys: passkeys.count, passkeysAddedToday: passkeys.filter { $0.createdAt > dayAgo }.count),
                     headers: headers)
             } else {
+                // A body, when sent, is a JSON object like every other (nothing in it is read).
+                _ = try await request.decodeJSON(NoFields.self, limit: 16 * 1024, emptyIsObject: true)
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.
                 custody.unlockedSigners.close(userID: auth.user.id)
@@ -123,6 +131,9 @@ struct AccountController: Sendable {
         }
         return jsonResponse(["signedOut": true], headers: cleared)
     }
+
+    /// A body whose fields are not read: it must still be a JSON object.
+    struct NoFields: Decodable {}
 
     /// What signing out everywhere ended, for the page to say so.
     struct SignedOutReply: Encodable {
