@@ -1,7 +1,7 @@
 # Two entry points that work on a fresh Debian 12 machine with Swift installed.
 SHELL := /bin/bash
 .SHELLFLAGS := -o pipefail -c
-.PHONY: openapi extension serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
+.PHONY: openapi openapi-client extension serve test lint test-swift test-browser test-fuzz test-chaos test-load fuzz bench load chaos docs screenshots
 
 ## Run the server on its embedded defaults: http://localhost:8080, rpId localhost, SQLite in ./data/
 serve:
@@ -47,6 +47,12 @@ docs:
 ## OpenAPIContractTests and test_openapi.py fail while they differ or miss a route.
 openapi:
 	python3 scripts/openapi.py
+
+## Regenerate Examples/KeyfobClient's client (committed) from docs/openapi.json with Apple's
+## swift-openapi-generator 1.14.3; test_openapi_client.py builds and runs the example in make test.
+openapi-client:
+	cd Examples/KeyfobClient && swift run --package-path Generator swift-openapi-generator generate ../../docs/openapi.json \
+	  --config openapi-generator-config.yaml --output-directory Sources/KeyfobClientExample/Generated
 
 ## libFuzzer over every WebAuthn parser (TARGET=NostrFuzz: every nostr decoder), from the committed
 ## seeds in Fuzz/seeds-TARGET; what it finds goes to Fuzz/corpus-TARGET. Longer: FUZZ_SECONDS=3600.
