@@ -163,7 +163,7 @@ function render(d) {
   $("who").textContent = d.state === "pending"
     ? `Check it, then sign with your passkey. Nothing was signed yet.`
     : d.state === "approved" ? "This request was signed already." : d.state === "rejected" ? "This request was rejected."
-    : d.state === "cancelled" ? "This request was cancelled when you signed out everywhere: the site's permission ended. Nothing was signed."
+    : d.state === "cancelled" ? "This request was cancelled: the site's permission ended (you revoked it, or signed out everywhere). Nothing was signed."
     : "This request has expired. Nothing was signed.";
   $("request-card").hidden = false;
   if (d.state === "cancelled") $("title").textContent = "This request was cancelled";

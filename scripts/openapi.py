@@ -172,7 +172,7 @@ def op(op_id, summary, tag, security=PUBLIC, body=None, ok=None, ok_status="200"
     responses = {ok_status: ok or {"description": "done", "content": {"application/json": {"schema": obj()}}}}
     if extra_ok:
         responses.update(extra_ok)
-    if security != PUBLIC:
+    if security not in (PUBLIC,) and {} not in security:
         responses["401"] = {"$ref": "#/components/responses/Unauthorized"}
     responses.update(COMMON)
     for status, text in errors:
@@ -301,7 +301,8 @@ def operations():
     # --- The account ---
     add("/session", "get", op("session", "Who is signed in", "Account", SESSION, ok=json_body(ref("Session"))))
     add("/logout", "post", op(
-        "logout", "Sign out of this session, or everywhere (`everywhere=1`, with a confirmation for sessions.revoke)", "Account", SESSION,
+        "logout", "Sign out of this session, or everywhere (`everywhere=1`, with a confirmation for sessions.revoke)", "Account",
+        SESSION + [{}],
         params=[query("everywhere", "`1` (or `true`): every session, app, grant and waiting request of the account; any other value is 400",
                       {"type": "string", "enum": ["1", "true"]})],
         body=json_body(obj({"confirmation": SOMETIMES_CONFIRMED}, description="read only with everywhere=1")), body_required=False,

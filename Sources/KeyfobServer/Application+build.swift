@@ -230,7 +230,10 @@ public func buildRouter(
         without.contains("files")
         ? nil
         : FileMiddleware<KeyfobRequestContext, LocalFileSystem>(configuration.publicDirectory, searchForIndexHtml: true, logger: logger)
-    router.add(middleware: FrontDoorMiddleware(log: log, rpID: configuration.rpID, files: files, headers: !without.contains("headers")))
+    let routeMethods = RouteMethods()
+    router.add(
+        middleware: FrontDoorMiddleware(
+            log: log, rpID: configuration.rpID, files: files, headers: !without.contains("headers"), routes: routeMethods))
     // With SQLite the gate is open before the server listens: no layer for it then.
     if !gate.open { router.add(middleware: ReadinessMiddleware(gate: gate)) }
     let feed = ActivityFeed()
@@ -336,6 +339,7 @@ public func buildRouter(
             : jsonResponse(["status": "unavailable", "reason": "the store cannot read or write"], status: .serviceUnavailable)
     }
     if configuration.benchEcho { addBenchEchoRoutes(to: router, maxBodySize: configuration.maxBodySize) }
+    routeMethods.set(router.routes.map { ($0.path.description, $0.method) })
     return router
 }
 

@@ -52,6 +52,43 @@ import Testing
         #expect(routes.count >= 70)
     }
 
+    /// A path with routes but not this method answers 405 with `Allow` (what the document does
+    /// not declare is refused as HTTP says); a path with no route stays 404.
+    @Test func anUndeclaredMethodIs405WithAllow() async throws {
+        try await Harness().run { client in
+            let trace = try await client.call(.trace, "/session")
+            #expect(trace.status == .methodNotAllowed && trace.headers[.allow] == "GET" && trace.error == "invalid_request", "\(trace.json)")
+            let delete = try await client.call(.delete, "/generate-registration-options")
+            #expect(delete.status == .methodNotAllowed && delete.headers[.allow] == "GET, POST")
+            let put = try await client.call(.put, "/api/requests/abc/approve", json: [:])
+            #expect(put.status == .methodNotAllowed && put.headers[.allow] == "POST")
+            let wildcard = try await client.call(.post, "/connect/nostrconnect://x/y")
+            #expect(wildcard.status == .methodNotAllowed && wildcard.headers[.allow] == "GET")
+            let signer = try await client.call(.post, "/api/signer/bunker", json: [:])
+            #expect(signer.status == .methodNotAllowed && signer.headers[.allow] == "GET", "\(signer.json)")
+            #expect(try await client.call(.get, "/no/such/address").status == .notFound)
+            #expect(try await client.call(.get, "/style.css").status == .ok)  // Public/'s files are still served
+        }
+    }
+
+    /// What schemathesis found in /logout: a value of `everywhere` other than 1 or true was read as
+    /// "this session only", and any body passed. Now both are 400; everywhere with no session is 401.
+    @Test func logoutTakesOnlyWhatItDocuments() async throws {
+        try await Harness().run { client in
+            let (token, _) = try await client.newAccount("lou")
+            let auth = Client.bearer(token)
+            #expect(try await client.call(.post, "/logout?everywhere=yes", json: [:], headers: auth).error == "invalid_request")
+            for body in ["false", "5", "[]", "\"x\""] {
+                let reply = try await client.call(.post, "/logout", body: Array(body.utf8), headers: auth)
+                #expect(reply.status == .badRequest, "\(body): \(reply.json)")
+            }
+            #expect(try await client.session(token)["username"] as? String == "lou")  // still signed in
+            #expect(try await client.call(.post, "/logout?everywhere=1", json: [:]).status == .unauthorized)
+            #expect(try await client.call(.post, "/logout", headers: auth).status == .ok)
+            #expect(try await client.call(.get, "/session", headers: auth).status == .unauthorized)
+        }
+    }
+
     /// Every operation names its errors with the error object, and each has an id a generator can use.
     @Test func everyOperationHasAnIdAndTheErrorObject() throws {
         let paths = try #require(try Self.document()["paths"] as? [String: [String: [String: Any]]])

@@ -197,3 +197,13 @@ def nostr_relay():
     relay = NostrRelay().start()
     yield relay
     relay.stop()
+
+
+# Lines a test wants in the run's output even when it passes (pytest -q hides a passing test's
+# prints): e.g. how many operations and cases schemathesis ran.
+SUMMARY = []
+
+
+def pytest_terminal_summary(terminalreporter):
+    for line in SUMMARY:
+        terminalreporter.write_line(line)

@@ -124,7 +124,7 @@ def test_signing_out_everywhere_leaves_no_app_connected(server, driver):
     driver.save_screenshot(f"{shots(server)}/break-in-request-cancelled-390.png")
     # The dapp's waiting request too: its page says it was cancelled, with nothing to press.
     driver.get(f"{server.url}/polkadot-approve.html?id={polkadot_id}")
-    wait_for(driver, lambda d: "cancelled when you signed out everywhere" in d.find_element(By.ID, "who").text)
+    wait_for(driver, lambda d: "the site's permission ended" in d.find_element(By.ID, "who").text)
     assert driver.find_element(By.ID, "title").text == "This request was cancelled"
     assert not driver.find_element(By.ID, "approve").is_displayed()
     assert not driver.find_element(By.ID, "reject").is_displayed()

@@ -67,12 +67,10 @@ struct AccountController: Sendable {
             pubkey: pubkey.hex, npub: NIP19.npub(pubkey), userId: auth.user.id, protection: protection,
             waitingForUnlock: custody.unlockedSigners.waitingCount(userID: auth.user.id, now: now()))
         if auth.isExtension {
-            let granted = try await store.grants(ofUser: auth.user.id, now: now()).filter {
-                $0.allow && $0.method == SignerMethod.getPublicKey.rawValue
-            }
-            reply.sites = Set(granted.map { $0.client }).sorted()
-            reply.siteGrants = try await store.grants(ofUser: auth.user.id, now: now()).filter(\.isWebSiteAllowance)
-                .map(GrantsReply.Item.init)
+            // Web sites' allowances only: the token learns nothing of the apps and bunker clients.
+            let allowances = try await store.grants(ofUser: auth.user.id, now: now()).filter(\.isWebSiteAllowance)
+            reply.sites = Set(allowances.filter { $0.method == SignerMethod.getPublicKey.rawValue }.map(\.client)).sorted()
+            reply.siteGrants = allowances.map(GrantsReply.Item.init)
         }
         return jsonResponse(reply)
     }
@@ -85,7 +83,14 @@ struct AccountController: Sendable {
         if let everywhere, !["1", "true"].contains(everywhere) {
             throw KeyfobError.invalid("everywhere must be 1 (or true); leave it out to sign out of this session only")
         }
-        if let auth = try await sessions.authenticate(request) {
+        if everywhere == nil {
+            // A body, when sent, is a JSON object like every other (nothing in it is read).
+            _ = try await request.decodeJSON(NoFields.self, limit: 16 * 1024, emptyIsObject: true)
+        }
+        let auth = try await sessions.authenticate(request)
+        // Everywhere is for someone: without a session there is nobody to sign out everywhere.
+        if everywhere != nil, auth == nil { throw KeyfobError.unauthorized }
+        if let auth {
             if everywhere != nil {
                 // Signing every device out is an account change: confirmed with a passkey.
                 _ = try await confirmations.verify(
@@ -119,8 +124,6 @@ struct AccountController: Sendable {
                         passkeys: passkeys.count, passkeysAddedToday: passkeys.filter { $0.createdAt > dayAgo }.count),
                     headers: headers)
             } else {
-                // A body, when sent, is a JSON object like every other (nothing in it is read).
-                _ = try await request.decodeJSON(NoFields.self, limit: 16 * 1024, emptyIsObject: true)
                 try await store.deleteSession(tokenHash: auth.session.tokenHash)
                 // A sealed NIP-46 signer the user opened stays open only while they are here.
                 custody.unlockedSigners.close(userID: auth.user.id)
@@ -132,8 +135,12 @@ struct AccountController: Sendable {
         return jsonResponse(["signedOut": true], headers: cleared)
     }
 
-    /// A body whose fields are not read: it must still be a JSON object.
-    struct NoFields: Decodable {}
+    /// A body whose fields are not read: it must still be a JSON object (a struct with no fields
+    /// would decode from any JSON value, so the object is asked for).
+    struct NoFields: Decodable {
+        private enum Key: CodingKey {}
+        init(from decoder: any Decoder) throws { _ = try decoder.container(keyedBy: Key.self) }
+    }
 
     /// What signing out everywhere ended, for the page to say so.
     struct SignedOutReply: Encodable {

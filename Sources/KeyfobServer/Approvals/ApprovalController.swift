@@ -340,6 +340,7 @@ struct ApprovalController: Sendable {
                 try await grants.apply(preset: preset, userID: auth.user.id, client: record.client)
             }
         }
+        try await SessionBound.recheck(auth, client: record.client, sessions: sessions.store, store: store, now: now())
         let location = try await finish(incoming, caller: caller, approved: true, receipt: receipt)
         return jsonResponse(RedirectReply(redirect: location))
     }

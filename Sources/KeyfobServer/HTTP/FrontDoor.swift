@@ -12,6 +12,8 @@ struct FrontDoorMiddleware: RouterMiddleware {
     let files: FileMiddleware<KeyfobRequestContext, LocalFileSystem>?
     /// Only for the load harness's measurements (`--bench-without headers`).
     var headers = true
+    /// The router's routes by path, for a 405 where a path has routes but not this method.
+    var routes: RouteMethods? = nil
 
     func handle(
         _ request: Request, context: KeyfobRequestContext,
@@ -29,8 +31,16 @@ struct FrontDoorMiddleware: RouterMiddleware {
                 do {
                     response = try await next(request, context)
                 } catch let error as HTTPResponseError where error.status == .notFound {
-                    guard let files else { throw error }
-                    response = try await files.handle(request, context: context) { _, _ in throw error }
+                    let allowed = routes?.allowed(for: request.uri.path) ?? []
+                    if !allowed.isEmpty, !allowed.contains(request.method) {
+                        let names = allowed.map(\.rawValue).joined(separator: ", ")
+                        let refusal = KeyfobError(.invalidRequest, "this address answers \(names) only", status: .methodNotAllowed)
+                        response = try ErrorReplies.response(to: refusal, request: request, context: context)
+                        response.headers[.allow] = names
+                    } else {
+                        guard let files else { throw error }
+                        response = try await files.handle(request, context: context) { _, _ in throw error }
+                    }
                 }
             } catch {
                 response = try ErrorReplies.response(to: error, request: request, context: context)

@@ -11,7 +11,7 @@ import WebAuthn
 /// challenge bound to the payload's hash; the receipt is kept with the audit entry.
 extension PolkadotController {
     func load(_ id: String, userID: String) async throws -> (PolkadotRequestRecord, SigningRequest) {
-        guard let record = try await store.polkadotRequest(id: id, ofUser: userID) else {
+        guard var record = try await store.polkadotRequest(id: id, ofUser: userID) else {
             throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
         }
         // A request stored by an earlier Keyfob (another form) is gone like an expired one.
@@ -19,6 +19,19 @@ extension PolkadotController {
             let parsed = try? SigningRequest(type: record.messageType, stored: stored)
         else {
             throw KeyfobError(.requestNotFound, "this request can no longer be read; ask the site to send it again", status: .notFound)
+        }
+        // The site's permission ended (revoked, or the account no longer shared with it) while
+        // its request waited: cancelled, never signed for a site that may no longer ask.
+        if record.state == "pending", record.expiresAt > now(),
+            try await sharedAccount(for: parsed.accountId, userID: userID, origin: record.origin) == nil
+        {
+            let outcome = StoredOutcome(type: record.messageType, error: "Rejected")
+            if try await store.finishPolkadotRequest(
+                id: id, userID: userID, state: "cancelled", result: String(decoding: jsonBytes(outcome), as: UTF8.self), now: now())
+            {
+                record.state = "cancelled"
+                record.result = String(decoding: jsonBytes(outcome), as: UTF8.self)
+            }
         }
         return (record, parsed)
     }
@@ -30,6 +43,12 @@ extension PolkadotController {
         let outcome: StoredOutcome?
     }
 
+    /// The extension's token sees (and rejects) only the requests the extension asked, never
+    /// those of Keyfob's own window or of an app.
+    static func visible(_ record: PolkadotRequestRecord, to auth: Sessions.Authenticated) -> Bool {
+        !auth.isExtension || record.transport == "polkadot-extension"
+    }
+
     struct StoredOutcome: Codable {
         let type: String
         var result: SignerResultJSON? = nil
@@ -38,7 +57,9 @@ extension PolkadotController {
 
     @Sendable func requestState(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
-        guard let record = try await store.polkadotRequest(id: context.parameters.get("id") ?? "", ofUser: auth.user.id) else {
+        guard let record = try await store.polkadotRequest(id: context.parameters.get("id") ?? "", ofUser: auth.user.id),
+            Self.visible(record, to: auth)
+        else {
             throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
         }
         let state = record.state == "pending" && record.expiresAt <= now() ? "expired" : record.state
@@ -330,7 +351,7 @@ extension PolkadotController {
     @Sendable func reject(_ request: Request, context: KeyfobRequestContext) async throws -> Response {
         let auth = try await sessions.require(request)
         let id = context.parameters.get("id") ?? ""
-        guard let record = try await store.polkadotRequest(id: id, ofUser: auth.user.id) else {
+        guard let record = try await store.polkadotRequest(id: id, ofUser: auth.user.id), Self.visible(record, to: auth) else {
             throw KeyfobError(.requestNotFound, "no such Polkadot request of yours (it may have expired)", status: .notFound)
         }
         // What polkadot-js extensions answer a refusal with: `Rejected`.

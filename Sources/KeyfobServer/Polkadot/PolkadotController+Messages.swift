@@ -135,6 +135,7 @@ extension PolkadotController {
                 try await dispatcher.perform(Self.authorizeMethod, for: who, limit: .uncounted) { _ in
                     try await authorize(origin, sharing: chosen, replacing: grant, userID: auth.user.id)
                 }
+                try await SessionBound.recheck(auth, client: origin, sessions: sessions.store, store: store, now: now())
             }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(accounts.list)":
