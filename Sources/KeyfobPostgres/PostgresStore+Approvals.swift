@@ -69,16 +69,6 @@ extension PostgresStore {
         }
     }
 
-    public func cancelPendingRequests(ofUser userID: String, client: String) async throws -> Int {
-        try await call { [self] in
-            try await touched(
-                """
-                UPDATE signer_requests SET state = 'cancelled'
-                WHERE user_id = \(userID) AND client = \(client) AND state = 'pending' RETURNING 1
-                """)
-        }
-    }
-
     public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
         try await call { [self] in
             try await rows(

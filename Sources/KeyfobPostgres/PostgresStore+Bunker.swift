@@ -116,9 +116,18 @@ extension PostgresStore {
         }
     }
 
-    public func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool {
-        try await call { [self] in
-            try await touched("DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1") == 1
+    public func deleteBunkerClient(userID: String, clientPubkey: String, client: String) async throws -> Bool {
+        try await transaction { [logger] connection in
+            let deleted = try await connection.query(
+                "DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) RETURNING 1", logger: logger
+            ).collect()
+            guard deleted.count == 1 else { return false }
+            try await connection.query("DELETE FROM grants WHERE user_id = \(userID) AND client = \(client)", logger: logger).collect()
+            try await connection.query(
+                "UPDATE signer_requests SET state = 'cancelled' WHERE user_id = \(userID) AND client = \(client) AND state = 'pending'",
+                logger: logger
+            ).collect()
+            return true
         }
     }
 

@@ -69,15 +69,6 @@ extension SQLiteStore {
         }
     }
 
-    public func cancelPendingRequests(ofUser userID: String, client: String) async throws -> Int {
-        try write {
-            try connection.query(
-                "UPDATE signer_requests SET state = 'cancelled' WHERE user_id = ? AND client = ? AND state = 'pending'",
-                [.text(userID), .text(client)])
-            return connection.changes
-        }
-    }
-
     public func pendingRequests(ofUser userID: String, now: Date, limit: Int) async throws -> [PendingRequestRecord] {
         try read { connection in
             try connection.query(

@@ -104,10 +104,18 @@ extension SQLiteStore {
         }
     }
 
-    public func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool {
+    public func deleteBunkerClient(userID: String, clientPubkey: String, client: String) async throws -> Bool {
         try write {
-            try connection.query("DELETE FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)])
-            return connection.changes == 1
+            try connection.transaction {
+                try connection.query(
+                    "DELETE FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)])
+                guard connection.changes == 1 else { return false }
+                try connection.query("DELETE FROM grants WHERE user_id = ? AND client = ?", [.text(userID), .text(client)])
+                try connection.query(
+                    "UPDATE signer_requests SET state = 'cancelled' WHERE user_id = ? AND client = ? AND state = 'pending'",
+                    [.text(userID), .text(client)])
+                return true
+            }
         }
     }
 

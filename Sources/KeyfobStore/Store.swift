@@ -227,9 +227,6 @@ public protocol ApprovalStore: ConfirmationNonceStore {
     /// Marks the request decided (`approved`/`rejected`) once; false when it was not pending,
     /// expired or not `userID`'s.
     func decidePendingRequest(id: String, userID: String, state: String, now: Date) async throws -> Bool
-    /// Cancels every request of `client` still waiting (its app was disconnected: nobody is left
-    /// to answer); returns how many.
-    func cancelPendingRequests(ofUser userID: String, client: String) async throws -> Int
 
     /// Undecided, unexpired requests (all users): for operators and tests.
     func pendingRequestCount(now: Date) async throws -> Int
@@ -270,7 +267,10 @@ public protocol BunkerStore: Sendable {
     /// Adds (or replaces) a connected client.
     func putBunkerClient(_ record: BunkerClientRecord) async throws
     func touchBunkerClient(userID: String, clientPubkey: String, at: Date) async throws
-    func deleteBunkerClient(userID: String, clientPubkey: String) async throws -> Bool
+    /// Disconnects a client, in one transaction: the client, its grants (`client`, as grants and
+    /// requests name it) and what it left waiting (cancelled: nobody is left to answer). False
+    /// when it was not connected.
+    func deleteBunkerClient(userID: String, clientPubkey: String, client: String) async throws -> Bool
     /// Signer keys someone may talk to now: with a connected client or a live secret (at most `limit`).
     func activeBunkerSigners(now: Date, limit: Int) async throws -> [String]
     /// Every client that named relays of its own (`nostrconnect://`), with them.

@@ -106,7 +106,7 @@ import Testing
             let replaced = try await paste(0, ["wss://r0.example"])
             #expect(replaced["pubkey"] != nil, "\(replaced)")
             // At most 8 relays of one's own across all clients.
-            _ = try await store.deleteBunkerClient(userID: userID, clientPubkey: keys[15])
+            _ = try await store.deleteBunkerClient(userID: userID, clientPubkey: keys[15], client: "nip46:" + keys[15])
             let six = (0..<6).map { "wss://n\($0).example" }
             #expect((try await paste(17, six))["error"] as? String == "invalid_request")
             #expect((try await paste(17, Array(six.prefix(4))))["pubkey"] != nil)

@@ -230,8 +230,19 @@ extension StoreContractTests {
         #expect(try await store.bunkerClient(userID: alice.id, clientPubkey: "cc")?.lastUsedAt == t0 + 5)
         #expect(try await store.bunkerClient(userID: bob.id, clientPubkey: "cc") == nil)
         #expect(try await store.bunkerClients(ofUser: alice.id).map(\.name) == ["App"])
-        #expect(try await store.deleteBunkerClient(userID: bob.id, clientPubkey: "cc") == false)
-        #expect(try await store.deleteBunkerClient(userID: alice.id, clientPubkey: "cc"))
+        // Disconnecting takes its grants and cancels what it left waiting, in one transaction.
+        try await store.insertGrant(
+            GrantRecord(id: "g-cc", userID: alice.id, client: "nip46:cc", method: "sign_event", kind: 1, allow: true, createdAt: t0, expiresAt: nil))
+        try await store.insertPendingRequest(
+            PendingRequestRecord(
+                id: "r-cc", userID: alice.id, requester: "ip:10.0.0.1", client: "nip46:cc", transport: "nip46",
+                method: "sign_event", kind: 1, nonce: [1], payload: [2], createdAt: t0, expiresAt: t0 + 300),
+            now: t0, maxPending: 8)
+        #expect(try await store.deleteBunkerClient(userID: bob.id, clientPubkey: "cc", client: "nip46:cc") == false)
+        #expect(try await store.grants(ofUser: alice.id, now: t0).count == 1)
+        #expect(try await store.deleteBunkerClient(userID: alice.id, clientPubkey: "cc", client: "nip46:cc"))
+        #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
+        #expect(try await store.pendingRequests(ofUser: alice.id, now: t0, limit: 10).isEmpty)
         try await store.putBunkerClient(app)
         #expect(try await store.deleteUser(id: alice.id))
         #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)

@@ -360,13 +360,8 @@ final class Bunker: Sendable, Service {
     /// Ends a client's connection, forgets what the user allowed it and cancels what it left waiting.
     @discardableResult
     func disconnect(userID: String, clientPubkey: String) async throws -> Bool {
-        guard try await store.deleteBunkerClient(userID: userID, clientPubkey: clientPubkey) else { return false }
-        let identifier = BunkerAddress.clientIdentifier(clientPubkey)
-        _ = try await store.cancelPendingRequests(ofUser: userID, client: identifier)
-        for grant in try await store.grants(ofUser: userID, now: now()) where grant.client == identifier {
-            _ = try await store.deleteGrant(id: grant.id, ofUser: userID)
-        }
-        return true
+        try await store.deleteBunkerClient(
+            userID: userID, clientPubkey: clientPubkey, client: BunkerAddress.clientIdentifier(clientPubkey))
     }
 
 }

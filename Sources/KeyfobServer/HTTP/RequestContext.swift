@@ -70,13 +70,31 @@ struct ClientAddress: Sendable {
                 guard let first = hop.firstIndex(where: { !Self.isSpace($0) }), let last = hop.lastIndex(where: { !Self.isSpace($0) })
                 else { continue }
                 let text = String(Substring(hop[first...last]))
-                if !trustedProxies.contains(text) { return text.utf8.count <= 64 ? text : socket }
+                if !trustedProxies.contains(text) { return Self.ipAddress(text) ?? socket }
             }
         }
         return socket
     }
 
     private static let forwardedFor = HTTPField.Name("X-Forwarded-For")!
+
+    /// A forwarded hop as an address: as it is, or without the port some proxies append
+    /// (`203.0.113.7:5123`, `[2001:db8::1]:443`); nil for anything else, which then counts as
+    /// the proxy itself (per-client limits must not become per-connection ones).
+    static func ipAddress(_ hop: String) -> String? {
+        guard hop.utf8.count <= 64 else { return nil }
+        var candidate = Substring(hop)
+        if candidate.hasPrefix("["), let close = candidate.firstIndex(of: "]") {
+            candidate = candidate[candidate.index(after: candidate.startIndex)..<close]
+        } else if candidate.filter({ $0 == ":" }).count == 1, let colon = candidate.firstIndex(of: ":") {
+            candidate = candidate[..<colon]
+        }
+        let text = String(candidate)
+        var v4 = in_addr()
+        var v6 = in6_addr()
+        guard inet_pton(AF_INET, text, &v4) == 1 || inet_pton(AF_INET6, text, &v6) == 1 else { return nil }
+        return text
+    }
 
     /// HTTP's optional whitespace around a list element.
     private static func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
