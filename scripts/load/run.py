@@ -22,6 +22,9 @@ WRK_PREFIX (a command wrk runs under, e.g. "nice -n -10" or "taskset -c 1": wher
 
 Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,keyfob-on:postgres,keyfob
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
+The PostgreSQL pass of issue #57: SYSTEMS=keyfob-on:postgres,go-on:postgres,keyfob-on:postgres — Keyfob,
+the Go peer in its PostgreSQL mode (its own database on the same cluster), Keyfob again; each run
+also samples the cluster's CPU, and the ratios print each target met or missed.
 
 Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
 keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name);
@@ -118,6 +121,20 @@ def cpu_ticks(pid):
     return over_tree(pid, "stat", user_and_system)
 
 
+def cluster_ticks(folder):
+    """CPU ticks a PostgreSQL cluster has spent: the postmaster's own and its exited children's
+    (cutime, cstime), and each live backend's. Sampled around a run: PostgreSQL's share of it."""
+    try:
+        with open(os.path.join(folder, "data", "postmaster.pid")) as f:
+            postmaster = int(f.readline())
+        with open(f"/proc/{postmaster}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, ValueError):
+        return 0
+    exited_children = int(fields[13]) + int(fields[14])  # cutime + cstime
+    return exited_children + cpu_ticks(postmaster)  # the postmaster and every live backend
+
+
 def peak_rss_mb(pid):
     return over_tree(pid, "status", lambda text: next(int(l.split()[1]) for l in text.splitlines() if l.startswith("VmHWM"))) / 1024
 
@@ -125,8 +142,9 @@ def peak_rss_mb(pid):
 class System:
     """One server this invocation starts, measures and stops."""
 
-    def __init__(self, name, folder, without="", database=None, binary=None):
+    def __init__(self, name, folder, without="", database=None, binary=None, cluster=None):
         self.name, self.folder, self.port, self.without, self.database = name, folder, PORTS[name], without, database
+        self.cluster = cluster  # the PostgreSQL cluster's folder, when on one: its CPU is sampled too
         self.binary = binary  # another build (keyfob-at:, go-at:), or this checkout's
         self.url = f"http://127.0.0.1:{self.port}"
         self.origin = f"http://localhost:{self.port}"
@@ -158,8 +176,9 @@ class System:
                         '    location = /healthz { return 200 "ok"; } location = /bench/echo { return 200 "ok"; } } }\n')
             return [tool_path("nginx"), "-c", config, "-p", data, "-g", "daemon off;"], {}
         if self.name == "go":
+            store = ["-postgres", self.database] if self.database else ["-db", os.path.join(data, "peer.sqlite")]
             return [self.binary or os.path.join(OUT, "peer-go"), "-listen", f"127.0.0.1:{self.port}", "-origin", self.origin,
-                    "-db", os.path.join(data, "peer.sqlite")], {}
+                    *store], {}
         return [sys.executable, "-m", "uvicorn", "--app-dir", os.path.join(ROOT, "Benchmarks", "peers", "python"),
                 "peer:app", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "2", "--log-level", "warning",
                 "--no-access-log"], {"PEER_DB": os.path.join(data, "peer.sqlite"), "PEER_ORIGIN": self.origin}
@@ -203,12 +222,14 @@ def wrk(system, run, connections, path, env, limit=None):
                                  file + ".perf.data",
                                  "--", "sleep", str(SECONDS_EACH)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     before = cpu_ticks(pid)
+    cluster_before = cluster_ticks(system.cluster) if system.cluster else 0
     command = os.environ.get("WRK_PREFIX", "").split() + [
         "wrk", "-t2", f"-c{connections}", "--timeout", "10s", f"-d{SECONDS_EACH}s", "--latency", "-s",
         os.path.join(HERE, "replay.lua"), system.url + path]
     output = subprocess.run(command,
                             env={**os.environ, **env}, capture_output=True, text=True).stdout
     after = cpu_ticks(pid)
+    cluster_after = cluster_ticks(system.cluster) if system.cluster else 0
     if perf:
         perf.wait()
     with open(file + ".wrk.txt", "w") as f:
@@ -218,7 +239,8 @@ def wrk(system, run, connections, path, env, limit=None):
         return None
     rps, p50, p99, p999, status, errors, duration = (float(x) for x in line.split()[1:])
     figure = {"rps": rps, "p50": p50, "p99": p99, "p999": p999, "bad": int(status + errors), "connections": connections,
-              "cores": (after - before) / HZ / duration, "rss": peak_rss_mb(pid), "short": False}
+              "cores": (after - before) / HZ / duration, "rss": peak_rss_mb(pid), "short": False,
+              "database_cores": (cluster_after - cluster_before) / HZ / duration if system.cluster else None}
     if limit and rps * duration >= 0.98 * limit:
         figure["short"] = True  # used up its pre-signed logins before the time was over
     return figure
@@ -261,7 +283,8 @@ def measure(system, results, key):
         if figure is not None:
             results[(key, run)] = figure
             print(f"  {key:<17} {run:<24} {figure['rps']:>9,.0f}/s  p99 {figure['p99']:>7.1f} ms  "
-                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f} ({cpu_us(figure):.0f} µs CPU a request)  "
+                  f"non-2xx {figure['bad']}  cores {figure['cores']:.2f} ({cpu_us(figure):.0f} µs CPU a request"
+                  + (f" + PostgreSQL's {database_us(figure):.0f} µs" if figure["database_cores"] is not None else "") + ")  "
                   f"peak {figure['rss']:.0f} MB"
                   + ("  (used up its logins: raise LOGINS)" if figure["short"] else ""), flush=True)
 
@@ -303,6 +326,11 @@ def tool_path(name):
 def cpu_us(figure):
     """The server's CPU time a request in a run, in µs."""
     return 1e6 * figure["cores"] / max(figure["rps"], 1)
+
+
+def database_us(figure):
+    """PostgreSQL's CPU time a request in a run, in µs (0 off PostgreSQL)."""
+    return 1e6 * (figure.get("database_cores") or 0) / max(figure["rps"], 1)
 
 
 def table(results, keys):
@@ -399,6 +427,24 @@ def ratios(results, keys):
             values = [f"{a['rps'] / b['rps']:.2f}×" for a, b in pairs if a and b and b["rps"] and not a["bad"] and not b["bad"]]
             if values:
                 lines.append(f"- {run}, this build / {other[len('Keyfob ('):-1]}: " + ", ".join(values))
+    # Issue #57's targets, on one PostgreSQL cluster: Keyfob's logins ≥ 1.25× the Go peer's with
+    # Keyfob's + PostgreSQL's CPU a login ≤ the Go peer's + its PostgreSQL's, options ≥ 2×.
+    pg_keys = [k for k in keys if k.startswith("Keyfob on postgres")]
+    go_pg = "Go peer on postgres"
+    for k in pg_keys:
+        for run, target in ((LOGIN, 1.25), (OPTIONS, 2.0)):
+            a, b = results.get((k, run)), results.get((go_pg, run))
+            if not a or not b or a["bad"] or b["bad"] or not b["rps"]:
+                lines.append(f"- {run}, {k} / {go_pg} — target ≥ {target}×: not measured in this run, no ratio")
+                continue
+            value = a["rps"] / b["rps"]
+            lines.append(f"- {run}, {k} / {go_pg} — target ≥ {target}×: {value:.2f}× ({'met' if value >= target else 'missed'})")
+        a, b = results.get((k, LOGIN)), results.get((go_pg, LOGIN))
+        if a and b and not a["bad"] and not b["bad"]:
+            mine, theirs = cpu_us(a) + database_us(a), cpu_us(b) + database_us(b)
+            lines.append(f"- CPU a login, {k} ({cpu_us(a):.0f} + PostgreSQL {database_us(a):.0f} µs) against {go_pg} "
+                         f"({cpu_us(b):.0f} + {database_us(b):.0f} µs) — target ≤: {mine:.0f} / {theirs:.0f} µs "
+                         f"({'met' if mine <= theirs else 'missed'})")
     if ("Keyfob on postgres", LOGIN) in results:
         pg = results[("Keyfob on postgres", LOGIN)]
         for k in keyfob_keys:
@@ -450,9 +496,14 @@ def main():
         database = None
         if on == "postgres":
             cluster = cluster or start_postgres()
-            database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}"
+            if name == "go":  # a database of its own (lib/pq takes no schema)
+                subprocess.run(["psql", "-h", "127.0.0.1", "-p", str(cluster[1]), "-U", "keyfob", "-d", "keyfob_test", "-qc",
+                                f"CREATE DATABASE peer_go_{len(keys)}"], check=True, env={**os.environ, "PGSSLMODE": "disable"})
+                database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/peer_go_{len(keys)}?sslmode=disable"
+            else:
+                database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}"
         system = System(name, os.path.join(OUT, f"{entry.replace(':', '-').replace('/', '_')}-{seen[entry]}"), without, database,
-                        binary or None)
+                        binary or None, cluster[0] if on == "postgres" else None)
         try:
             system.start()
             if name == "keyfob" and int(os.environ.get("CREDENTIALS", "0")) > 0:

@@ -4,8 +4,14 @@
 // SQLite store (synchronous=NORMAL), a sign count updated and a session row written per login.
 // Unfinished ceremonies live in memory, as Keyfob's do on SQLite.
 //
+// With -postgres URL it keeps everything in PostgreSQL instead (lib/pq), as several instances on
+// one database must: unfinished ceremonies in an UNLOGGED table, each taken once with
+// DELETE … RETURNING (any instance can finish a ceremony), and a sign-in's counter update and
+// session insert in one transaction (postgres.go).
+//
 //	GO111MODULE=off GOPATH=/usr/share/gocode go build -o peer-go .
 //	./peer-go -listen 127.0.0.1:18081 -origin http://localhost:18081 -db /tmp/peer-go.sqlite
+//	./peer-go -listen 127.0.0.1:18081 -origin http://localhost:18081 -postgres postgres://keyfob@127.0.0.1:5432/db
 package main
 
 import (
@@ -60,6 +66,10 @@ type server struct {
 	// The login's statements, prepared once: database/sql otherwise prepares (and SQLite compiles)
 	// each statement text on every call.
 	passkey, countSwap, addSession *sql.Stmt
+	// PostgreSQL mode: ceremonies in the database (nil on SQLite: in memory).
+	pg *pgCeremonies
+	// The registration's two inserts, in each database's dialect.
+	addUser, addPasskey string
 }
 
 func randomText(n int) string {
@@ -83,6 +93,12 @@ func refuse(w http.ResponseWriter, status int, code string) {
 func (s *server) remember(c ceremony) string {
 	key := randomText(16)
 	c.expires = time.Now().Add(ceremonyTimeout)
+	if s.pg != nil {
+		if err := s.pg.put(key, c); err != nil {
+			return ""
+		}
+		return key
+	}
 	s.mu.Lock()
 	s.ceremonies[key] = c
 	s.mu.Unlock()
@@ -91,6 +107,9 @@ func (s *server) remember(c ceremony) string {
 
 // take removes a ceremony: each challenge answers once.
 func (s *server) take(key string) (ceremony, bool) {
+	if s.pg != nil {
+		return s.pg.take(key)
+	}
 	s.mu.Lock()
 	c, ok := s.ceremonies[key]
 	delete(s.ceremonies, key)
@@ -177,13 +196,19 @@ func (s *server) verifyRegistration(w http.ResponseWriter, r *http.Request) {
 	}
 	now := time.Now().Unix()
 	s.transact(w, func(tx *sql.Tx) (int64, string, int, string) {
-		result, err := tx.Exec(`INSERT INTO users (handle, name, created_at) VALUES (?, ?, ?)`, c.handle, c.username, now)
-		if err != nil {
-			return 0, "", 409, "username_taken"
+		var id int64
+		if s.pg != nil {
+			if err := tx.QueryRow(s.addUser, c.handle, c.username, now).Scan(&id); err != nil {
+				return 0, "", 409, "username_taken"
+			}
+		} else {
+			result, err := tx.Exec(s.addUser, c.handle, c.username, now)
+			if err != nil {
+				return 0, "", 409, "username_taken"
+			}
+			id, _ = result.LastInsertId()
 		}
-		id, _ := result.LastInsertId()
-		if _, err = tx.Exec(`INSERT INTO credentials (id, user_id, public_key, sign_count, created_at) VALUES (?, ?, ?, ?, ?)`,
-			credential.ID, id, credential.PublicKey, credential.Authenticator.SignCount, now); err != nil {
+		if _, err = tx.Exec(s.addPasskey, credential.ID, id, credential.PublicKey, int64(credential.Authenticator.SignCount), now); err != nil {
 			return 0, "", 409, "credential_exists"
 		}
 		return id, c.username, 0, ""
@@ -276,7 +301,7 @@ func (s *server) verifyAuthentication(w http.ResponseWriter, r *http.Request) {
 	// The counter moves only from what was read: a concurrent login with the same count loses.
 	previous := owner.credentials[0].Authenticator.SignCount
 	s.transact(w, func(tx *sql.Tx) (int64, string, int, string) {
-		result, err := tx.Stmt(s.countSwap).Exec(credential.Authenticator.SignCount, time.Now().Unix(), credential.ID, previous)
+		result, err := tx.Stmt(s.countSwap).Exec(int64(credential.Authenticator.SignCount), time.Now().Unix(), credential.ID, int64(previous))
 		if err != nil {
 			return 0, "", 500, "internal"
 		}
@@ -290,6 +315,10 @@ func (s *server) verifyAuthentication(w http.ResponseWriter, r *http.Request) {
 func (s *server) sweep() {
 	for range time.Tick(30 * time.Second) {
 		now := time.Now()
+		if s.pg != nil {
+			s.pg.sweep(now)
+			continue
+		}
 		s.mu.Lock()
 		for k, c := range s.ceremonies {
 			if now.After(c.expires) {
@@ -314,40 +343,18 @@ func main() {
 	rpID := flag.String("rp-id", "localhost", "the relying party id")
 	path := flag.String("db", "peer-go.sqlite", "SQLite database file")
 	profile := flag.String("pprof", "", "serve net/http/pprof on this address (off when empty)")
+	postgres := flag.String("postgres", "", "a PostgreSQL URL: keep users, passkeys, sessions and ceremonies there instead")
 	flag.Parse()
-
-	// synchronous=NORMAL in WAL mode, as Keyfob's store: a crash may lose the last commits, never corrupt.
-	// Keyfob's layout too: one writer connection, and read-only connections beside it.
-	db, err := sql.Open("sqlite3", "file:"+*path+"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=5000&_txlock=immediate")
-	if err != nil {
-		log.Fatal(err)
-	}
-	db.SetMaxOpenConns(1)
-	if _, err := db.Exec(schema); err != nil {
-		log.Fatal(err)
-	}
-	reads, err := sql.Open("sqlite3", "file:"+*path+"?mode=ro&_busy_timeout=5000")
-	if err != nil {
-		log.Fatal(err)
-	}
-	reads.SetMaxOpenConns(4)
-	reads.SetMaxIdleConns(4)
 	rp, err := webauthn.New(&webauthn.Config{RPDisplayName: "Go peer", RPID: *rpID, RPOrigin: *origin})
 	if err != nil {
 		log.Fatal(err)
 	}
-	s := &server{rp: rp, db: db, reads: reads, ceremonies: map[string]ceremony{}}
-	prepare := func(on *sql.DB, text string) *sql.Stmt {
-		statement, err := on.Prepare(text)
-		if err != nil {
-			log.Fatal(err)
-		}
-		return statement
+	var s *server
+	if *postgres != "" {
+		s = openPostgres(*postgres, rp)
+	} else {
+		s = openSQLite(*path, rp)
 	}
-	s.passkey = prepare(reads, `SELECT u.id, u.handle, u.name, c.public_key, c.sign_count FROM credentials c
-		JOIN users u ON u.id = c.user_id WHERE c.id = ? AND u.handle = ?`)
-	s.countSwap = prepare(db, `UPDATE credentials SET sign_count = ?, last_used_at = ? WHERE id = ? AND sign_count = ?`)
-	s.addSession = prepare(db, `INSERT INTO sessions (token_hash, user_id, created_at) VALUES (?, ?, ?)`)
 	go s.sweep()
 	if *profile != "" {
 		// go tool pprof http://<profile>/debug/pprof/profile?seconds=10 (BENCHMARKS.md "Where a login's CPU goes").
@@ -361,4 +368,40 @@ func main() {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { reply(w, 200, map[string]string{"status": "ok"}) })
 	log.Printf("Go peer on http://%s (rpId %s, origin %s)", *listen, *rpID, *origin)
 	log.Fatal(http.ListenAndServe(*listen, mux))
+}
+
+func prepare(on *sql.DB, text string) *sql.Stmt {
+	statement, err := on.Prepare(text)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return statement
+}
+
+func openSQLite(path string, rp *webauthn.WebAuthn) *server {
+
+	// synchronous=NORMAL in WAL mode, as Keyfob's store: a crash may lose the last commits, never corrupt.
+	// Keyfob's layout too: one writer connection, and read-only connections beside it.
+	db, err := sql.Open("sqlite3", "file:"+path+"?_journal_mode=WAL&_synchronous=NORMAL&_busy_timeout=5000&_txlock=immediate")
+	if err != nil {
+		log.Fatal(err)
+	}
+	db.SetMaxOpenConns(1)
+	if _, err := db.Exec(schema); err != nil {
+		log.Fatal(err)
+	}
+	reads, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000")
+	if err != nil {
+		log.Fatal(err)
+	}
+	reads.SetMaxOpenConns(4)
+	reads.SetMaxIdleConns(4)
+	s := &server{rp: rp, db: db, reads: reads, ceremonies: map[string]ceremony{},
+		addUser:    `INSERT INTO users (handle, name, created_at) VALUES (?, ?, ?)`,
+		addPasskey: `INSERT INTO credentials (id, user_id, public_key, sign_count, created_at) VALUES (?, ?, ?, ?, ?)`}
+	s.passkey = prepare(reads, `SELECT u.id, u.handle, u.name, c.public_key, c.sign_count FROM credentials c
+		JOIN users u ON u.id = c.user_id WHERE c.id = ? AND u.handle = ?`)
+	s.countSwap = prepare(db, `UPDATE credentials SET sign_count = ?, last_used_at = ? WHERE id = ? AND sign_count = ?`)
+	s.addSession = prepare(db, `INSERT INTO sessions (token_hash, user_id, created_at) VALUES (?, ?, ?)`)
+	return s
 }
