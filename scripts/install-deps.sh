@@ -8,7 +8,7 @@ packages=(libssl-dev libcbor-dev libsecp256k1-dev libsodium-dev libsqlite3-dev z
 # --test: the browser tests' Chromium, the deployment and PostgreSQL tests' servers, and the load
 # harness's wrk and Go peer (built offline against Debian's Go packages).
 [ "${1:-}" = "--test" ] && packages+=(chromium chromium-driver firefox-esr openssl nginx systemd postgresql zbar-tools wrk
-  golang-go golang-github-duo-labs-webauthn-dev golang-github-mattn-go-sqlite3-dev)
+  golang-go golang-github-duo-labs-webauthn-dev golang-github-mattn-go-sqlite3-dev golang-github-lib-pq-dev)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
