@@ -40,8 +40,12 @@ def ref(name):
 
 def nullable(schema):
     """An optional field: JSON null is the same as leaving it out (Swift's Decodable reads it so)."""
-    if "$ref" in schema or "oneOf" in schema or not schema:
-        return {"anyOf": [schema, {"type": "null"}]} if schema else schema
+    # A reference stays bare: generators drop an `anyOf` of a reference and null (the field would
+    # vanish from the client); null is then refused where the field is read.
+    if "$ref" in schema or not schema:
+        return schema
+    if "oneOf" in schema:
+        return {"anyOf": [schema, {"type": "null"}]}
     types = schema.get("type")
     if types is None or isinstance(types, list):
         return schema
@@ -68,10 +72,15 @@ def arr(items):
 
 
 SCHEMAS = {
+    # `error` is a string, not a closed enum: a code added later must not make a client's decoding
+    # of the whole reply fail.
     "Error": obj({
-        "error": {"type": "string", "enum": CODES, "description": "a stable code (DESIGN.md §7)"},
+        "error": {"type": "string", "description": "a stable code (DESIGN.md §7): " + ", ".join(CODES)},
         "message": {"type": "string", "description": "what went wrong and what to do, in words"},
-    }, ["error"], description="Every refusal. Some add fields: `state` and `back` (an approval request), `type` (a Polkadot message)."),
+        "state": {"type": "string", "description": "an approval request that is gone: expired, approved, rejected, cancelled or unknown"},
+        "back": {"type": "string", "description": "an expired redirect-flow request: the app's error callback, for \"Back to the app\""},
+        "type": {"type": "string", "description": "a refused Polkadot message: its msgType, for sendError(type, message)"},
+    }, ["error"], description="Every refusal."),
     "RegistrationOptions": obj({
         "challenge": B64URL, "rp": obj({"name": STR, "id": STR}), "user": obj({"id": B64URL, "name": STR, "displayName": STR}),
         "pubKeyCredParams": arr(obj({"alg": INT, "type": STR})), "timeout": INT, "attestation": STR,
@@ -90,13 +99,13 @@ SCHEMAS = {
         "response": obj({"clientDataJSON": B64URL, "attestationObject": B64URL, "transports": arr(STR)},
                         ["clientDataJSON", "attestationObject"]),
         "clientExtensionResults": obj(),
-    }, ["id", "response"], description="PublicKeyCredential.toJSON() of navigator.credentials.create, or the iOS guide's body"),
+    }, ["id", "rawId", "type", "response"], description="PublicKeyCredential.toJSON() of navigator.credentials.create, or the iOS guide's body"),
     "AuthenticationCredential": obj({
         "id": B64URL, "rawId": B64URL, "type": {"type": "string", "description": "public-key"},
         "response": obj({"clientDataJSON": B64URL, "authenticatorData": B64URL, "signature": B64URL, "userHandle": B64URL},
                         ["clientDataJSON", "authenticatorData", "signature"]),
         "clientExtensionResults": obj(),
-    }, ["id", "response"], description="PublicKeyCredential.toJSON() of navigator.credentials.get, or the iOS guide's body"),
+    }, ["id", "rawId", "type", "response"], description="PublicKeyCredential.toJSON() of navigator.credentials.get, or the iOS guide's body"),
     "Protection": obj({
         "level": {"type": "string", "enum": ["server", "passkeys"]}, "sealedBy": INT, "summary": STR,
         "sealingCredentials": arr(STR), "signerSealed": BOOL,
@@ -126,6 +135,11 @@ SCHEMAS = {
         "id": STR, "name": STR, "type": {"type": "string", "enum": ["sr25519", "ed25519", "ecdsa"]}, "address": STR,
         "publicKey": STR, "network": INT, "createdAt": TIME, "acceptsUnverified": BOOL,
     }, ["id", "type", "address"]),
+    "ApprovalChallenge": obj({
+        "challenge": B64URL, "timeout": INT, "rpId": STR, "allowCredentials": arr(obj({"id": B64URL, "type": STR})),
+        "userVerification": STR, "extensions": obj(),
+        "committed": {"type": "string", "description": "what the passkey approves; the challenge is its SHA-256"},
+    }, ["challenge", "committed"], description="Request options (as AuthenticationOptions) with the bytes they commit to, side by side."),
     "Confirmation": {
         "description": "An assertion (AuthenticationCredential) made on the options of POST /api/confirmations for this action",
         **ref("AuthenticationCredential")},
@@ -267,11 +281,12 @@ def operations():
         ok=json_body(obj({"verified": BOOL, "username": STR, "isAnonymous": BOOL, "credentialId": B64URL,
                           "token": {"type": "string", "description": "only with the request header `Keyfob-Session: bearer`, never to a browser"},
                           "expiresAt": TIME, "attestationTrusted": BOOL, "sealsKey": BOOL, "canSeal": BOOL},
-                         ["verified", "username", "isAnonymous", "credentialId", "expiresAt", "attestationTrusted"]),
+                         ["verified", "username", "isAnonymous"]),
                      example={"verified": True, "username": "john_doe", "isAnonymous": False, "credentialId": "base64url-credential-id",
                               "expiresAt": "2026-12-05T12:00:00Z", "attestationTrusted": False}),
         description="Sets the session cookie; a client that sends `Keyfob-Session: bearer` (and is not a browser) gets `token` too.",
-        errors=[("401", "signature_invalid"), ("403", "user_presence_required, user_verification_required, origin_mismatch, rp_id_mismatch, permission_denied"),
+        errors=[("400", "invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch, unsupported_algorithm, attestation_invalid"),
+                ("401", "signature_invalid"), ("403", "user_presence_required, user_verification_required, permission_denied"),
                 ("409", "credential_exists, username_taken")],
         params=[{"name": "Keyfob-Session", "in": "header", "required": False, "schema": {"type": "string", "enum": ["bearer"]},
                  "description": "`bearer`: return the session token in the JSON"}]))
@@ -289,9 +304,10 @@ def operations():
         "verifyAuthentication", "Sign in with a passkey assertion", "Passkeys",
         body=json_body(obj({"cred": ref("AuthenticationCredential"), "challengeKey": STR, "prfOutput": B64URL}, ["cred"]), example=auth_example),
         ok=json_body(obj({"verified": BOOL, "username": STR, "isAnonymous": BOOL, "token": STR, "expiresAt": TIME, "signerSealed": BOOL},
-                         ["verified", "username", "isAnonymous", "expiresAt", "signerSealed"]),
+                         ["verified", "username", "isAnonymous"]),
                      example={"verified": True, "username": "john_doe", "isAnonymous": False, "expiresAt": "2026-12-05T12:00:00Z", "signerSealed": False}),
-        errors=[("401", "signature_invalid, user_handle_mismatch"), ("403", "user_verification_required, origin_mismatch"),
+        errors=[("400", "invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch"),
+                ("401", "signature_invalid, user_handle_mismatch"), ("403", "user_presence_required, user_verification_required"),
                 ("404", "credential_not_found"), ("409", "counter_regression")],
         params=[{"name": "Keyfob-Session", "in": "header", "required": False, "schema": {"type": "string", "enum": ["bearer"]},
                  "description": "`bearer`: return the session token in the JSON"}]))
@@ -323,7 +339,7 @@ def operations():
         "removeCredential", "Remove a passkey (confirmation: passkey.remove, target the id)", "Account", SESSION,
         params=[path_param("id", "the passkey's id (base64url)")], body=json_body(obj({"confirmation": ref("Confirmation")})),
         body_required=False, ok=json_body(obj({"deleted": BOOL}, ["deleted"])),
-        errors=[("403", CONFIRMED), ("404", "credential_not_found"), ("409", "permission_denied: the only passkey, or the last that opens a sealed key")]))
+        errors=[("403", CONFIRMED), ("404", "credential_not_found"), ("409", "invalid_request: the only passkey, or the last that opens a sealed key")]))
     add("/account/credentials/{id}", "patch", op(
         "nameCredential", "Name a passkey", "Account", SESSION, params=[path_param("id", "the passkey's id (base64url)")],
         body=json_body(obj({"name": {"type": "string", "maxLength": 64}}, ["name"]), example={"name": "work laptop"}),
@@ -354,22 +370,25 @@ def operations():
             op_id, summary, "Signer", SESSION, body=json_body(body, example={"id": "r1", "event": {"kind": 1, "content": "hello nostr"}}
                                                              if method == "sign_event" else None),
             body_required=method != "get_public_key",
-            ok=json_body(reply), errors=[("403", "signer_locked, permission_denied (kinds 14 and 15)"), ("404", "unsupported_type")]))
+            ok=json_body(reply), errors=[("403", "signer_locked, permission_denied (kinds 14 and 15)"), ("404", "unsupported_type"),
+                                         ("409", "key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed")]))
     key_body = obj({"nsec": STR, "secret": HEX64, "ncryptsec": STR, "password": STR, "confirmation": ref("Confirmation")},
                    description="exactly one of nsec, secret, or ncryptsec with password")
     add("/api/signer/key", "post", op("importKey", "Replace the account's nostr key (confirmation: key.import)", "Signer", SESSION,
                                       body=json_body(key_body), ok=json_body(obj({"pubkey": HEX64, "npub": STR}, ["pubkey", "npub"])),
                                       errors=[("403", CONFIRMED + ", signer_locked"), ("409", "Polkadot accounts exist")]))
+    check_body = obj({"nsec": STR, "secret": HEX64, "ncryptsec": STR, "password": STR},
+                     description="exactly one of nsec, secret, or ncryptsec with password")
     add("/api/signer/key/check", "post", op("checkKey", "What importing this key would do; nothing stored", "Signer", SESSION,
-                                            body=json_body(key_body), ok=json_body(obj({"pubkey": HEX64, "npub": STR, "sameAsCurrent": BOOL})),
+                                            body=json_body(check_body), ok=json_body(obj({"pubkey": HEX64, "npub": STR, "sameAsCurrent": BOOL})),
                                             errors=[("403", "signer_locked"), ("409", "Polkadot accounts exist")]))
     add("/api/signer/key/export", "post", op(
         "exportKey", "The key as NIP-49 ncryptsec (confirmation: key.export)", "Signer", SESSION,
         body=json_body(obj({"password": {"type": "string", "minLength": 8}, "confirmation": ref("Confirmation")}, ["password"])),
-        ok=json_body(obj({"ncryptsec": STR}, ["ncryptsec"])), errors=[("403", CONFIRMED + ", signer_locked")]))
+        ok=json_body(obj({"ncryptsec": STR}, ["ncryptsec"])), errors=[("403", CONFIRMED + ", signer_locked"), ("409", "key_rolled_back")]))
     add("/api/signer/history", "get", op(
         "history", "The signer's audit log, newest first", "Signer", SESSION,
-        params=[query("before", "`next` of the page before"), query("limit", "at most this many entries")],
+        params=[query("before", "`next` of the page before"), query("limit", "at most this many entries (50 when left out)", {"type": "integer", "minimum": 1, "maximum": 200})],
         ok=json_body(obj({"entries": arr(ref("HistoryEntry")), "next": STR}, ["entries"]))))
     add("/api/signer/history/{entry}/receipt", "get", op(
         "receipt", "The passkey's receipt of an approval", "Signer", SESSION, params=[path_param("entry", "the history entry's id")],
@@ -397,7 +416,7 @@ def operations():
                                                                           "method": STR, "kind": INT, "kindName": STR, "createdAt": TIME,
                                                                           "expiresAt": TIME}))}, ["requests"]))))
     rid = path_param("id", "the request")
-    add("/api/requests/{id}", "get", op("request", "A waiting request, as its page shows it", flow, SESSION, params=[rid],
+    add("/api/requests/{id}", "get", op("getRequest", "A waiting request, as its page shows it", flow, SESSION, params=[rid],
                                         ok=json_body(request_reply),
                                         errors=[("403", "signer_locked: sealed like the key, unlock first"),
                                                 ("404", "request_not_found, with `state` (expired, approved, rejected, cancelled, unknown) and `back`")]))
@@ -413,7 +432,7 @@ def operations():
         ok=json_body(obj({"redirect": STR})), errors=[("404", "request_not_found")]))
     add("/api/requests/{id}/challenge", "post", op(
         "requestChallenge", "Options whose challenge is SHA-256 of what is approved", flow, SESSION, params=[rid],
-        ok=json_body(obj({"committed": STR, "options": ref("AuthenticationOptions")})), errors=[("404", "request_not_found")]))
+        ok=json_body(ref("ApprovalChallenge")), errors=[("404", "request_not_found")]))
     add("/api/signer/grants", "get", op("grants", "What apps may do without asking", flow, SESSION,
                                         ok=json_body(obj({"grants": arr(ref("Grant"))}, ["grants"]))))
     add("/api/signer/grants/{id}", "delete", op("revokeGrant", "Revoke a remembered choice", flow, SESSION, params=[path_param("id", "the grant")],
@@ -491,7 +510,7 @@ def operations():
         ok=json_body(obj({"id": STR, "state": STR, "origin": STR})), errors=[("404", "request_not_found")]))
     add("/api/polkadot/requests/{id}/challenge", "post", op(
         "polkadotRequestChallenge", "Options whose challenge is SHA-256 of `committed`", pk, SESSION, params=[rid],
-        ok=json_body(obj({"committed": STR, "options": ref("AuthenticationOptions")})), errors=[("404", "request_not_found")]))
+        ok=json_body(ref("ApprovalChallenge")), errors=[("404", "request_not_found")]))
     add("/api/polkadot/requests/{id}/approve", "post", op(
         "approvePolkadotRequest", "Sign with the passkey's assertion over `committed`", pk, SESSION, params=[rid],
         body=json_body(obj({"assertion": ref("AuthenticationCredential")}, ["assertion"])),

@@ -6,70 +6,57 @@ import struct Foundation.Date
 extension Components {
     /// Types generated from the `#/components/schemas` section of the OpenAPI document.
     internal enum Schemas {
-        /// Every refusal. Some add fields: `state` and `back` (an approval request), `type` (a Polkadot message).
+        /// Every refusal.
         ///
         /// - Remark: Generated from `#/components/schemas/Error`.
         internal struct _Error: Codable, Hashable, Sendable {
-            /// a stable code (DESIGN.md §7)
+            /// a stable code (DESIGN.md §7): invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch, user_presence_required, user_verification_required, unsupported_algorithm, attestation_invalid, signature_invalid, credential_not_found, credential_exists, counter_regression, username_taken, user_handle_mismatch, unauthorized, signer_locked, permission_denied, user_rejected, invalid_content, invalid_callback, unsupported_type, invalid_pubkey, decrypt_failed, payload_too_large, rate_limited, request_not_found, internal_error, store_unavailable, confirmation_required, key_rolled_back, unverified_transaction
             ///
             /// - Remark: Generated from `#/components/schemas/Error/error`.
-            internal enum _ErrorPayload: String, Codable, Hashable, Sendable, CaseIterable {
-                case invalidRequest = "invalid_request"
-                case challengeNotFound = "challenge_not_found"
-                case challengeExpired = "challenge_expired"
-                case originMismatch = "origin_mismatch"
-                case rpIdMismatch = "rp_id_mismatch"
-                case userPresenceRequired = "user_presence_required"
-                case userVerificationRequired = "user_verification_required"
-                case unsupportedAlgorithm = "unsupported_algorithm"
-                case attestationInvalid = "attestation_invalid"
-                case signatureInvalid = "signature_invalid"
-                case credentialNotFound = "credential_not_found"
-                case credentialExists = "credential_exists"
-                case counterRegression = "counter_regression"
-                case usernameTaken = "username_taken"
-                case userHandleMismatch = "user_handle_mismatch"
-                case unauthorized = "unauthorized"
-                case signerLocked = "signer_locked"
-                case permissionDenied = "permission_denied"
-                case userRejected = "user_rejected"
-                case invalidContent = "invalid_content"
-                case invalidCallback = "invalid_callback"
-                case unsupportedType = "unsupported_type"
-                case invalidPubkey = "invalid_pubkey"
-                case decryptFailed = "decrypt_failed"
-                case payloadTooLarge = "payload_too_large"
-                case rateLimited = "rate_limited"
-                case requestNotFound = "request_not_found"
-                case internalError = "internal_error"
-                case storeUnavailable = "store_unavailable"
-                case confirmationRequired = "confirmation_required"
-                case keyRolledBack = "key_rolled_back"
-                case unverifiedTransaction = "unverified_transaction"
-            }
-            /// a stable code (DESIGN.md §7)
-            ///
-            /// - Remark: Generated from `#/components/schemas/Error/error`.
-            internal var error: Components.Schemas._Error._ErrorPayload
+            internal var error: Swift.String
             /// what went wrong and what to do, in words
             ///
             /// - Remark: Generated from `#/components/schemas/Error/message`.
             internal var message: Swift.String?
+            /// an approval request that is gone: expired, approved, rejected, cancelled or unknown
+            ///
+            /// - Remark: Generated from `#/components/schemas/Error/state`.
+            internal var state: Swift.String?
+            /// an expired redirect-flow request: the app's error callback, for "Back to the app"
+            ///
+            /// - Remark: Generated from `#/components/schemas/Error/back`.
+            internal var back: Swift.String?
+            /// a refused Polkadot message: its msgType, for sendError(type, message)
+            ///
+            /// - Remark: Generated from `#/components/schemas/Error/type`.
+            internal var _type: Swift.String?
             /// Creates a new `_Error`.
             ///
             /// - Parameters:
-            ///   - error: a stable code (DESIGN.md §7)
+            ///   - error: a stable code (DESIGN.md §7): invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch, user_presence_required, user_verification_required, unsupported_algorithm, attestation_invalid, signature_invalid, credential_not_found, credential_exists, counter_regression, username_taken, user_handle_mismatch, unauthorized, signer_locked, permission_denied, user_rejected, invalid_content, invalid_callback, unsupported_type, invalid_pubkey, decrypt_failed, payload_too_large, rate_limited, request_not_found, internal_error, store_unavailable, confirmation_required, key_rolled_back, unverified_transaction
             ///   - message: what went wrong and what to do, in words
+            ///   - state: an approval request that is gone: expired, approved, rejected, cancelled or unknown
+            ///   - back: an expired redirect-flow request: the app's error callback, for "Back to the app"
+            ///   - _type: a refused Polkadot message: its msgType, for sendError(type, message)
             internal init(
-                error: Components.Schemas._Error._ErrorPayload,
-                message: Swift.String? = nil
+                error: Swift.String,
+                message: Swift.String? = nil,
+                state: Swift.String? = nil,
+                back: Swift.String? = nil,
+                _type: Swift.String? = nil
             ) {
                 self.error = error
                 self.message = message
+                self.state = state
+                self.back = back
+                self._type = _type
             }
             internal enum CodingKeys: String, CodingKey {
                 case error
                 case message
+                case state
+                case back
+                case _type = "type"
             }
         }
         /// PublicKeyCredentialCreationOptions as JSON (base64url), plus challengeKey.
@@ -333,11 +320,11 @@ extension Components {
             /// base64url, no padding
             ///
             /// - Remark: Generated from `#/components/schemas/RegistrationCredential/rawId`.
-            internal var rawId: Swift.String?
+            internal var rawId: Swift.String
             /// public-key
             ///
             /// - Remark: Generated from `#/components/schemas/RegistrationCredential/type`.
-            internal var _type: Swift.String?
+            internal var _type: Swift.String
             /// - Remark: Generated from `#/components/schemas/RegistrationCredential/response`.
             internal struct ResponsePayload: Codable, Hashable, Sendable {
                 /// base64url, no padding
@@ -385,8 +372,8 @@ extension Components {
             ///   - clientExtensionResults:
             internal init(
                 id: Swift.String,
-                rawId: Swift.String? = nil,
-                _type: Swift.String? = nil,
+                rawId: Swift.String,
+                _type: Swift.String,
                 response: Components.Schemas.RegistrationCredential.ResponsePayload,
                 clientExtensionResults: OpenAPIRuntime.OpenAPIObjectContainer? = nil
             ) {
@@ -415,11 +402,11 @@ extension Components {
             /// base64url, no padding
             ///
             /// - Remark: Generated from `#/components/schemas/AuthenticationCredential/rawId`.
-            internal var rawId: Swift.String?
+            internal var rawId: Swift.String
             /// public-key
             ///
             /// - Remark: Generated from `#/components/schemas/AuthenticationCredential/type`.
-            internal var _type: Swift.String?
+            internal var _type: Swift.String
             /// - Remark: Generated from `#/components/schemas/AuthenticationCredential/response`.
             internal struct ResponsePayload: Codable, Hashable, Sendable {
                 /// base64url, no padding
@@ -477,8 +464,8 @@ extension Components {
             ///   - clientExtensionResults:
             internal init(
                 id: Swift.String,
-                rawId: Swift.String? = nil,
-                _type: Swift.String? = nil,
+                rawId: Swift.String,
+                _type: Swift.String,
                 response: Components.Schemas.AuthenticationCredential.ResponsePayload,
                 clientExtensionResults: OpenAPIRuntime.OpenAPIObjectContainer? = nil
             ) {

@@ -836,7 +836,7 @@ internal enum Operations {
                         /// base64url, no padding
                         ///
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/credentialId`.
-                        internal var credentialId: Swift.String
+                        internal var credentialId: Swift.String?
                         /// only with the request header `Keyfob-Session: bearer`, never to a browser
                         ///
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/token`.
@@ -844,9 +844,9 @@ internal enum Operations {
                         /// ISO 8601 date and time
                         ///
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/expiresAt`.
-                        internal var expiresAt: Swift.String
+                        internal var expiresAt: Swift.String?
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/attestationTrusted`.
-                        internal var attestationTrusted: Swift.Bool
+                        internal var attestationTrusted: Swift.Bool?
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/sealsKey`.
                         internal var sealsKey: Swift.Bool?
                         /// - Remark: Generated from `#/paths/verify-registration/POST/responses/200/content/json/canSeal`.
@@ -867,10 +867,10 @@ internal enum Operations {
                             verified: Swift.Bool,
                             username: Swift.String,
                             isAnonymous: Swift.Bool,
-                            credentialId: Swift.String,
+                            credentialId: Swift.String? = nil,
                             token: Swift.String? = nil,
-                            expiresAt: Swift.String,
-                            attestationTrusted: Swift.Bool,
+                            expiresAt: Swift.String? = nil,
+                            attestationTrusted: Swift.Bool? = nil,
                             sealsKey: Swift.Bool? = nil,
                             canSeal: Swift.Bool? = nil
                         ) {
@@ -944,17 +944,45 @@ internal enum Operations {
                     }
                 }
             }
-            /// invalid_request (a field of the wrong type is named), invalid_content, …
+            internal struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/verify-registration/POST/responses/400/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/verify-registration/POST/responses/400/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.VerifyRegistration.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.VerifyRegistration.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch, unsupported_algorithm, attestation_invalid
             ///
             /// - Remark: Generated from `#/paths//verify-registration/post(verifyRegistration)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Components.Responses.BadRequest)
+            case badRequest(Operations.VerifyRegistration.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            internal var badRequest: Components.Responses.BadRequest {
+            internal var badRequest: Operations.VerifyRegistration.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -1138,7 +1166,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// user_presence_required, user_verification_required, origin_mismatch, rp_id_mismatch, permission_denied
+            /// user_presence_required, user_verification_required, permission_denied
             ///
             /// - Remark: Generated from `#/paths//verify-registration/post(verifyRegistration)/responses/403`.
             ///
@@ -1848,9 +1876,9 @@ internal enum Operations {
                         /// ISO 8601 date and time
                         ///
                         /// - Remark: Generated from `#/paths/verify-authentication/POST/responses/200/content/json/expiresAt`.
-                        internal var expiresAt: Swift.String
+                        internal var expiresAt: Swift.String?
                         /// - Remark: Generated from `#/paths/verify-authentication/POST/responses/200/content/json/signerSealed`.
-                        internal var signerSealed: Swift.Bool
+                        internal var signerSealed: Swift.Bool?
                         /// Creates a new `JsonPayload`.
                         ///
                         /// - Parameters:
@@ -1865,8 +1893,8 @@ internal enum Operations {
                             username: Swift.String,
                             isAnonymous: Swift.Bool,
                             token: Swift.String? = nil,
-                            expiresAt: Swift.String,
-                            signerSealed: Swift.Bool
+                            expiresAt: Swift.String? = nil,
+                            signerSealed: Swift.Bool? = nil
                         ) {
                             self.verified = verified
                             self.username = username
@@ -1932,17 +1960,45 @@ internal enum Operations {
                     }
                 }
             }
-            /// invalid_request (a field of the wrong type is named), invalid_content, …
+            internal struct BadRequest: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/verify-authentication/POST/responses/400/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/verify-authentication/POST/responses/400/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.VerifyAuthentication.Output.BadRequest.Body
+                /// Creates a new `BadRequest`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.VerifyAuthentication.Output.BadRequest.Body) {
+                    self.body = body
+                }
+            }
+            /// invalid_request, challenge_not_found, challenge_expired, origin_mismatch, rp_id_mismatch
             ///
             /// - Remark: Generated from `#/paths//verify-authentication/post(verifyAuthentication)/responses/400`.
             ///
             /// HTTP response code: `400 badRequest`.
-            case badRequest(Components.Responses.BadRequest)
+            case badRequest(Operations.VerifyAuthentication.Output.BadRequest)
             /// The associated value of the enum case if `self` is `.badRequest`.
             ///
             /// - Throws: An error if `self` is not `.badRequest`.
             /// - SeeAlso: `.badRequest`.
-            internal var badRequest: Components.Responses.BadRequest {
+            internal var badRequest: Operations.VerifyAuthentication.Output.BadRequest {
                 get throws {
                     switch self {
                     case let .badRequest(response):
@@ -2126,7 +2182,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// user_verification_required, origin_mismatch
+            /// user_presence_required, user_verification_required
             ///
             /// - Remark: Generated from `#/paths//verify-authentication/post(verifyAuthentication)/responses/403`.
             ///
@@ -2985,29 +3041,6 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "ok",
-                            response: self
-                        )
-                    }
-                }
-            }
-            /// unauthorized: no session, or it ended
-            ///
-            /// - Remark: Generated from `#/paths//logout/post(logout)/responses/401`.
-            ///
-            /// HTTP response code: `401 unauthorized`.
-            case unauthorized(Components.Responses.Unauthorized)
-            /// The associated value of the enum case if `self` is `.unauthorized`.
-            ///
-            /// - Throws: An error if `self` is not `.unauthorized`.
-            /// - SeeAlso: `.unauthorized`.
-            internal var unauthorized: Components.Responses.Unauthorized {
-                get throws {
-                    switch self {
-                    case let .unauthorized(response):
-                        return response
-                    default:
-                        try throwUnexpectedResponseStatus(
-                            expectedStatus: "unauthorized",
                             response: self
                         )
                     }
@@ -4125,8 +4158,18 @@ internal enum Operations {
             internal enum Body: Sendable, Hashable {
                 /// - Remark: Generated from `#/paths/account/credentials/{id}/DELETE/requestBody/json`.
                 internal struct JsonPayload: Codable, Hashable, Sendable {
+                    /// - Remark: Generated from `#/paths/account/credentials/{id}/DELETE/requestBody/json/confirmation`.
+                    internal var confirmation: Components.Schemas.Confirmation?
                     /// Creates a new `JsonPayload`.
-                    internal init() {}
+                    ///
+                    /// - Parameters:
+                    ///   - confirmation:
+                    internal init(confirmation: Components.Schemas.Confirmation? = nil) {
+                        self.confirmation = confirmation
+                    }
+                    internal enum CodingKeys: String, CodingKey {
+                        case confirmation
+                    }
                 }
                 /// - Remark: Generated from `#/paths/account/credentials/{id}/DELETE/requestBody/content/application\/json`.
                 case json(Operations.RemoveCredential.Input.Body.JsonPayload)
@@ -4483,7 +4526,7 @@ internal enum Operations {
                     self.body = body
                 }
             }
-            /// permission_denied: the only passkey, or the last that opens a sealed key
+            /// invalid_request: the only passkey, or the last that opens a sealed key
             ///
             /// - Remark: Generated from `#/paths//account/credentials/{id}/delete(removeCredential)/responses/409`.
             ///
@@ -5287,6 +5330,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/get_public_key/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/get_public_key/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.GetPublicKey.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.GetPublicKey.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/get_public_key/post(getPublicKey)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.GetPublicKey.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.GetPublicKey.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -5776,6 +5870,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/sign_event/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/sign_event/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.SignEvent.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.SignEvent.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/sign_event/post(signEvent)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.SignEvent.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.SignEvent.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -6186,6 +6331,57 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/nip04_encrypt/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/nip04_encrypt/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.Nip04Encrypt.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.Nip04Encrypt.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/nip04_encrypt/post(nip04Encrypt)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.Nip04Encrypt.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.Nip04Encrypt.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
                             response: self
                         )
                     }
@@ -6612,6 +6808,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/nip04_decrypt/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/nip04_decrypt/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.Nip04Decrypt.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.Nip04Decrypt.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/nip04_decrypt/post(nip04Decrypt)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.Nip04Decrypt.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.Nip04Decrypt.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -7022,6 +7269,57 @@ internal enum Operations {
                     default:
                         try throwUnexpectedResponseStatus(
                             expectedStatus: "notFound",
+                            response: self
+                        )
+                    }
+                }
+            }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/nip44_encrypt/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/nip44_encrypt/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.Nip44Encrypt.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.Nip44Encrypt.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/nip44_encrypt/post(nip44Encrypt)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.Nip44Encrypt.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.Nip44Encrypt.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
                             response: self
                         )
                     }
@@ -7448,6 +7746,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/nip44_decrypt/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/nip44_decrypt/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.Nip44Decrypt.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.Nip44Decrypt.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/nip44_decrypt/post(nip44Decrypt)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.Nip44Decrypt.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.Nip44Decrypt.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -7861,6 +8210,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/decrypt_zap_event/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/decrypt_zap_event/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.DecryptZapEvent.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.DecryptZapEvent.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back: the stored key is older than its seal (restored from a backup); nothing is signed
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/decrypt_zap_event/post(decryptZapEvent)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.DecryptZapEvent.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.DecryptZapEvent.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -7927,6 +8327,8 @@ internal enum Operations {
                     internal var ncryptsec: Swift.String?
                     /// - Remark: Generated from `#/paths/api/signer/key/POST/requestBody/json/password`.
                     internal var password: Swift.String?
+                    /// - Remark: Generated from `#/paths/api/signer/key/POST/requestBody/json/confirmation`.
+                    internal var confirmation: Components.Schemas.Confirmation?
                     /// Creates a new `JsonPayload`.
                     ///
                     /// - Parameters:
@@ -7934,22 +8336,26 @@ internal enum Operations {
                     ///   - secret: 64 lowercase hex characters
                     ///   - ncryptsec:
                     ///   - password:
+                    ///   - confirmation:
                     internal init(
                         nsec: Swift.String? = nil,
                         secret: Swift.String? = nil,
                         ncryptsec: Swift.String? = nil,
-                        password: Swift.String? = nil
+                        password: Swift.String? = nil,
+                        confirmation: Components.Schemas.Confirmation? = nil
                     ) {
                         self.nsec = nsec
                         self.secret = secret
                         self.ncryptsec = ncryptsec
                         self.password = password
+                        self.confirmation = confirmation
                     }
                     internal enum CodingKeys: String, CodingKey {
                         case nsec
                         case secret
                         case ncryptsec
                         case password
+                        case confirmation
                     }
                 }
                 /// - Remark: Generated from `#/paths/api/signer/key/POST/requestBody/content/application\/json`.
@@ -8773,15 +9179,23 @@ internal enum Operations {
                 internal struct JsonPayload: Codable, Hashable, Sendable {
                     /// - Remark: Generated from `#/paths/api/signer/key/export/POST/requestBody/json/password`.
                     internal var password: Swift.String
+                    /// - Remark: Generated from `#/paths/api/signer/key/export/POST/requestBody/json/confirmation`.
+                    internal var confirmation: Components.Schemas.Confirmation?
                     /// Creates a new `JsonPayload`.
                     ///
                     /// - Parameters:
                     ///   - password:
-                    internal init(password: Swift.String) {
+                    ///   - confirmation:
+                    internal init(
+                        password: Swift.String,
+                        confirmation: Components.Schemas.Confirmation? = nil
+                    ) {
                         self.password = password
+                        self.confirmation = confirmation
                     }
                     internal enum CodingKeys: String, CodingKey {
                         case password
+                        case confirmation
                     }
                 }
                 /// - Remark: Generated from `#/paths/api/signer/key/export/POST/requestBody/content/application\/json`.
@@ -9057,6 +9471,57 @@ internal enum Operations {
                     }
                 }
             }
+            internal struct Conflict: Sendable, Hashable {
+                /// - Remark: Generated from `#/paths/api/signer/key/export/POST/responses/409/content`.
+                internal enum Body: Sendable, Hashable {
+                    /// - Remark: Generated from `#/paths/api/signer/key/export/POST/responses/409/content/application\/json`.
+                    case json(Components.Schemas._Error)
+                    /// The associated value of the enum case if `self` is `.json`.
+                    ///
+                    /// - Throws: An error if `self` is not `.json`.
+                    /// - SeeAlso: `.json`.
+                    internal var json: Components.Schemas._Error {
+                        get throws {
+                            switch self {
+                            case let .json(body):
+                                return body
+                            }
+                        }
+                    }
+                }
+                /// Received HTTP response body
+                internal var body: Operations.ExportKey.Output.Conflict.Body
+                /// Creates a new `Conflict`.
+                ///
+                /// - Parameters:
+                ///   - body: Received HTTP response body
+                internal init(body: Operations.ExportKey.Output.Conflict.Body) {
+                    self.body = body
+                }
+            }
+            /// key_rolled_back
+            ///
+            /// - Remark: Generated from `#/paths//api/signer/key/export/post(exportKey)/responses/409`.
+            ///
+            /// HTTP response code: `409 conflict`.
+            case conflict(Operations.ExportKey.Output.Conflict)
+            /// The associated value of the enum case if `self` is `.conflict`.
+            ///
+            /// - Throws: An error if `self` is not `.conflict`.
+            /// - SeeAlso: `.conflict`.
+            internal var conflict: Operations.ExportKey.Output.Conflict {
+                get throws {
+                    switch self {
+                    case let .conflict(response):
+                        return response
+                    default:
+                        try throwUnexpectedResponseStatus(
+                            expectedStatus: "conflict",
+                            response: self
+                        )
+                    }
+                }
+            }
             /// Undocumented response.
             ///
             /// A response with a code that is not documented in the OpenAPI document.
@@ -9101,18 +9566,18 @@ internal enum Operations {
                 ///
                 /// - Remark: Generated from `#/paths/api/signer/history/GET/query/before`.
                 internal var before: Swift.String?
-                /// at most this many entries
+                /// at most this many entries (50 when left out)
                 ///
                 /// - Remark: Generated from `#/paths/api/signer/history/GET/query/limit`.
-                internal var limit: Swift.String?
+                internal var limit: Swift.Int?
                 /// Creates a new `Query`.
                 ///
                 /// - Parameters:
                 ///   - before: `next` of the page before
-                ///   - limit: at most this many entries
+                ///   - limit: at most this many entries (50 when left out)
                 internal init(
                     before: Swift.String? = nil,
-                    limit: Swift.String? = nil
+                    limit: Swift.Int? = nil
                 ) {
                     self.before = before
                     self.limit = limit
