@@ -25,12 +25,10 @@ extension PolkadotController {
         if record.state == "pending", record.expiresAt > now(),
             try await sharedAccount(for: parsed.accountId, userID: userID, origin: record.origin) == nil
         {
-            let outcome = StoredOutcome(type: record.messageType, error: "Rejected")
-            if try await store.finishPolkadotRequest(
-                id: id, userID: userID, state: "cancelled", result: String(decoding: jsonBytes(outcome), as: UTF8.self), now: now())
-            {
+            let outcome = String(decoding: jsonBytes(StoredOutcome(type: record.messageType, error: "Rejected")), as: UTF8.self)
+            if try await store.finishPolkadotRequest(id: id, userID: userID, state: "cancelled", result: outcome, now: now()) {
                 record.state = "cancelled"
-                record.result = String(decoding: jsonBytes(outcome), as: UTF8.self)
+                record.result = outcome
             }
         }
         return (record, parsed)
