@@ -61,7 +61,7 @@ let package = Package(
             name: "KeyfobStore",
             dependencies: [
                 "CSQLite", .product(name: "HeapModule", package: "swift-collections"),
-                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strict),
         // The same protocols on PostgreSQL, for several instances on one database.

@@ -256,5 +256,11 @@ enum PostgresSchema {
         ],
         // 12: how a Substrate secret is protected (SQLite's migration 18).
         ["ALTER TABLE substrate_accounts ADD COLUMN protection INTEGER NOT NULL DEFAULT 0"],
+        // 13: sign-in challenges answered (SQLite's migration 19). Logged, unlike `challenges`:
+        // after a crash a row must still refuse a replay of the assertion until it expires.
+        [
+            "CREATE TABLE used_challenges (hash BYTEA PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)",
+            "CREATE INDEX used_challenges_expiry ON used_challenges(expires_at)",
+        ],
     ]
 }

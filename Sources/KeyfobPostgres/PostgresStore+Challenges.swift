@@ -28,6 +28,11 @@ extension PostgresStore {
         return try await call { [self] in
             var removed = try await touched(
                 """
+                DELETE FROM used_challenges WHERE hash IN
+                    (SELECT hash FROM used_challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                """)
+            removed += try await touched(
+                """
                 DELETE FROM challenges WHERE challenge IN
                     (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
                 """)
@@ -73,6 +78,14 @@ extension PostgresStore {
             // DELETE … RETURNING: finding and consuming are one atomic step, on every instance.
             try await run(Statements.ConsumeChallenge.self) { $0.append(ByteBuffer(bytes: value)) }.first
                 .map { try Self.challenge($0) }
+        }
+    }
+
+    public func useChallenge(_ used: UsedChallenge) async throws -> Bool {
+        try await call { [self] in
+            try await run(Statements.UseChallenge.self) {
+                $0.append(ByteBuffer(bytes: used.hash)); $0.append(used.expiresAt.timeIntervalSince1970)
+            }.count == 1
         }
     }
 

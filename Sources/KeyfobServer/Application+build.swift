@@ -251,7 +251,8 @@ public func buildRouter(
     let ceremonies = CeremonyController(
         store: store, configuration: configuration, sessions: sessions, passkeys: passkeys,
         events: events, challenges: challenges, custody: custody,
-        limits: limits, now: clock, metrics: metrics, device: device, sealedAccount: sealedAccount)
+        limits: limits, now: clock, metrics: metrics, device: device, sealedAccount: sealedAccount,
+        signInChallenges: SealedChallenges(vault: vault, rpID: configuration.rpID))
     ceremonies.addRoutes(to: router)
     let confirmations = ceremonies.confirmations
     ConfirmationController(confirmations: confirmations, sessions: sessions).addRoutes(to: router)

@@ -119,6 +119,17 @@ public struct ChallengeRecord: Sendable, Equatable {
     }
 }
 
+/// A sign-in challenge that was never stored (`SealedChallenges`: it carries its own expiry, sealed
+/// by the server), recorded once it is answered so it cannot be answered again. Kept until it
+/// expires; after that its expiry refuses it.
+public struct UsedChallenge: Sendable, Equatable {
+    /// SHA-256 of the challenge.
+    public var hash: [UInt8]
+    public var expiresAt: Date
+
+    public init(hash: [UInt8], expiresAt: Date) { (self.hash, self.expiresAt) = (hash, expiresAt) }
+}
+
 /// A signed-in session. Only the SHA-256 of its token is ever stored.
 public struct SessionRecord: Sendable, Equatable {
     public var tokenHash: [UInt8]
@@ -261,6 +272,8 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     case capacityReached
     /// Removing this passkey would leave a passkey-sealed key with no passkey that can open it.
     case lastSealingPasskey
+    /// A sign-in challenge was answered already (`UsedChallenge`).
+    case challengeUsed
     /// The database itself failed; the message is for logs, not for clients.
     case database(String)
     /// The database cannot be reached (down, starting, too slow): worth retrying shortly.
@@ -276,6 +289,7 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .limitReached: "a limit was reached"
         case .capacityReached: "a capacity was reached"
         case .lastSealingPasskey: "the last passkey that can open a sealed key"
+        case .challengeUsed: "the challenge was used already"
         case .database(let message): "database error: \(message)"
         case .unavailable(let reason): "the database is not reachable: \(reason)"
         }

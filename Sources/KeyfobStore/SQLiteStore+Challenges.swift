@@ -12,6 +12,10 @@ extension SQLiteStore {
         return try write {
             var removed = swept
             try connection.query(
+                "DELETE FROM used_challenges WHERE hash IN (SELECT hash FROM used_challenges WHERE expires_at <= ? LIMIT ?)",
+                [.date(now), .int(Int64(limit))])
+            removed += connection.changes
+            try connection.query(
                 "DELETE FROM signer_requests WHERE rowid IN (SELECT rowid FROM signer_requests WHERE expires_at <= ? LIMIT ?)",
                 [.date(now.addingTimeInterval(-3600)), .int(Int64(limit))])
             removed += connection.changes
@@ -53,5 +57,13 @@ extension SQLiteStore {
 
     public func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord? {
         challenges.consume(value)
+    }
+
+    public func useChallenge(_ used: UsedChallenge) async throws -> Bool {
+        try write {
+            try connection.query(
+                "INSERT OR IGNORE INTO used_challenges (hash, expires_at) VALUES (?, ?)", [.blob(used.hash), .date(used.expiresAt)])
+            return connection.changes == 1
+        }
     }
 }

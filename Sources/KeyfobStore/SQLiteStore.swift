@@ -342,6 +342,12 @@ public final class SQLiteStore: KeyfobStore, @unchecked Sendable {
         // 18: how a Substrate secret is protected (0: under a key derived from the nostr key, as
         // every one was before; the server moves them to their own purpose key).
         "ALTER TABLE substrate_accounts ADD COLUMN protection INTEGER NOT NULL DEFAULT 0;",
+        // 19: sign-in challenges answered (`UsedChallenge`): the challenge is never stored, so its
+        // single use is this row, written in the sign-in's own transaction and kept until it expires.
+        """
+        CREATE TABLE used_challenges (hash BLOB PRIMARY KEY, expires_at REAL NOT NULL) WITHOUT ROWID;
+        CREATE INDEX used_challenges_expiry ON used_challenges(expires_at);
+        """,
     ]
 
     static func migrate(_ connection: SQLiteConnection) throws {

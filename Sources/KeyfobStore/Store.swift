@@ -39,6 +39,9 @@ public protocol ChallengeStore: Sendable {
     /// Removes and returns the challenge with this value, whether or not it has expired:
     /// a challenge is single use, also when the verification that follows fails.
     func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord?
+    /// Records a challenge that was never stored as answered (a refused sign-in uses its challenge
+    /// up too). False when it was recorded already. `sweepExpired` forgets it once it has expired.
+    func useChallenge(_ used: UsedChallenge) async throws -> Bool
 }
 
 /// A sign-in's two reads, made one round trip where the store is another process (PostgreSQL):
@@ -299,9 +302,14 @@ public protocol CeremonyStore: Sendable {
     /// Compare-and-swap of the sign counter (`expectedSignCount` → `newSignCount`), the backup
     /// state and last use, plus the new session, in one transaction. Throws `conflict` when the
     /// stored counter is no longer `expectedSignCount` (a concurrent assertion won).
+    ///
+    /// With `usedChallenge` (a sign-in whose challenge was never stored), the challenge is recorded
+    /// in the same transaction: `challengeUsed`, with nothing written, when it was recorded
+    /// already (a replay, or another instance finishing the same ceremony first); on `conflict`
+    /// it is recorded all the same.
     func completeAuthentication(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-        backupState: Bool, usedAt: Date, session: SessionRecord) async throws
+        backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?) async throws
 
     /// Compare-and-swap of the sign counter alone (a passkey-confirmed approval: no new session).
     func updateSignCount(
@@ -310,6 +318,18 @@ public protocol CeremonyStore: Sendable {
 
     /// Is the database reachable?
     func healthCheck() async throws
+}
+
+extension CeremonyStore {
+    /// A sign-in whose challenge was stored (and consumed already).
+    public func completeAuthentication(
+        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
+        backupState: Bool, usedAt: Date, session: SessionRecord
+    ) async throws {
+        try await completeAuthentication(
+            credentialID: credentialID, expectedSignCount: expectedSignCount, newSignCount: newSignCount,
+            backupState: backupState, usedAt: usedAt, session: session, usedChallenge: nil)
+    }
 }
 
 /// Everything the server needs: every role together (the composition root holds this; each

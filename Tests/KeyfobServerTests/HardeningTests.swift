@@ -77,13 +77,20 @@ import WebAuthnTestSupport
             }
             let fourth = try await client.call(.get, "/generate-registration-options", headers: fromIP("192.0.2.1"))
             #expect(fourth.status == .tooManyRequests && fourth.error == "rate_limited")
-            // Sign-in options are not sign-ups, but they hold challenges: 3 + 2 = the cap of 5.
-            for _ in 0..<2 {
-                #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("192.0.2.1")).status == .ok)
+        }
+        // Unfinished ceremonies are capped apart from sign-ups: 5 held, the sixth refused.
+        try await limitedHarness {
+            $0.signUpBurst = 10; $0.maxChallengesPerIP = 5
+        }.run(.live) { client async throws in
+            for _ in 0..<5 {
+                #expect(try await client.call(.get, "/generate-registration-options", headers: fromIP("192.0.2.1")).status == .ok)
             }
-            let capped = try await client.call(.get, "/generate-authentication-options", headers: fromIP("192.0.2.1"))
+            let capped = try await client.call(.get, "/generate-registration-options", headers: fromIP("192.0.2.1"))
             #expect(capped.status == .tooManyRequests && capped.headers[.retryAfter] == "60")
-            #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("192.0.2.2")).status == .ok)
+            #expect((capped["message"] as? String)?.contains("unfinished") == true)
+            #expect(try await client.call(.get, "/generate-registration-options", headers: fromIP("192.0.2.2")).status == .ok)
+            // Sign-in options hold no challenge (it is sealed, `SealedChallengeTests`): still served.
+            #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("192.0.2.1")).status == .ok)
         }
     }
 
@@ -92,11 +99,13 @@ import WebAuthnTestSupport
     @Test func liveChallengesAreCappedForTheWholeServer() async throws {
         try await limitedHarness { $0.maxLiveChallenges = 4 }.run(.live) { client async throws in
             for i in 0..<4 {
-                #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.\(i)")).status == .ok)
+                #expect(try await client.call(.get, "/generate-registration-options", headers: fromIP("198.51.100.\(i)")).status == .ok)
             }
-            let full = try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.9"))
+            let full = try await client.call(.get, "/generate-registration-options", headers: fromIP("198.51.100.9"))
             #expect(full.status == .tooManyRequests && full.error == "rate_limited" && full.headers[.retryAfter] == "60")
             #expect((full["message"] as? String)?.contains("on this server") == true)
+            // Sign-ins hold nothing, so a full table never stops one.
+            #expect(try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.9")).status == .ok)
         }
     }
 

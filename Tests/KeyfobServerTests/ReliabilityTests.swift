@@ -40,7 +40,8 @@ import WebAuthnTestSupport
 
     /// One client filling the server-wide cap on unfinished ceremonies locked everyone out. A
     /// tenth of the cap is kept for browsers that finished a ceremony here before (their
-    /// returning-device cookie) and for clients presenting a session.
+    /// returning-device cookie) and for clients presenting a session. (Sign-ups fill it: sign-in
+    /// options hold no challenge, `SealedChallengeTests`.)
     @Test func aFullChallengeTableStillServesReturningBrowsersAndSessions() async throws {
         let harness = try Harness { c in
             c.trustedProxies = ["127.0.0.1"]
@@ -59,23 +60,23 @@ import WebAuthnTestSupport
             // A stranger from many addresses fills what strangers may fill: 18 of 20.
             var strangers = 0
             for i in 0..<40 {
-                let reply = try await client.call(.get, "/generate-authentication-options", headers: fromIP("198.51.100.\(i)"))
+                let reply = try await client.call(.get, "/generate-registration-options", headers: fromIP("198.51.100.\(i)"))
                 if reply.status == .ok { strangers += 1 } else { #expect(reply.status == .tooManyRequests) }
             }
             #expect(strangers == 18)
             // The returning browser and a session still start ceremonies, from the reserve.
             var returning = fromIP("198.51.100.200")
             returning[.cookie] = deviceCookie
-            #expect(try await client.call(.get, "/generate-authentication-options", headers: returning).status == .ok)
+            #expect(try await client.call(.get, "/generate-registration-options", headers: returning).status == .ok)
             var session = fromIP("198.51.100.201")
             session[.authorization] = "Bearer \(token)"
-            #expect(try await client.call(.get, "/generate-authentication-options", headers: session).status == .ok)
+            #expect(try await client.call(.get, "/generate-registration-options", headers: session).status == .ok)
             // A forged device cookie is a stranger's.
             var forged = fromIP("198.51.100.202")
             forged[.cookie] = "keyfob_device=" + Base64URL.encode([UInt8](repeating: 7, count: 32))
-            #expect(try await client.call(.get, "/generate-authentication-options", headers: forged).status == .tooManyRequests)
+            #expect(try await client.call(.get, "/generate-registration-options", headers: forged).status == .tooManyRequests)
             // The reserve is finite too.
-            #expect(try await client.call(.get, "/generate-authentication-options", headers: returning).status == .tooManyRequests)
+            #expect(try await client.call(.get, "/generate-registration-options", headers: returning).status == .tooManyRequests)
         }
     }
 

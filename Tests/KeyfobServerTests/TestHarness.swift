@@ -48,6 +48,12 @@ struct Harness {
         vault = try KeyVault(masterKey: c.masterKey ?? randomBytes(32))
     }
 
+    /// Another instance of `other`'s deployment: the same store, master key and configuration, its
+    /// own router and clock (a ceremony begun on one finishes on the other).
+    init(sharing other: Harness) {
+        (configuration, store, vault) = (other.configuration, other.store, other.vault)
+    }
+
     /// `.router` calls the router directly; `.live` runs a real server on a loopback port (the
     /// socket peer is then 127.0.0.1, for the per-IP tests).
     func run(

@@ -193,7 +193,8 @@ def test_sigterm_with_a_bunker_client_connected_and_postgres_busy_stops_within_t
     """The pool and the NIP-46 handlers are services of the application's group: with a bunker
     client subscribed and requests stuck behind a lock another session holds in PostgreSQL,
     SIGTERM still ends the process cleanly, within the store's 5 s call timeout and a margin."""
-    from test_postgres import Cluster, instance
+    from softkey import Client
+    from test_postgres import ORIGIN, Cluster, instance, touches_store
 
     cluster = Cluster()
     cluster.start()
@@ -206,7 +207,7 @@ def test_sigterm_with_a_bunker_client_connected_and_postgres_busy_stops_within_t
         ws = websocket.create_connection(f"ws://127.0.0.1:{server.nip46_port}/nip46", timeout=5)
         ws.send('["REQ","s",{"kinds":[24133]}]')
         assert json.loads(ws.recv())[0] == "EOSE"
-        # Another session takes the challenges table: every options request waits in PostgreSQL.
+        # Another session takes the challenges table: every registration-options request waits in PostgreSQL.
         holder = subprocess.Popen(["psql", "-h", "127.0.0.1", "-p", str(cluster.port), "-U", "keyfob", "-d", "keyfob_test",
                                    "-c", "BEGIN; LOCK TABLE challenges IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(60);"],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "PGSSLMODE": "disable"})
@@ -215,11 +216,10 @@ def test_sigterm_with_a_bunker_client_connected_and_postgres_busy_stops_within_t
             time.sleep(0.1)
 
         def load():
+            mine = Client(f"http://127.0.0.1:{server.port}", ORIGIN, timeout=10)
             while not stop.is_set():
                 try:
-                    req = urllib.request.Request(f"http://127.0.0.1:{server.port}/generate-authentication-options", method="GET")
-                    with urllib.request.urlopen(req, timeout=10):
-                        pass
+                    touches_store(mine)
                 except OSError:
                     time.sleep(0.01)
 
@@ -249,7 +249,7 @@ def test_sigterm_after_a_postgres_outage_under_load_exits_cleanly():
     """It crashed (fatal error, then SIGILL, after 21-23 s). In-flight requests wait at most the
     store's 5 s timeout; nothing else holds the shutdown."""
     from softkey import Client
-    from test_postgres import ORIGIN, Cluster, instance
+    from test_postgres import ORIGIN, Cluster, instance, touches_store
 
     cluster = Cluster()
     cluster.start()
@@ -260,7 +260,7 @@ def test_sigterm_after_a_postgres_outage_under_load_exits_cleanly():
             mine = Client(f"http://127.0.0.1:{server.port}", ORIGIN, timeout=15)
             while not stop.is_set():
                 try:
-                    mine.call("POST", "/generate-authentication-options", {})
+                    touches_store(mine)
                 except OSError:
                     time.sleep(0.01)
 

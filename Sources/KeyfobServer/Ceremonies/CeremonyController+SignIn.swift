@@ -24,15 +24,11 @@ extension CeremonyController {
         {
             return answer
         }
-        let challenge = challenges.generate()
-        // 11 bytes: 15 characters, which Swift keeps inline (no allocation here or in the
-        // challenge table); it only pairs a reply with its options (the signature binds the challenge).
-        let key = Base64URL.encode(randomBytes(11))
-        var record = ChallengeRecord(
-            challenge: challenge, ceremony: .authentication, key: key,
-            expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)), clientIP: ip)
-        record.mayUseReserve = try await mayUseReserve(request)
-        try await limits.insert(record, into: store, now: now())
+        // Sealed, not stored: no database round trip, and any instance finishes the sign-in. The
+        // per-address rate limit above bounds what is issued; the store records only the
+        // challenges that are answered (`SealedChallenges`).
+        let challenge = signInChallenges.issue(expiresAt: now().addingTimeInterval(TimeInterval(configuration.challengeTimeout)))
+        let key = SealedChallenges.key(of: challenge)
         if let signInOptions { return jsonResponse(body: signInOptions.body(challenge: challenge, key: key)) }
         return jsonResponse(Self.signInAnswer(relyingParty, configuration, challenge: challenge, key: key))
     }
@@ -145,12 +141,57 @@ extension CeremonyController {
         let body = try await request.decodeJSON(VerifyAuthenticationRequest.self, limit: configuration.maxBodySize)
         let clientData: ClientDataJSON
         do { clientData = try ClientDataJSON(body.cred.response.clientDataJSON) } catch { throw KeyfobError(error) }
-        // The challenge consumed and the passkey, its account and the account's key read in one
-        // store call (one round trip on PostgreSQL); the challenge is checked first, as it is
-        // consumed whether or not the rest holds.
         let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
-        let (pending, owner) = try await passkeys.consumeChallenge(
-            clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
+        let value: [UInt8]
+        do { value = try clientData.challenge() } catch { throw KeyfobError(error) }
+        guard SealedChallenges.isSealed(value) else {
+            // A stored challenge (a sealed account's sign-in): consumed, and the passkey, its
+            // account and the account's key read, in one store call (one round trip on
+            // PostgreSQL); the challenge is checked first, as it is consumed whatever follows.
+            let (pending, owner) = try await passkeys.consumeChallenge(
+                clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
+            var recorded = false
+            return try await signIn(request, context, body, clientData, pending: pending, owner: owner, used: nil, ip: ip, recorded: &recorded)
+        }
+        guard let expiresAt = signInChallenges.open(value) else {
+            throw KeyfobError(.challengeNotFound, "this challenge was not issued here; request new options")
+        }
+        guard expiresAt > now() else {
+            throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
+        }
+        let used = SealedChallenges.used(value, expiresAt: expiresAt)
+        // From here every refusal uses the challenge up, as a stored one is consumed before its
+        // checks; the sign-in itself records it in its own transaction.
+        var recorded = false
+        do {
+            if let key = body.challengeKey, !key.isEmpty, key != SealedChallenges.key(of: value) {
+                throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
+            }
+            let owner: CredentialOwner? =
+                if let credentialID {
+                    try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
+                } else { nil }
+            let pending = ChallengeRecord(
+                challenge: value, ceremony: .authentication, key: SealedChallenges.key(of: value), expiresAt: expiresAt)
+            return try await signIn(
+                request, context, body, clientData, pending: pending, owner: owner, used: used, ip: ip, recorded: &recorded)
+        } catch {
+            if !recorded, !(try await store.useChallenge(used)) {
+                throw KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+            }
+            throw error
+        }
+    }
+
+    /// The sign-in once its challenge is found: the passkey's assertion verified, the counter
+    /// swapped and the session written (with `used` recorded, for a sealed challenge) in one
+    /// store transaction, the key opened when the prompt sealed one. `recorded` turns true once
+    /// the store was asked to record `used`, whatever it answered.
+    private func signIn(
+        _ request: Request, _ context: KeyfobRequestContext, _ body: VerifyAuthenticationRequest, _ clientData: ClientDataJSON,
+        pending: ChallengeRecord, owner: CredentialOwner?, used: UsedChallenge?, ip: String, recorded: inout Bool
+    ) async throws -> Response {
+        let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
             throw KeyfobError(.challengeNotFound, "this challenge was issued to confirm an action, not to sign in; request sign-in options")
@@ -198,15 +239,19 @@ extension CeremonyController {
         {
             session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: session.tokenHash)
         }
+        recorded = true
         do {
             try await metrics.store("complete_authentication") {
                 try await store.completeAuthentication(
                     credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
-                    backupState: verified.backupState, usedAt: now(), session: session)
+                    backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
             }
         } catch StoreError.conflict {
             events.record(.signInFailed, ip: ip, username: user.username, code: .counterRegression)
             throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+        } catch StoreError.challengeUsed {
+            events.record(.signInFailed, ip: ip, username: user.username, code: .challengeNotFound)
+            throw KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
         }
         if verified.backupState != record.backupState {
             context.logger.info(

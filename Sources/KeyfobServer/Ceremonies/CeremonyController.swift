@@ -44,14 +44,17 @@ struct CeremonyController: Sendable {
     let sealedAccount: SealedAccountHint
     /// Passkey confirmations of account changes: challenges issued and consumed like these ceremonies'.
     let confirmations: ActionConfirmations
+    /// The challenges of the usual sign-in options: sealed, never stored.
+    let signInChallenges: SealedChallenges
 
     init(
         store: any UserStore & SignInStore & SessionStore & KeyWrapStore & AuditStore & CeremonyStore,
         configuration: ServerConfiguration, sessions: Sessions, passkeys: PasskeyCheck,
         events: EventLog, challenges: ChallengeGenerator, custody: KeyCustody, limits: ClientLimits,
-        now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice, sealedAccount: SealedAccountHint
+        now: @escaping @Sendable () -> Date, metrics: KeyfobMetrics, device: ReturningDevice, sealedAccount: SealedAccountHint,
+        signInChallenges: SealedChallenges
     ) {
-        (self.device, self.sealedAccount) = (device, sealedAccount)
+        (self.device, self.sealedAccount, self.signInChallenges) = (device, sealedAccount, signInChallenges)
         (self.store, self.configuration, self.sessions, self.passkeys, self.events) = (store, configuration, sessions, passkeys, events)
         (self.challenges, self.custody, self.limits, self.now, self.metrics) = (challenges, custody, limits, now, metrics)
         confirmations = ActionConfirmations(passkeys: passkeys, store: store, custody: custody, limits: limits, now: now)

@@ -1,0 +1,125 @@
+import Foundation
+import Testing
+
+@testable import KeyfobPostgres
+@testable import KeyfobStore
+
+/// Sign-in challenges that are never stored (sealed by the server) are single use through the
+/// store: the sign-in records each one's hash in its own transaction, a refused sign-in records it
+/// alone, and the record is kept until the challenge expires. Several instances share one store,
+/// so a ceremony begun on one finishes on any, and only once.
+extension StoreContractTests {
+    func used(_ byte: UInt8, expiresAt: Date) -> UsedChallenge {
+        UsedChallenge(hash: [UInt8](repeating: byte, count: 32), expiresAt: expiresAt)
+    }
+
+    /// Two stores on one database, as two instances of a deployment have (in memory: the same one).
+    static func twoInstances(_ kind: Kind) async throws -> (any KeyfobStore, any KeyfobStore) {
+        switch kind {
+        case .memory:
+            let store = try SQLiteStore(path: ":memory:")
+            return (store, store)
+        case .file:
+            let (first, path) = try await make(.file)
+            return (first, try SQLiteStore(path: try #require(path)))
+        case .postgres:
+            let settings = try TestPostgres.settings()
+            let first = PostgresStore(settings: settings), second = PostgresStore(settings: settings)
+            try await first.migrate()
+            try await second.migrate()
+            return (first, second)
+        }
+    }
+
+    @Test(arguments: Kind.available)
+    func aUsedChallengeIsRecordedOnceAndForgottenOnceExpired(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await register([alice], in: store)
+        let challenge = used(7, expiresAt: t0 + 120)
+        // A refused sign-in records it alone; the second record says it was there.
+        #expect(try await store.useChallenge(challenge))
+        #expect(try await store.useChallenge(challenge) == false)
+        // A sign-in answering it afterwards writes nothing: not the counter, not the session.
+        await #expect(throws: StoreError.challengeUsed) {
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 5,
+                session: session(20, of: alice), usedChallenge: challenge)
+        }
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 20, count: 32), now: t0) == nil)
+        #expect(try await store.credential(id: [1, 1])?.lastUsedAt == nil)
+        // Another challenge signs in, once.
+        let fresh = used(8, expiresAt: t0 + 120)
+        try await store.completeAuthentication(
+            credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 6,
+            session: session(21, of: alice), usedChallenge: fresh)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 21, count: 32), now: t0) != nil)
+        await #expect(throws: StoreError.challengeUsed) {
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 7,
+                session: session(22, of: alice), usedChallenge: fresh)
+        }
+        #expect(try await store.useChallenge(fresh) == false)
+        // Kept while it could still be answered, swept once it has expired (its expiry refuses it then).
+        _ = try await store.sweepExpired(now: t0 + 119, limit: 100)
+        #expect(try await store.useChallenge(challenge) == false)
+        _ = try await store.sweepExpired(now: t0 + 120, limit: 100)
+        #expect(try await store.useChallenge(challenge))
+        #expect(try await store.useChallenge(fresh))
+    }
+
+    /// A sign-in whose counter swap loses still uses its challenge up: the assertion cannot be
+    /// sent again once the counter is sorted out.
+    @Test(arguments: Kind.available)
+    func aLostCounterSwapStillUsesTheChallengeUp(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
+        let challenge = used(9, expiresAt: t0 + 120)
+        await #expect(throws: StoreError.conflict) {
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: 4, newSignCount: 6, backupState: false, usedAt: t0,
+                session: session(30, of: alice), usedChallenge: challenge)
+        }
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 30, count: 32), now: t0) == nil)
+        #expect(try await store.credential(id: [1, 1])?.signCount == 5)
+        #expect(try await store.useChallenge(challenge) == false)
+    }
+
+    /// One challenge answered on two instances at once, many times over: exactly one sign-in wins
+    /// and writes its session. The passkey keeps no counter (0 → 0, as many synced passkeys), so
+    /// only the challenge's record stops the others.
+    @Test(arguments: Kind.available)
+    func twoInstancesRacingOneChallengeSignInOnce(_ kind: Kind) async throws {
+        let (first, second) = try await Self.twoInstances(kind)
+        let alice = user("alice")
+        try await register([alice], in: first)
+        for round in 0..<5 {
+            let challenge = used(UInt8(40 + round), expiresAt: t0 + 120)
+            let outcomes = try await withThrowingTaskGroup(of: (UInt8, Bool).self) { group in
+                for attempt in 0..<8 {
+                    let token = UInt8(100 + round * 8 + attempt)
+                    let store = attempt % 2 == 0 ? first : second
+                    let s = session(token, of: alice)
+                    group.addTask {
+                        do {
+                            try await store.completeAuthentication(
+                                credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0,
+                                session: s, usedChallenge: challenge)
+                            return (token, true)
+                        } catch StoreError.challengeUsed {
+                            return (token, false)
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(outcomes.filter(\.1).count == 1, "round \(round): \(outcomes)")
+            for (token, won) in outcomes {
+                let stored = try await second.session(tokenHash: [UInt8](repeating: token, count: 32), now: t0)
+                #expect((stored != nil) == won)
+            }
+        }
+    }
+}
