@@ -97,12 +97,13 @@ load:
 	swift build -c release --product keyfob-floor
 	scripts/python scripts/load/run.py
 
-## Issue #57's PostgreSQL pass: Keyfob, the Go peer in its PostgreSQL mode and Keyfob again on one
-## throwaway cluster (fsync on), with PostgreSQL's CPU a request and each target met or missed.
+## Issue #57's PostgreSQL pass: Keyfob, the Go peer in its PostgreSQL mode, Keyfob again and two
+## Keyfob instances behind nginx on one throwaway cluster (fsync on), with PostgreSQL's CPU a
+## request and each target met or missed.
 load-postgres:
 	@scripts/install-deps.sh --test
 	swift build -c release --product keyfob
-	SYSTEMS=keyfob-on:postgres,go-on:postgres,keyfob-on:postgres scripts/python scripts/load/run.py
+	SYSTEMS=keyfob-on:postgres,go-on:postgres,keyfob-on:postgres,pair-on:postgres scripts/python scripts/load/run.py
 
 ## The same harness for 3 seconds a run on the debug build, so it cannot rot (part of make test;
 ## no speed is asserted, but every run must answer 2xx).
@@ -111,7 +112,7 @@ test-load:
 	swift build --product keyfob
 	swift build --product keyfob-floor
 	SMOKE=1 BUILD=debug OUT=/tmp/keyfob-load-smoke scripts/python scripts/load/run.py
-	SMOKE=1 BUILD=debug OUT=/tmp/keyfob-load-smoke-pg SYSTEMS=keyfob-on:postgres,go-on:postgres scripts/python scripts/load/run.py
+	SMOKE=1 BUILD=debug OUT=/tmp/keyfob-load-smoke-pg SYSTEMS=keyfob-on:postgres,go-on:postgres,pair-on:postgres scripts/python scripts/load/run.py
 
 ## The browser extension (Extension/): .build/extension/ to load unpacked in Chromium or Chrome, and
 ## .build/extension.zip. KEYFOB_SERVER=https://keyfob.example sets the server it starts with.

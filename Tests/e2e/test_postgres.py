@@ -422,6 +422,124 @@ def test_the_deploy_example_nginx_routes_around_a_stopped_instance():
         b.stop()
 
 
+def test_two_instances_behind_the_shipped_nginx_keep_every_guarantee_under_load():
+    """#57: two instances on one database behind Deploy/multi's nginx, sign-ins from 12 threads for
+    a while: no ceremony is lost between the instances (every sign-in whose options one instance
+    gave and the other verified succeeds), no challenge signs in twice (the same assertion sent
+    twice at once, through both instances, signs in once; each one sent again afterwards is
+    refused), and the database holds one used challenge per sign-in and refusal. Its figure (sign-ins
+    a second through nginx, from this test's Python client) is printed in the summary; the load
+    harness measures the pair properly (BENCHMARKS.md)."""
+    from test_deploy import nginx_site
+    from conftest import SUMMARY
+
+    database = postgres_url()
+    schema = database.rsplit("schema=", 1)[1]
+    origin = "https://login.example.com"
+    args = ["--database", database, "--rp-id", "example.com", "--origin", origin, *LIMITS]
+    a = Server(args=args, env={"KEYFOB_MASTER_KEY": MASTER_KEY}).start()
+    b = Server(args=args, env={"KEYFOB_MASTER_KEY": MASTER_KEY}).start()
+    https, http = free_port(), free_port()
+    # Every client here is 127.0.0.1, which the shipped hash on the client address would send to one
+    # instance: round robin instead, so a ceremony's two requests meet different instances.
+    work, conf = nginx_site("multi/nginx-upstream.conf", [
+        ("upstream keyfob {\n    hash $remote_addr consistent;", "upstream keyfob {"),
+        ("server 127.0.0.1:8081", f"server 127.0.0.1:{a.port}"), ("server 127.0.0.1:8082", f"server 127.0.0.1:{b.port}"),
+        ("server 127.0.0.1:8091", f"server 127.0.0.1:{a.nip46_port}"), ("server 127.0.0.1:8092", f"server 127.0.0.1:{b.nip46_port}"),
+        ("listen 443 ssl http2;", f"listen 127.0.0.1:{https} ssl http2;"), ("listen 80;", f"listen 127.0.0.1:{http};")])
+    nginx = subprocess.Popen(["nginx", "-c", conf, "-g", "daemon off;"], stderr=subprocess.PIPE)
+    base = f"https://127.0.0.1:{https}"
+    try:
+        c = Client(base, origin)
+        deadline = time.time() + 10
+        while True:
+            try:
+                assert c.call("GET", "/healthz") == (200, {"status": "ok"})
+                break
+            except OSError:
+                assert time.time() < deadline
+                time.sleep(0.1)
+        people = []
+        for i in range(24):
+            key = SoftKey(origin, rp_id="example.com")
+            status, reply = c.register(key, f"pair{i}", client=f"10.57.0.{i}")
+            assert status == 200, reply
+            people.append(key)
+        lock = threading.Lock()
+        signed, refused, twice, sent = [], [], [], []  # (person, body, token); unexpected; double-send outcomes; bodies
+        stop = threading.Event()
+
+        def sign_in_loop(i):
+            mine, other = Client(base, origin, timeout=15), Client(base, origin, timeout=15)
+            key, n = people[i], 0
+            while not stop.is_set():
+                n += 1
+                status, options = mine.call("POST", "/generate-authentication-options", {})
+                if status != 200:
+                    with lock:
+                        refused.append((status, options))
+                    continue
+                body = key.assertion(options)
+                if n % 5 == 0:
+                    # The same assertion twice at once, on two connections (so, through nginx's round
+                    # robin, on both instances): one sign-in.
+                    with concurrent.futures.ThreadPoolExecutor(2) as pair_pool:
+                        outcomes = list(pair_pool.map(lambda cl: cl.call("POST", "/verify-authentication", body), (mine, other)))
+                    with lock:
+                        twice.append(sorted(status for status, _ in outcomes))
+                        sent.append(body)
+                        signed.extend((i, body, reply["token"]) for status, reply in outcomes if status == 200)
+                    continue
+                status, reply = mine.call("POST", "/verify-authentication", body)
+                with lock:
+                    sent.append(body)
+                    if status == 200:
+                        signed.append((i, body, reply["token"]))
+                    else:
+                        refused.append((status, reply))
+
+        threads = [threading.Thread(target=sign_in_loop, args=(i,)) for i in range(12)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        time.sleep(12)
+        stop.set()
+        for t in threads:
+            t.join()
+        seconds = time.monotonic() - started
+        assert not refused, refused[:5]
+        assert len(signed) >= 200, f"only {len(signed)} sign-ins"
+        # Each double send signed in exactly once; the other was refused as a replay (its challenge
+        # used) or, had the first committed before it read the passkey, by its counter.
+        assert twice and all(statuses[0] == 200 and statuses[1] in (400, 409) for statuses in twice), twice
+        # Each person's last sessions open on both instances (an account keeps its 50 newest: a
+        # 51st sign-in ends the oldest by design); every assertion sent again is refused.
+        kept = [token for person in range(12) for _, _, token in [x for x in signed if x[0] == person][-40:]]
+        for address in (a, b):
+            direct = Client(f"http://127.0.0.1:{address.port}", origin)
+            for token in kept[::5]:
+                assert direct.call("GET", "/session", token=token)[0] == 200
+        for body in sent[::3]:
+            status, reply = c.call("POST", "/verify-authentication", body)
+            assert status in (400, 409) and reply["error"] in ("challenge_not_found", "counter_regression"), (status, reply)
+        # The ceremonies crossed instances: nginx's log names both, for options and for sign-ins.
+        served = [line.split() for line in open(os.path.join(work, "keyfob.access.log"))]
+        for path in ("/generate-authentication-options", "/verify-authentication"):
+            assert {f"127.0.0.1:{a.port}", f"127.0.0.1:{b.port}"} <= {f[-1] for f in served if f[4] == path}, path
+        # One used challenge a sign-in or refusal: the bodies sent, each one once (replays add none).
+        used = subprocess.run(["psql", os.environ["KEYFOB_TEST_POSTGRES"], "-Atc", f"SELECT count(*) FROM {schema}.used_challenges"],
+                              check=True, capture_output=True, text=True, env={**os.environ, "PGSSLMODE": "disable"}).stdout.strip()
+        assert int(used) == len(sent), (used, len(sent))
+        SUMMARY.append(f"two instances behind nginx: {len(signed)} sign-ins in {seconds:.1f} s "
+                       f"({len(signed) / seconds:.0f}/s from 12 Python threads, debug or release as built), "
+                       f"{len(twice)} double sends signed in once each")
+    finally:
+        nginx.terminate()
+        nginx.wait(timeout=10)
+        a.stop()
+        b.stop()
+
+
 def test_sslmode_require_encrypts_every_connection_and_verify_full_checks_the_certificate():
     cluster = Cluster(ssl=True)
     cluster.start()

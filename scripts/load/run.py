@@ -24,7 +24,8 @@ Keyfob on PostgreSQL beside Keyfob on SQLite in the same run: SYSTEMS=keyfob,key
 starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the middle entry.
 The PostgreSQL pass of issue #57: SYSTEMS=keyfob-on:postgres,go-on:postgres,keyfob-on:postgres — Keyfob,
 the Go peer in its PostgreSQL mode (its own database on the same cluster), Keyfob again; each run
-also samples the cluster's CPU, and the ratios print each target met or missed.
+also samples the cluster's CPU, and the ratios print each target met or missed. Add pair-on:postgres for
+two Keyfob instances on that cluster behind nginx (round robin), the scale-out's figure.
 
 Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
 keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name);
@@ -35,8 +36,10 @@ measures the trivial requests of Keyfob started with the hidden `--bench-without
 metrics, headers, files, guard; several joined by "+"); the table's CPU column is the server's own
 CPU time per request.
 """
+import base64
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -59,7 +62,8 @@ BUILD = os.environ.get("BUILD", "release")
 KEYFOB = os.environ.get("KEYFOB", os.path.join(ROOT, ".build", BUILD, "keyfob"))
 FLOOR = os.environ.get("FLOOR", os.path.join(ROOT, ".build", BUILD, "keyfob-floor"))
 SYSTEMS = os.environ.get("SYSTEMS", "keyfob,floor,nginx,go,python,keyfob").split(",")
-PORTS = {"keyfob": 18080, "go": 18081, "python": 18082, "floor": 18083, "nginx": 18084}
+# The pair: nginx at 18085 in front of two instances at 18086 and 18087 (NIP-46 at their port + 10).
+PORTS = {"keyfob": 18080, "go": 18081, "python": 18082, "floor": 18083, "nginx": 18084, "pair": 18085}
 HZ = os.sysconf("SC_CLK_TCK")
 
 LOGIN, LOGIN_256, OPTIONS = "logins", "logins, 256 connections", "options"
@@ -75,6 +79,9 @@ RUNS = {
     # in the leanest server this machine has (a yardstick for the client and kernel, not a peer).
     "nginx": [GET_CEILING, GET_256],
     "go": [LOGIN, LOGIN_256, OPTIONS],
+    # Two Keyfob instances on one PostgreSQL database behind nginx (#57): every login's options and
+    # verification meet instances at random (round robin), so a figure here is a scale-out's.
+    "pair": [LOGIN, LOGIN_256, OPTIONS],
     "python": [LOGIN, LOGIN_256, OPTIONS],
 }
 # ONLY=logins,options (short names: post, get, get256, logins, logins256, options, sign_event) keeps only
@@ -84,7 +91,8 @@ SHORT = {"post": POST_CEILING, "get": GET_CEILING, "get256": GET_256, "logins": 
 if os.environ.get("ONLY"):
     ONLY = [SHORT[name.strip()] for name in os.environ["ONLY"].split(",")]
     RUNS = {name: [run for run in runs if run in ONLY] for name, runs in RUNS.items()}
-LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "nginx": "nginx", "go": "Go peer", "python": "Python peer"}
+LABELS = {"keyfob": "Keyfob", "floor": "bare Hummingbird", "nginx": "nginx", "go": "Go peer", "python": "Python peer",
+          "pair": "Keyfob ×2 behind nginx"}
 
 
 def process_tree(pid):
@@ -151,18 +159,52 @@ class System:
         self.process = None
         os.makedirs(folder, exist_ok=True)
 
+    def keyfob(self, port, data):
+        """Keyfob's command line, its limits out of the way (they are not what is measured)."""
+        url = self.database or os.environ.get("DATABASE")
+        database = ["--database", url] if url else []
+        return [self.binary or KEYFOB, "serve", "--port", str(port), "--data-dir", data, *database,
+                "--origin", self.origin, "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
+                "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
+                "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
+                "--max-live-challenges", "1000000", "--sign-rate", "100000000",
+                *(["--bench-without", self.without.replace("+", ",")] if self.without else [])]
+
+    def instances(self):
+        """The pair's two instances' ports."""
+        return [self.port + 1, self.port + 2] if self.name == "pair" else []
+
     def command(self):
         data = os.path.join(self.folder, "data")
         os.makedirs(data, exist_ok=True)
         if self.name == "keyfob":
-            url = self.database or os.environ.get("DATABASE")
-            database = ["--database", url] if url else []
-            return [self.binary or KEYFOB, "serve", "--port", str(self.port), "--data-dir", data, *database,
-                    "--public-dir", os.path.join(ROOT, "Public"), "--bench-echo",
-                    "--ip-rate", "100000000", "--ip-burst", "100000000", "--signups-per-hour", "100000000",
-                    "--trusted-proxy", "127.0.0.1", "--challenge-timeout", "600",
-                    "--max-live-challenges", "1000000", "--sign-rate", "100000000",
-                    *(["--bench-without", self.without.replace("+", ",")] if self.without else [])], {}
+            return self.keyfob(self.port, data), {}
+        if self.name == "pair":
+            # Deploy/multi/nginx-upstream.conf's proxying (keep-alive to the instances, the client's
+            # address replaced, a failed instance skipped) without TLS, and round robin in place of
+            # its hash on the client address: every wrk connection comes from 127.0.0.1. Both
+            # instances share the database and a master key, as a deployment's do.
+            config = os.path.join(data, "nginx.conf")
+            temp = " ".join(f"{kind}_temp_path {os.path.join(data, kind)};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+            upstream = " ".join(f"server 127.0.0.1:{port} max_fails=2 fail_timeout=10s;" for port in self.instances())
+            with open(config, "w") as f:
+                f.write(f"worker_processes 1; pid {os.path.join(data, 'nginx.pid')}; error_log stderr;\n"
+                        "events { worker_connections 2048; }\n"
+                        f"http {{ access_log off; {temp}\n"
+                        f"  upstream keyfob {{ {upstream} keepalive 64; }}\n"
+                        f"  server {{ listen 127.0.0.1:{self.port}; keepalive_requests 100000000;\n"
+                        "    proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_set_header Host $host;\n"
+                        "    proxy_set_header X-Forwarded-For $remote_addr; proxy_connect_timeout 2s;\n"
+                        "    proxy_next_upstream error timeout http_502 http_503 http_504 non_idempotent; proxy_next_upstream_tries 2;\n"
+                        "    location / { proxy_pass http://keyfob; } } }\n")
+            parts = []
+            for n, port in enumerate(self.instances()):
+                folder = os.path.join(data, f"instance{n + 1}")
+                os.makedirs(folder, exist_ok=True)
+                parts.append(shlex.join(self.keyfob(port, folder)))
+            parts.append(shlex.join([tool_path("nginx"), "-c", config, "-p", data, "-g", "daemon off;"]))
+            # One process tree (its CPU is summed), stopped as one group.
+            return ["sh", "-c", " & ".join(parts) + " & wait"], {"KEYFOB_MASTER_KEY": base64.b64encode(os.urandom(32)).decode()}
         if self.name == "floor":
             return [FLOOR, str(self.port)], {}
         if self.name == "nginx":
@@ -188,12 +230,15 @@ class System:
         self.log = open(os.path.join(self.folder, "server.log"), "ab")
         self.process = subprocess.Popen(argv, stdout=self.log, stderr=subprocess.STDOUT, env={**os.environ, **extra},
                                         start_new_session=True)
+        waiting = [self.url] + [f"http://127.0.0.1:{port}" for port in self.instances()]
         for _ in range(300):
             if self.process.poll() is not None:
                 raise SystemExit(f"{self.name} stopped at start-up; its log: {self.folder}/server.log")
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1):
-                    return
+                with urllib.request.urlopen(waiting[-1] + "/healthz", timeout=1):
+                    waiting.pop()
+                    if not waiting:
+                        return
             except OSError:
                 time.sleep(0.1)
         raise SystemExit(f"{self.name} did not answer /healthz; its log: {self.folder}/server.log")
@@ -445,6 +490,16 @@ def ratios(results, keys):
             lines.append(f"- CPU a login, {k} ({cpu_us(a):.0f} + PostgreSQL {database_us(a):.0f} µs) against {go_pg} "
                          f"({cpu_us(b):.0f} + {database_us(b):.0f} µs) — target ≤: {mine:.0f} / {theirs:.0f} µs "
                          f"({'met' if mine <= theirs else 'missed'})")
+    # Two instances behind nginx on the same cluster (no target: on two cores they share the
+    # machine with nginx, PostgreSQL and wrk; the figure says what the scale-out costs here).
+    for k in [k for k in keys if k.startswith(LABELS["pair"])]:
+        for run in (LOGIN, OPTIONS):
+            a = results.get((k, run))
+            singles = [results.get((p, run)) for p in pg_keys]
+            singles = [f for f in singles if f and not f["bad"]]
+            if a and not a["bad"] and singles:
+                lines.append(f"- {run}, {k} / one Keyfob on postgres (no target): {a['rps'] / (sum(f['rps'] for f in singles) / len(singles)):.2f}× "
+                             f"({cpu_us(a):.0f} µs CPU a request in both instances and nginx, + PostgreSQL {database_us(a):.0f} µs)")
     if ("Keyfob on postgres", LOGIN) in results:
         pg = results[("Keyfob on postgres", LOGIN)]
         for k in keyfob_keys:
@@ -468,10 +523,10 @@ def ratios(results, keys):
 
 def main():
     names = {entry.partition("-without:")[0].partition("-on:")[0].partition("-at:")[0] for entry in SYSTEMS}
-    for tool in ("wrk",) + (("go",) if "go" in names else ()) + (("nginx",) if "nginx" in names else ()):
+    for tool in ("wrk",) + (("go",) if "go" in names else ()) + (("nginx",) if {"nginx", "pair"} & names else ()):
         if tool_path(tool) is None:
             raise SystemExit(f"{tool} is not installed: scripts/install-deps.sh --test installs what the harness needs")
-    for path in [KEYFOB] * ("keyfob" in names) + [FLOOR] * ("floor" in names):
+    for path in [KEYFOB] * bool({"keyfob", "pair"} & names) + [FLOOR] * ("floor" in names):
         if not os.access(path, os.X_OK):
             raise SystemExit(f"no {path}: `make load` builds it (swift build -c {BUILD} --product {os.path.basename(path)})")
     shutil.rmtree(OUT, ignore_errors=True)
