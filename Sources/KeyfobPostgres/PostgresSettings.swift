@@ -16,8 +16,19 @@ public struct PostgresSettings: Sendable, Equatable {
     public var password: String?
     public var database: String
     public var tls: TLSMode
-    /// Connections this instance may hold (`pool_max` in the URL's query; default 20).
+    /// Connections this instance may hold (`pool_max` in the URL's query; default 4 a core, at
+    /// least 4 and at most 20: more backends than cores only take turns on them).
     public var maxConnections: Int
+    /// Connections kept open when idle (`pool_min`; default `pool_max`). A connection above it is
+    /// closed after a minute idle, which costs a timer each time it is handed back.
+    public var minConnections: Int
+    /// How often an idle connection is checked with `SELECT 1` (`keepalive`, seconds; default 0:
+    /// never). Each check is a timer armed whenever a connection is handed back, that is on every
+    /// call; worth it only where something between drops idle connections silently.
+    public var keepAlive: Duration?
+
+    /// `pool_max`'s default for this machine.
+    public static var defaultMaxConnections: Int { min(20, max(4, 4 * ProcessInfo.processInfo.activeProcessorCount)) }
     /// How long one store call may take, lease included, before it fails as unavailable.
     public var timeout: Duration
     /// The schema Keyfob's tables live in (`schema=` in the URL's query; default: the user's
@@ -59,12 +70,26 @@ public struct PostgresSettings: Sendable, Equatable {
             }
             tls = known
         }
-        maxConnections = 20
+        maxConnections = Self.defaultMaxConnections
         if let text = query["pool_max"] {
             guard let value = Int(text), (1...1000).contains(value) else {
                 throw Invalid(description: "pool_max=\(text) must be a whole number from 1 to 1000")
             }
             maxConnections = value
+        }
+        minConnections = maxConnections
+        if let text = query["pool_min"] {
+            guard let value = Int(text), (0...maxConnections).contains(value) else {
+                throw Invalid(description: "pool_min=\(text) must be a whole number from 0 to pool_max (\(maxConnections))")
+            }
+            minConnections = value
+        }
+        keepAlive = nil
+        if let text = query["keepalive"] {
+            guard let value = Int(text), (0...86400).contains(value) else {
+                throw Invalid(description: "keepalive=\(text) must be whole seconds from 0 (never) to 86400")
+            }
+            keepAlive = value == 0 ? nil : .seconds(value)
         }
         if let name = query["schema"] {
             let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
@@ -108,7 +133,8 @@ public struct PostgresSettings: Sendable, Equatable {
             configuration = .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         configuration.options.maximumConnections = maxConnections
-        configuration.options.minimumConnections = min(2, maxConnections)
+        configuration.options.minimumConnections = minConnections
+        configuration.options.keepAliveBehavior = keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = .seconds(2)
         if let schema { configuration.options.additionalStartupParameters = [("search_path", schema)] }
         return configuration

@@ -27,6 +27,11 @@ struct Prepared<Text: StatementText>: PostgresPreparedStatement {
 }
 
 enum Statements {
+    /// What `PostgresStore.durably` sends after a write: answered only after the write's commit.
+    enum CommitProof: StatementText {
+        static let sql = "SELECT 1"
+    }
+
     enum InsertChallenge: StatementText {
         static let sql = """
             INSERT INTO challenges (challenge, ceremony, challenge_key, user_id, username, is_anonymous,

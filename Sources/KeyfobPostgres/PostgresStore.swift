@@ -352,7 +352,8 @@ public final class PostgresStore: KeyfobStore, Sendable {
     func durably<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T {
         try await client.withConnection { connection in
             let result = try await body(connection)
-            _ = try await connection.query("SELECT 1", logger: logger).collect()
+            // Prepared: one Bind and Execute, no Parse and Describe each time (every write runs it).
+            for try await _ in try await connection.execute(Prepared<Statements.CommitProof>(bindings: PostgresBindings()), logger: logger) {}
             return result
         }
     }

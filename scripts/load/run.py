@@ -25,7 +25,8 @@ starts a throwaway PostgreSQL cluster (scripts/postgres.sh, fsync on) for the mi
 The PostgreSQL pass of issue #57: SYSTEMS=keyfob-on:postgres,go-on:postgres,keyfob-on:postgres — Keyfob,
 the Go peer in its PostgreSQL mode (its own database on the same cluster), Keyfob again; each run
 also samples the cluster's CPU, and the ratios print each target met or missed. Add pair-on:postgres for
-two Keyfob instances on that cluster behind nginx (round robin), the scale-out's figure.
+two Keyfob instances on that cluster behind nginx (round robin), the scale-out's figure. Store URL
+options after a ?: keyfob-on:postgres?pool_min=8&pool_max=8&keepalive=0 (docs/configuration.md).
 
 Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
 keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name);
@@ -542,11 +543,13 @@ def main():
     for entry in SYSTEMS:
         name, _, without = entry.partition("-without:")
         name, _, on = name.partition("-on:")
+        on, _, options = on.partition("?")  # postgres?pool_max=4&keepalive=0: options for the store URL
         name, _, binary = name.partition("-at:")
         if binary and not os.access(binary, os.X_OK):
             raise SystemExit(f"no {LABELS[name]} binary at {binary}")
         seen[entry] = seen.get(entry, 0) + 1
-        key = LABELS[name] + (f" on {on}" if on else "") + (f" without {without}" if without else "") \
+        key = LABELS[name] + (f" on {on}" if on else "") + (f" ({options})" if options else "") \
+            + (f" without {without}" if without else "") \
             + (f" ({os.path.basename(binary)})" if binary else "") + (" (again)" if seen[entry] == 2 else f" (pass {seen[entry]})" if seen[entry] > 2 else "")
         database = None
         if on == "postgres":
@@ -556,8 +559,10 @@ def main():
                                 f"CREATE DATABASE peer_go_{len(keys)}"], check=True, env={**os.environ, "PGSSLMODE": "disable"})
                 database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/peer_go_{len(keys)}?sslmode=disable"
             else:
-                database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}"
-        system = System(name, os.path.join(OUT, f"{entry.replace(':', '-').replace('/', '_')}-{seen[entry]}"), without, database,
+                database = f"postgres://keyfob@127.0.0.1:{cluster[1]}/keyfob_test?schema=load{len(keys)}" \
+                    + (f"&{options}" if options else "")
+        folder = "".join("_" if c in ":/?&=" else c for c in entry)
+        system = System(name, os.path.join(OUT, f"{folder}-{seen[entry]}"), without, database,
                         binary or None, cluster[0] if on == "postgres" else None)
         try:
             system.start()
