@@ -125,11 +125,6 @@ enum Statements {
         static let writes = true
     }
 
-    enum UseChallenge: StatementText {
-        static let sql = "INSERT INTO used_challenges (hash, expires_at) VALUES ($1, $2) ON CONFLICT (hash) DO NOTHING RETURNING 1"
-        static let writes = true
-    }
-
     enum AppendAudit: StatementText {
         static let sql = """
             INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)

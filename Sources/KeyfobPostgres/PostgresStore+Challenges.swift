@@ -81,12 +81,8 @@ extension PostgresStore {
         }
     }
 
-    public func useChallenge(_ used: UsedChallenge) async throws -> Bool {
-        try await call { [self] in
-            try await run(Statements.UseChallenge.self) {
-                $0.append(ByteBuffer(bytes: used.hash)); $0.append(used.expiresAt.timeIntervalSince1970)
-            }.count == 1
-        }
+    public func isChallengeUsed(hash: [UInt8]) async throws -> Bool {
+        try await call { [self] in try await !rows("SELECT 1 FROM used_challenges WHERE hash = \(ByteBuffer(bytes: hash))").isEmpty }
     }
 
     public func consumeChallenge(_ value: [UInt8], credentialID: [UInt8]) async throws -> (ChallengeRecord, CredentialOwner?)? {

@@ -59,11 +59,7 @@ extension SQLiteStore {
         challenges.consume(value)
     }
 
-    public func useChallenge(_ used: UsedChallenge) async throws -> Bool {
-        try write {
-            try connection.query(
-                "INSERT OR IGNORE INTO used_challenges (hash, expires_at) VALUES (?, ?)", [.blob(used.hash), .date(used.expiresAt)])
-            return connection.changes == 1
-        }
+    public func isChallengeUsed(hash: [UInt8]) async throws -> Bool {
+        try read { connection in try !connection.query("SELECT 1 FROM used_challenges WHERE hash = ?", [.blob(hash)]).isEmpty }
     }
 }

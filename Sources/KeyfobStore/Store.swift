@@ -39,9 +39,9 @@ public protocol ChallengeStore: Sendable {
     /// Removes and returns the challenge with this value, whether or not it has expired:
     /// a challenge is single use, also when the verification that follows fails.
     func consumeChallenge(_ value: [UInt8]) async throws -> ChallengeRecord?
-    /// Records a challenge that was never stored as answered (a refused sign-in uses its challenge
-    /// up too). False when it was recorded already. `sweepExpired` forgets it once it has expired.
-    func useChallenge(_ used: UsedChallenge) async throws -> Bool
+    /// Whether a sign-in recorded this challenge (`UsedChallenge.hash`) and the record is still
+    /// kept: a refused assertion's reason, told apart from a cloned authenticator's.
+    func isChallengeUsed(hash: [UInt8]) async throws -> Bool
 }
 
 /// A sign-in's two reads, made one round trip where the store is another process (PostgreSQL):
@@ -306,7 +306,8 @@ public protocol CeremonyStore: Sendable {
     /// With `usedChallenge` (a sign-in whose challenge was never stored), the challenge is recorded
     /// in the same transaction: `challengeUsed`, with nothing written, when it was recorded
     /// already (a replay, or another instance finishing the same ceremony first); on `conflict`
-    /// it is recorded all the same.
+    /// it is recorded all the same. `sweepExpired` forgets it once its `expiresAt` has passed.
+    /// Nil: the challenge was stored, and consumed already.
     func completeAuthentication(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
         backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?) async throws
@@ -318,18 +319,6 @@ public protocol CeremonyStore: Sendable {
 
     /// Is the database reachable?
     func healthCheck() async throws
-}
-
-extension CeremonyStore {
-    /// A sign-in whose challenge was stored (and consumed already).
-    public func completeAuthentication(
-        credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-        backupState: Bool, usedAt: Date, session: SessionRecord
-    ) async throws {
-        try await completeAuthentication(
-            credentialID: credentialID, expectedSignCount: expectedSignCount, newSignCount: newSignCount,
-            backupState: backupState, usedAt: usedAt, session: session, usedChallenge: nil)
-    }
 }
 
 /// Everything the server needs: every role together (the composition root holds this; each

@@ -134,9 +134,9 @@ import WebAuthnTestSupport
             $0.id = Base64URL.encode([1, 2, 3]); $0.rawId = $0.id
         }
     }
-    /// A challenge is used once, also when the sign-in it came with is refused for its passkey
-    /// (an unknown one, or a rawId that is not base64url): the store reads both in one call.
-    @Test func aRefusedSignInStillUsesItsChallengeUp() async throws {
+    /// A sign-in refused for its passkey (an unknown one, or a rawId that is not base64url) stores
+    /// nothing, so the right passkey's assertion over the same challenge signs in — once.
+    @Test func aRefusedSignInLeavesItsChallengeToTheRightPasskeyOnce() async throws {
         let harness = try Harness()
         try await harness.run { client in
             var authenticator = SoftwareAuthenticator()
@@ -144,13 +144,15 @@ import WebAuthnTestSupport
             for badID in [Base64URL.encode([1, 2, 3]), "not base64url!"] {
                 let options = try await client.authenticationOptions()
                 let challenge = Base64URL.decode(options["challenge"] as! String)!
-                let fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+                var fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+                fields.signCount = authenticator.signCount + 1
                 var assertion = authenticator.authenticate(fields)
                 let good = assertion
                 (assertion.id, assertion.rawId) = (badID, badID)
                 let refused = try await client.verifyAuthentication(assertion)
                 #expect(refused.error == (badID.hasSuffix("!") ? "invalid_request" : "credential_not_found"), "\(refused.json)")
-                // The same challenge with the right passkey: already used.
+                #expect(try await client.verifyAuthentication(good).status == .ok)
+                authenticator.signCount = fields.signCount
                 let replayed = try await client.verifyAuthentication(good)
                 #expect(replayed.error == "challenge_not_found", "\(replayed.json)")
             }

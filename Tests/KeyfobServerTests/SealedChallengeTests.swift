@@ -1,10 +1,13 @@
 import Foundation
 import KeyfobCodecs
+import KeyfobCrypto
 import KeyfobStore
 import NIOConcurrencyHelpers
 import Testing
 import WebAuthn
 import WebAuthnTestSupport
+
+@testable import KeyfobServer
 
 /// The usual sign-in options' challenge is sealed by the server, never stored (#57): any instance
 /// of the deployment finishes the sign-in, each challenge signs in once, and nothing a client
@@ -17,6 +20,7 @@ import WebAuthnTestSupport
         let options = try await client.authenticationOptions()
         let challenge = edit(try #require((options["challenge"] as? String).flatMap(Base64URL.decode)))
         let fields = authenticator.authenticationFields(challenge: challenge, rpID: "localhost", origin: Harness.origin)
+        authenticator.signCount = fields.signCount  // each assertion counts on from the last
         return (authenticator.authenticate(fields), options)
     }
 
@@ -27,7 +31,7 @@ import WebAuthnTestSupport
             #expect(try await client.signUp(&alice, username: "alice").status == .ok)
             let (signed, options) = try await assertion(client, &alice)
             let challenge = try #require((options["challenge"] as? String).flatMap(Base64URL.decode))
-            #expect(challenge.count == 45 && challenge[0] == 1)
+            #expect(challenge.count == 41 && challenge[0] == 1)
             #expect(options["challengeKey"] as? String == Base64URL.encode(Array(challenge[1..<12])))
             // Nothing was stored for it.
             #expect(try await harness.store.consumeChallenge(challenge) == nil)
@@ -53,36 +57,41 @@ import WebAuthnTestSupport
             let foreign = try await client.verifyAuthentication(fromElsewhere)
             #expect(foreign.error == "challenge_not_found", "\(foreign)")
             // Any one byte altered, the expiry's included: it no longer opens.
-            for position in [0, 1, 14, 25, 44] {
+            for position in [0, 1, 16, 17, 24, 25, 40] {
                 let (altered, _) = try await assertion(client, &alice) {
                     var c = $0; c[position] ^= 0x01; return c
                 }
                 #expect(try await client.verifyAuthentication(altered).error == "challenge_not_found", "byte \(position)")
             }
-            // 45 bytes a client chose.
-            let (chosen, _) = try await assertion(client, &alice) { _ in [1] + [UInt8](repeating: 7, count: 44) }
+            // 41 bytes a client chose.
+            let (chosen, _) = try await assertion(client, &alice) { _ in [1] + [UInt8](repeating: 7, count: 40) }
             #expect(try await client.verifyAuthentication(chosen).error == "challenge_not_found")
             #expect(try await client.signIn(&alice).status == .ok)
         }
     }
 
-    @Test func aRefusalUsesTheChallengeUpAndAnExpiredOneIsRefused() async throws {
+    /// A refusal stores nothing (an assertion refused is refused the same way when sent again), so
+    /// the right assertion over the same challenge still signs in, once; an expired one never.
+    @Test func aRefusalStoresNothingAndAnExpiredChallengeIsRefused() async throws {
         let harness = try Harness()
         try await harness.run { client in
             var alice = SoftwareAuthenticator()
             #expect(try await client.signUp(&alice, username: "alice").status == .ok)
-            // Another challenge's key: refused, and the challenge is used up.
+            // Another challenge's key: refused; without it, the assertion signs in, once.
             let (signed, _) = try await assertion(client, &alice)
             #expect(try await client.verifyAuthentication(signed, challengeKey: "someone-else").error == "challenge_not_found")
+            #expect(try await client.verifyAuthentication(signed).status == .ok)
             #expect(try await client.verifyAuthentication(signed).error == "challenge_not_found")
-            // A bad signature: refused as such, and used up.
+            // A bad signature, then the good one over the same challenge.
             let options = try await client.authenticationOptions()
             var fields = alice.authenticationFields(
                 challenge: try #require((options["challenge"] as? String).flatMap(Base64URL.decode)), rpID: "localhost",
                 origin: Harness.origin)
+            alice.signCount = fields.signCount
             let good = alice.authenticate(fields)
             fields.corruptSignature = true
             #expect(try await client.verifyAuthentication(alice.authenticate(fields)).error == "signature_invalid")
+            #expect(try await client.verifyAuthentication(good).status == .ok)
             #expect(try await client.verifyAuthentication(good).error == "challenge_not_found")
             // Past its timeout.
             let (late, _) = try await assertion(client, &alice)
@@ -92,8 +101,24 @@ import WebAuthnTestSupport
         }
     }
 
+    /// The MAC binds the rpID: the same master key for another rpID makes challenges this one
+    /// refuses; the expiry comes back to the millisecond; other shapes are not taken for one.
+    @Test func aChallengeIsBoundToItsRPIDAndShape() throws {
+        let vault = try KeyVault(masterKey: randomBytes(32))
+        let here = SealedChallenges(vault: vault, rpID: "example.com"), there = SealedChallenges(vault: vault, rpID: "example.org")
+        let expiry = Date(timeIntervalSince1970: 1_800_000_060.125)
+        let challenge = here.issue(expiresAt: expiry)
+        #expect(here.open(challenge) == expiry && there.open(challenge) == nil)
+        #expect(here.issue(expiresAt: expiry) != challenge)  // fresh randomness each time
+        var otherVersion = challenge
+        otherVersion[0] = 2
+        #expect(!SealedChallenges.isSealed(otherVersion) && here.open(otherVersion) == nil)
+        #expect(here.open(Array(challenge.dropLast())) == nil && here.open(challenge + [0]) == nil)
+        #expect(SealedChallenges.used(challenge, expiresAt: expiry).expiresAt == expiry + SealedChallenges.recordGrace)
+    }
+
     /// Two instances on one store and master key: options from one, the sign-in on the other, and
-    /// the same assertion on the first refused.
+    /// the same assertion on the first refused; a refusal on one leaves the sign-in to the other.
     @Test func anyInstanceFinishesASignInAndOnlyOnce() async throws {
         let first = try Harness()
         let second = Harness(sharing: first)
@@ -101,16 +126,18 @@ import WebAuthnTestSupport
             var alice = SoftwareAuthenticator()
             #expect(try await one.signUp(&alice, username: "alice").status == .ok)
             let (signed, _) = try await assertion(one, &alice)
-            let (refusedThere, _) = try await assertion(one, &alice)
+            let (later, _) = try await assertion(one, &alice)
             try await second.run { two async throws in
                 #expect(try await two.verifyAuthentication(signed).status == .ok)
-                // A refusal on the second uses the challenge up for the first as well.
-                var wrong = refusedThere
+                var wrong = later
                 wrong.response.signature = Base64URL.encode([UInt8](repeating: 1, count: 70))
                 #expect(try await two.verifyAuthentication(wrong).status != .ok)
             }
             #expect(try await one.verifyAuthentication(signed).error == "challenge_not_found")
-            #expect(try await one.verifyAuthentication(refusedThere).error == "challenge_not_found")
+            #expect(try await one.verifyAuthentication(later).status == .ok)
+            try await second.run { two async throws in
+                #expect(try await two.verifyAuthentication(later).error == "challenge_not_found")
+            }
         }
     }
 }

@@ -5,8 +5,8 @@ import Testing
 @testable import KeyfobStore
 
 /// Sign-in challenges that are never stored (sealed by the server) are single use through the
-/// store: the sign-in records each one's hash in its own transaction, a refused sign-in records it
-/// alone, and the record is kept until the challenge expires. Several instances share one store,
+/// store: the sign-in records each one's hash in its own transaction (also when its counter swap
+/// loses), and the record is kept until the expiry it was given. Several instances share one store,
 /// so a ceremony begun on one finishes on any, and only once.
 extension StoreContractTests {
     func used(_ byte: UInt8, expiresAt: Date) -> UsedChallenge {
@@ -31,41 +31,45 @@ extension StoreContractTests {
         }
     }
 
+    /// A sign-in answering `challenge` with a fresh session `token`: true when it signed in, false
+    /// when the challenge was recorded already (and then nothing was written).
+    func signIn(_ store: any KeyfobStore, _ challenge: UsedChallenge, token: UInt8, of user: UserRecord, count: UInt32 = 0) async throws
+        -> Bool
+    {
+        do {
+            try await store.completeAuthentication(
+                credentialID: [1, 1], expectedSignCount: count, newSignCount: count, backupState: false, usedAt: t0 + Double(token),
+                session: session(token, of: user), usedChallenge: challenge)
+            return true
+        } catch StoreError.challengeUsed {
+            #expect(try await store.session(tokenHash: [UInt8](repeating: token, count: 32), now: t0) == nil)
+            return false
+        }
+    }
+
     @Test(arguments: Kind.available)
     func aUsedChallengeIsRecordedOnceAndForgottenOnceExpired(_ kind: Kind) async throws {
         let (store, _) = try await Self.make(kind)
         let alice = user("alice")
         try await register([alice], in: store)
         let challenge = used(7, expiresAt: t0 + 120)
-        // A refused sign-in records it alone; the second record says it was there.
-        #expect(try await store.useChallenge(challenge))
-        #expect(try await store.useChallenge(challenge) == false)
-        // A sign-in answering it afterwards writes nothing: not the counter, not the session.
-        await #expect(throws: StoreError.challengeUsed) {
-            try await store.completeAuthentication(
-                credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 5,
-                session: session(20, of: alice), usedChallenge: challenge)
-        }
-        #expect(try await store.session(tokenHash: [UInt8](repeating: 20, count: 32), now: t0) == nil)
-        #expect(try await store.credential(id: [1, 1])?.lastUsedAt == nil)
+        // The first sign-in records it; a second with it writes nothing: not the session, not the
+        // passkey's last use.
+        #expect(try await store.isChallengeUsed(hash: challenge.hash) == false)
+        #expect(try await signIn(store, challenge, token: 20, of: alice))
+        #expect(try await store.isChallengeUsed(hash: challenge.hash))
+        #expect(try await signIn(store, challenge, token: 21, of: alice) == false)
+        #expect(try await store.credential(id: [1, 1])?.lastUsedAt == t0 + 20)
         // Another challenge signs in, once.
         let fresh = used(8, expiresAt: t0 + 120)
-        try await store.completeAuthentication(
-            credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 6,
-            session: session(21, of: alice), usedChallenge: fresh)
-        #expect(try await store.session(tokenHash: [UInt8](repeating: 21, count: 32), now: t0) != nil)
-        await #expect(throws: StoreError.challengeUsed) {
-            try await store.completeAuthentication(
-                credentialID: [1, 1], expectedSignCount: 0, newSignCount: 0, backupState: false, usedAt: t0 + 7,
-                session: session(22, of: alice), usedChallenge: fresh)
-        }
-        #expect(try await store.useChallenge(fresh) == false)
-        // Kept while it could still be answered, swept once it has expired (its expiry refuses it then).
+        #expect(try await signIn(store, fresh, token: 22, of: alice))
+        #expect(try await signIn(store, fresh, token: 23, of: alice) == false)
+        // Kept until its record's expiry (the server sets it past the challenge's own), swept after.
         _ = try await store.sweepExpired(now: t0 + 119, limit: 100)
-        #expect(try await store.useChallenge(challenge) == false)
+        #expect(try await signIn(store, challenge, token: 24, of: alice) == false)
         _ = try await store.sweepExpired(now: t0 + 120, limit: 100)
-        #expect(try await store.useChallenge(challenge))
-        #expect(try await store.useChallenge(fresh))
+        #expect(try await store.isChallengeUsed(hash: challenge.hash) == false)
+        #expect(try await signIn(store, challenge, token: 25, of: alice))
     }
 
     /// A sign-in whose counter swap loses still uses its challenge up: the assertion cannot be
@@ -84,7 +88,9 @@ extension StoreContractTests {
         }
         #expect(try await store.session(tokenHash: [UInt8](repeating: 30, count: 32), now: t0) == nil)
         #expect(try await store.credential(id: [1, 1])?.signCount == 5)
-        #expect(try await store.useChallenge(challenge) == false)
+        // With the right counter now, the same challenge is refused.
+        #expect(try await signIn(store, challenge, token: 31, of: alice, count: 5) == false)
+        #expect(try await store.credential(id: [1, 1])?.signCount == 5)
     }
 
     /// One challenge answered on two instances at once, many times over: exactly one sign-in wins

@@ -427,7 +427,7 @@ def test_two_instances_behind_the_shipped_nginx_keep_every_guarantee_under_load(
     a while: no ceremony is lost between the instances (every sign-in whose options one instance
     gave and the other verified succeeds), no challenge signs in twice (the same assertion sent
     twice at once, through both instances, signs in once; each one sent again afterwards is
-    refused), and the database holds one used challenge per sign-in and refusal. Its figure (sign-ins
+    refused), and the database holds one used challenge per sign-in. Its figure (sign-ins
     a second through nginx, from this test's Python client) is printed in the summary; the load
     harness measures the pair properly (BENCHMARKS.md)."""
     from test_deploy import nginx_site

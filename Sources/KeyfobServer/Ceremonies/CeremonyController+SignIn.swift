@@ -150,8 +150,7 @@ extension CeremonyController {
             // PostgreSQL); the challenge is checked first, as it is consumed whatever follows.
             let (pending, owner) = try await passkeys.consumeChallenge(
                 clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
-            var recorded = false
-            return try await signIn(request, context, body, clientData, pending: pending, owner: owner, used: nil, ip: ip, recorded: &recorded)
+            return try await signIn(request, context, body, clientData, pending: pending, owner: owner, used: nil, ip: ip)
         }
         guard let expiresAt = signInChallenges.open(value) else {
             throw KeyfobError(.challengeNotFound, "this challenge was not issued here; request new options")
@@ -159,37 +158,30 @@ extension CeremonyController {
         guard expiresAt > now() else {
             throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
         }
-        let used = SealedChallenges.used(value, expiresAt: expiresAt)
-        // From here every refusal uses the challenge up, as a stored one is consumed before its
-        // checks; the sign-in itself records it in its own transaction.
-        var recorded = false
-        do {
-            if let key = body.challengeKey, !key.isEmpty, key != SealedChallenges.key(of: value) {
-                throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
-            }
-            let owner: CredentialOwner? =
-                if let credentialID {
-                    try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
-                } else { nil }
-            let pending = ChallengeRecord(
-                challenge: value, ceremony: .authentication, key: SealedChallenges.key(of: value), expiresAt: expiresAt)
-            return try await signIn(
-                request, context, body, clientData, pending: pending, owner: owner, used: used, ip: ip, recorded: &recorded)
-        } catch {
-            if !recorded, !(try await store.useChallenge(used)) {
-                throw KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
-            }
-            throw error
+        if let key = body.challengeKey, !key.isEmpty, key != SealedChallenges.key(of: value) {
+            throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
         }
+        // Nothing is stored for a refusal: an assertion refused here is refused the same way when
+        // sent again (its checks depend on nothing that could let it through later), so only a
+        // sign-in — or one whose counter swap lost — records the challenge, in its own
+        // transaction. Whoever has no registered passkey makes the store write nothing.
+        let owner: CredentialOwner? =
+            if let credentialID {
+                try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
+            } else { nil }
+        let pending = ChallengeRecord(
+            challenge: value, ceremony: .authentication, key: SealedChallenges.key(of: value), expiresAt: expiresAt)
+        return try await signIn(
+            request, context, body, clientData, pending: pending, owner: owner, used: SealedChallenges.used(value, expiresAt: expiresAt),
+            ip: ip)
     }
 
     /// The sign-in once its challenge is found: the passkey's assertion verified, the counter
     /// swapped and the session written (with `used` recorded, for a sealed challenge) in one
-    /// store transaction, the key opened when the prompt sealed one. `recorded` turns true once
-    /// the store was asked to record `used`, whatever it answered.
+    /// store transaction, the key opened when the prompt sealed one.
     private func signIn(
         _ request: Request, _ context: KeyfobRequestContext, _ body: VerifyAuthenticationRequest, _ clientData: ClientDataJSON,
-        pending: ChallengeRecord, owner: CredentialOwner?, used: UsedChallenge?, ip: String, recorded: inout Bool
+        pending: ChallengeRecord, owner: CredentialOwner?, used: UsedChallenge?, ip: String
     ) async throws -> Response {
         let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
         // A confirmation's challenge confirms one action; it starts no session.
@@ -212,6 +204,12 @@ extension CeremonyController {
                 body.cred, challenge: pending.challenge, stored: try keys.stored(record, userID: user.id),
                 requireUserVerification: configuration.requireUserVerification, clientData: clientData)
         } catch {
+            // An assertion sent again after it signed in: its counter is no longer ahead, but what
+            // happened is a replay of a used challenge, not a clone.
+            if error.code == .counterRegression, let used, try await store.isChallengeUsed(hash: used.hash) {
+                events.record(.signInFailed, ip: ip, username: user.username, code: .challengeNotFound)
+                throw KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+            }
             if error.code == .counterRegression {
                 context.logger.warning(
                     "sign counter regression: possible cloned authenticator",
@@ -239,7 +237,6 @@ extension CeremonyController {
         {
             session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: session.tokenHash)
         }
-        recorded = true
         do {
             try await metrics.store("complete_authentication") {
                 try await store.completeAuthentication(
