@@ -89,19 +89,28 @@ extension PostgresStore {
                     recovery.answered()
                     return
                 }
-                let candidate = PostgresClient(configuration: settings.clientConfiguration)
+                // The probe opens one connection (not the `pool_min` a pool keeps): it may run every
+                // half second while the database struggles. Only a pool that takes over opens them all.
+                var probing = settings.clientConfiguration
+                probing.options.minimumConnections = 0
+                let candidate = PostgresClient(configuration: probing)
                 let runner = Task { await candidate.run() }
                 let answers =
                     (try? await bounded(.seconds(1), { [logger] in try await candidate.query("SELECT 1", logger: logger).collect().count }))
                     != nil
-                if answers, recovery.mayReplace(), replacePool(with: candidate, runner: runner) {
-                    logger.notice(
-                        "database back: a fresh connection pool took over from the one waiting to retry",
-                        metadata: ["pool": "\(poolGeneration)", "failingFor": "\(failing)"])
-                    recovery.answered()
-                    return
-                }
                 runner.cancel()
+                if answers, recovery.mayReplace() {
+                    let fresh = PostgresClient(configuration: settings.clientConfiguration)
+                    let freshRunner = Task { await fresh.run() }
+                    if replacePool(with: fresh, runner: freshRunner) {
+                        logger.notice(
+                            "database back: a fresh connection pool took over from the one waiting to retry",
+                            metadata: ["pool": "\(poolGeneration)", "failingFor": "\(failing)"])
+                        recovery.answered()
+                        return
+                    }
+                    freshRunner.cancel()
+                }
             }
             try? await Task.sleep(for: PoolRecovery.probeEvery)
         }

@@ -19,8 +19,9 @@ public struct PostgresSettings: Sendable, Equatable {
     /// Connections this instance may hold (`pool_max` in the URL's query; default 4 a core, at
     /// least 4 and at most 20: more backends than cores only take turns on them).
     public var maxConnections: Int
-    /// Connections kept open when idle (`pool_min`; default `pool_max`). A connection above it is
-    /// closed after a minute idle, which costs a timer each time it is handed back.
+    /// Connections kept open when idle (`pool_min`; default 2, always below `pool_max`: postgres-nio's
+    /// pool traps when asked to lease while fewer than its minimum are up and the minimum is its
+    /// maximum, as after a database crash). A connection above it is closed after a minute idle.
     public var minConnections: Int
     /// How often an idle connection is checked with `SELECT 1` (`keepalive`, seconds; default 0:
     /// never). Each check is a timer armed whenever a connection is handed back, that is on every
@@ -77,10 +78,10 @@ public struct PostgresSettings: Sendable, Equatable {
             }
             maxConnections = value
         }
-        minConnections = maxConnections
+        minConnections = min(2, maxConnections - 1)
         if let text = query["pool_min"] {
-            guard let value = Int(text), (0...maxConnections).contains(value) else {
-                throw Invalid(description: "pool_min=\(text) must be a whole number from 0 to pool_max (\(maxConnections))")
+            guard let value = Int(text), (0..<maxConnections).contains(value) else {
+                throw Invalid(description: "pool_min=\(text) must be a whole number from 0 to pool_max - 1 (\(maxConnections - 1))")
             }
             minConnections = value
         }

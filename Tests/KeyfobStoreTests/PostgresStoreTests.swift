@@ -17,16 +17,16 @@ import Testing
         #expect(try PostgresSettings(url: "postgres://u@/d?host=/run/postgresql").socketPath == "/run/postgresql")
         // The pool: kept connections and the idle check.
         let defaults = try PostgresSettings(url: "postgres://u@h/d")
-        #expect(defaults.maxConnections == PostgresSettings.defaultMaxConnections && defaults.minConnections == defaults.maxConnections)
+        #expect(defaults.maxConnections == PostgresSettings.defaultMaxConnections && defaults.minConnections == 2)
         #expect(defaults.keepAlive == nil && (4...20).contains(PostgresSettings.defaultMaxConnections))
-        #expect(try PostgresSettings(url: "postgres://u@h/d?pool_max=3").minConnections == 3)
-        let pinned = try PostgresSettings(url: "postgres://u@h/d?pool_max=6&pool_min=6&keepalive=0")
-        #expect(pinned.minConnections == 6 && pinned.maxConnections == 6 && pinned.keepAlive == nil)
-        #expect(pinned.clientConfiguration.options.minimumConnections == 6 && pinned.clientConfiguration.options.keepAliveBehavior == nil)
+        #expect(try PostgresSettings(url: "postgres://u@h/d?pool_max=1").minConnections == 0)  // always below the maximum
+        let pinned = try PostgresSettings(url: "postgres://u@h/d?pool_max=6&pool_min=5&keepalive=0")
+        #expect(pinned.minConnections == 5 && pinned.maxConnections == 6 && pinned.keepAlive == nil)
+        #expect(pinned.clientConfiguration.options.minimumConnections == 5 && pinned.clientConfiguration.options.keepAliveBehavior == nil)
         #expect(try PostgresSettings(url: "postgres://u@h/d?keepalive=10").clientConfiguration.options.keepAliveBehavior?.frequency == .seconds(10))
         for bad in [
-            "postgres://u@h/d?pool_max=4&pool_min=5", "postgres://u@h/d?pool_min=-1", "postgres://u@h/d?keepalive=x",
-            "postgres://u@h/d?keepalive=-3",
+            "postgres://u@h/d?pool_max=4&pool_min=5", "postgres://u@h/d?pool_max=4&pool_min=4", "postgres://u@h/d?pool_min=-1",
+            "postgres://u@h/d?keepalive=x", "postgres://u@h/d?keepalive=-3",
             "postgres://h/d", "postgres://u@h/", "postgres://u@h/d?sslmode=maybe", "postgres://u@h/d?pool_max=0",
             "postgres://u@h/d?schema=Robert');DROP", "postgres://u@h/d?timeout=-1", "mysql://u@h/d",
         ] {

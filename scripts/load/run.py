@@ -26,7 +26,7 @@ The PostgreSQL pass of issue #57: SYSTEMS=keyfob-on:postgres,go-on:postgres,keyf
 the Go peer in its PostgreSQL mode (its own database on the same cluster), Keyfob again; each run
 also samples the cluster's CPU, and the ratios print each target met or missed. Add pair-on:postgres for
 two Keyfob instances on that cluster behind nginx (round robin), the scale-out's figure. Store URL
-options after a ?: keyfob-on:postgres?pool_min=8&pool_max=8&keepalive=0 (docs/configuration.md).
+options after a ?: keyfob-on:postgres?pool_max=20&pool_min=2&keepalive=30 (docs/configuration.md).
 
 Another build of Keyfob in the same run (before and after a change): SYSTEMS=keyfob-at:/tmp/keyfob-before,keyfob,
 keyfob-at:/tmp/keyfob-before,keyfob measures the binary at that path as Keyfob (labelled with its file name);
