@@ -97,14 +97,13 @@ enum Statements {
             """
     }
 
-    /// The counter's compare-and-swap and, only if it won, the oldest sessions past the cap out
-    /// and the new one in: one statement, so one round trip and atomic by itself. Under READ
-    /// COMMITTED a concurrent update makes this one wait, then re-check `sign_count` on the new
-    /// row: of two assertions with one counter, one wins.
-    /// The counter's compare-and-swap, the sessions past the cap trimmed, the new session, and —
-    /// with $14 — the sign-in's challenge recorded as used. A challenge recorded already (a
-    /// replay; another instance that finished the same ceremony first, whose insert this one
-    /// waited for) writes nothing: `used` is then empty, and `won` needs it. Answers (won, used).
+    /// With $14, the sign-in's challenge recorded as used; then the counter's compare-and-swap and,
+    /// only if it won, the oldest sessions past the cap out and the new one in: one statement, so
+    /// one round trip and atomic by itself. Under READ COMMITTED a concurrent update makes this one
+    /// wait, then re-check `sign_count` on the new row: of two assertions with one counter, one
+    /// wins. A challenge recorded already (a replay; another instance that finished the same
+    /// ceremony first, whose insert this one waited for) writes nothing: `used` is then empty, and
+    /// `won` needs it. Answers (won, used).
     enum CompleteAuthentication: StatementText {
         static let sql = """
             WITH used AS (

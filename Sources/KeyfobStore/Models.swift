@@ -120,8 +120,8 @@ public struct ChallengeRecord: Sendable, Equatable {
 }
 
 /// A sign-in challenge that was never stored (`SealedChallenges`: it carries its own expiry, sealed
-/// by the server), recorded once it is answered so it cannot be answered again. Kept until it
-/// expires; after that its expiry refuses it.
+/// by the server), recorded once it is answered so it cannot be answered again. Kept until
+/// `expiresAt` (the server sets it past the challenge's own), when the challenge's expiry refuses it.
 public struct UsedChallenge: Sendable, Equatable {
     /// SHA-256 of the challenge.
     public var hash: [UInt8]

@@ -150,7 +150,8 @@ extension CeremonyController {
             // PostgreSQL); the challenge is checked first, as it is consumed whatever follows.
             let (pending, owner) = try await passkeys.consumeChallenge(
                 clientData, ceremony: .authentication, key: body.challengeKey, credentialID: credentialID)
-            return try await signIn(request, context, body, clientData, pending: pending, owner: owner, used: nil, ip: ip)
+            return try await signIn(
+                request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner, used: nil, ip: ip)
         }
         guard let expiresAt = signInChallenges.open(value) else {
             throw KeyfobError(.challengeNotFound, "this challenge was not issued here; request new options")
@@ -158,7 +159,8 @@ extension CeremonyController {
         guard expiresAt > now() else {
             throw KeyfobError(.challengeExpired, "the challenge expired; request new options and try again")
         }
-        if let key = body.challengeKey, !key.isEmpty, key != SealedChallenges.key(of: value) {
+        let key = SealedChallenges.key(of: value)
+        if let asked = body.challengeKey, !asked.isEmpty, asked != key {
             throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
         }
         // Nothing is stored for a refusal: an assertion refused here is refused the same way when
@@ -169,11 +171,10 @@ extension CeremonyController {
             if let credentialID {
                 try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
             } else { nil }
-        let pending = ChallengeRecord(
-            challenge: value, ceremony: .authentication, key: SealedChallenges.key(of: value), expiresAt: expiresAt)
+        let pending = ChallengeRecord(challenge: value, ceremony: .authentication, key: key, expiresAt: expiresAt)
         return try await signIn(
-            request, context, body, clientData, pending: pending, owner: owner, used: SealedChallenges.used(value, expiresAt: expiresAt),
-            ip: ip)
+            request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner,
+            used: SealedChallenges.used(value, expiresAt: expiresAt), ip: ip)
     }
 
     /// The sign-in once its challenge is found: the passkey's assertion verified, the counter
@@ -181,9 +182,8 @@ extension CeremonyController {
     /// store transaction, the key opened when the prompt sealed one.
     private func signIn(
         _ request: Request, _ context: KeyfobRequestContext, _ body: VerifyAuthenticationRequest, _ clientData: ClientDataJSON,
-        pending: ChallengeRecord, owner: CredentialOwner?, used: UsedChallenge?, ip: String
+        credentialID: [UInt8]?, pending: ChallengeRecord, owner: CredentialOwner?, used: UsedChallenge?, ip: String
     ) async throws -> Response {
-        let credentialID = Base64URL.decode(body.cred.rawId).flatMap { $0.isEmpty ? nil : $0 }
         // A confirmation's challenge confirms one action; it starts no session.
         guard !pending.key.hasPrefix(ActionConfirmations.keyPrefix) else {
             throw KeyfobError(.challengeNotFound, "this challenge was issued to confirm an action, not to sign in; request sign-in options")
