@@ -262,5 +262,9 @@ enum PostgresSchema {
             "CREATE TABLE used_challenges (hash BYTEA PRIMARY KEY, expires_at DOUBLE PRECISION NOT NULL)",
             "CREATE INDEX used_challenges_expiry ON used_challenges(expires_at)",
         ],
+        // 14: a sign-in with a sealed challenge in one round trip (`Statements.CompleteSignIn`). A
+        // procedure, because a procedure may COMMIT: its answer then comes after the commit, where
+        // a plain statement's comes before the Sync that commits it (`PostgresStore.durably`).
+        [Statements.CompleteSignIn.procedure],
     ]
 }

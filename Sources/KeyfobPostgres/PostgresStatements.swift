@@ -124,6 +124,59 @@ enum Statements {
         static let writes = true
     }
 
+    /// `CeremonyStore.completeSignIn`: the passkey found by id, account and public key (its counter
+    /// as stored), the counter's rule checked, the challenge recorded, the counter moved and the
+    /// session added (the oldest past the cap out), then COMMIT, all inside the procedure. Under
+    /// READ COMMITTED a concurrent update of the passkey makes the UPDATE wait, then re-check the
+    /// rule on the new row: of two assertions with one counter, one wins. Answers (won, used,
+    /// stored counter, backup state before, username, is_anonymous, created_at, key sealed):
+    /// `SignInOutcome(row:of:)` reads them.
+    enum CompleteSignIn: StatementText {
+        static let sql = "CALL keyfob_sign_in($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        /// Not `writes`: the procedure commits before it answers, so its answer is the proof.
+        static let writes = false
+        static let procedure = """
+            CREATE PROCEDURE keyfob_sign_in(
+                p_count BIGINT, p_backup BOOLEAN, p_used_at DOUBLE PRECISION, p_passkey BYTEA, p_owner TEXT, p_key BYTEA,
+                p_keep BIGINT, p_token BYTEA, p_created DOUBLE PRECISION, p_expires DOUBLE PRECISION,
+                p_unlocked DOUBLE PRECISION, p_session_passkey BYTEA, p_data_key BYTEA, p_hash BYTEA,
+                p_hash_expires DOUBLE PRECISION,
+                INOUT o_won BIGINT DEFAULT NULL, INOUT o_used BIGINT DEFAULT NULL, INOUT o_stored BIGINT DEFAULT NULL,
+                INOUT o_backup BOOLEAN DEFAULT NULL, INOUT o_username TEXT DEFAULT NULL,
+                INOUT o_anonymous BOOLEAN DEFAULT NULL, INOUT o_user_created DOUBLE PRECISION DEFAULT NULL,
+                INOUT o_key_sealed BOOLEAN DEFAULT NULL)
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                WITH passkey AS (
+                    SELECT sign_count, backup_state FROM credentials
+                    WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
+                ), used AS (
+                    INSERT INTO used_challenges (hash, expires_at)
+                    SELECT p_hash, p_hash_expires FROM passkey WHERE p_count > sign_count OR (p_count = 0 AND sign_count = 0)
+                    ON CONFLICT (hash) DO NOTHING RETURNING 1
+                ), won AS (
+                    UPDATE credentials SET sign_count = p_count, backup_state = p_backup, last_used_at = p_used_at
+                    WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
+                      AND (p_count > sign_count OR (p_count = 0 AND sign_count = 0)) AND EXISTS (SELECT 1 FROM used)
+                    RETURNING 1
+                ), trimmed AS (
+                    DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
+                        (SELECT token_hash FROM sessions WHERE user_id = p_owner ORDER BY created_at DESC OFFSET p_keep)
+                ), added AS (
+                    INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+                    SELECT p_token, p_owner, p_created, p_expires, p_unlocked, p_session_passkey, p_data_key
+                    WHERE EXISTS (SELECT 1 FROM won)
+                )
+                SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM used), passkey.sign_count, passkey.backup_state,
+                       u.username, u.is_anonymous, u.created_at, k.passkey_sealed
+                INTO o_won, o_used, o_stored, o_backup, o_username, o_anonymous, o_user_created, o_key_sealed
+                FROM (SELECT 1) AS one LEFT JOIN passkey ON TRUE LEFT JOIN users u ON u.id = p_owner
+                     LEFT JOIN nostr_keys k ON k.user_id = p_owner;
+                COMMIT;
+            END $$
+            """
+    }
+
     enum AppendAudit: StatementText {
         static let sql = """
             INSERT INTO audit_log (user_id, at, client, transport, method, kind, event_id, outcome, code, receipt)

@@ -65,6 +65,27 @@ extension PostgresStore {
         guard won == 1 else { throw StoreError.conflict }
     }
 
+    public func completeSignIn(_ w: SignInWrite) async throws -> SignInOutcome {
+        let s = w.session
+        return try await call { [self] in
+            guard
+                let row = try await run(
+                    Statements.CompleteSignIn.self,
+                    {
+                        $0.append(Int(w.newSignCount)); $0.append(w.backupState); $0.append(w.usedAt.timeIntervalSince1970)
+                        $0.append(ByteBuffer(bytes: w.credentialID)); $0.append(w.userID); $0.append(ByteBuffer(bytes: w.publicKey))
+                        $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
+                        $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
+                        $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
+                        $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
+                        $0.append(ByteBuffer(bytes: w.usedChallenge.hash)); $0.append(w.usedChallenge.expiresAt.timeIntervalSince1970)
+                    }
+                ).first
+            else { throw StoreError.database("the sign-in procedure answered no row") }
+            return try SignInOutcome(row: row, of: w)
+        }
+    }
+
     public func updateSignCount(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,
         usedAt: Date
@@ -90,6 +111,30 @@ extension PostgresStore {
                 INSERT INTO meta (name, value) VALUES ('health_probe', \(stamp))
                 ON CONFLICT (name) DO UPDATE SET value = EXCLUDED.value RETURNING 1
                 """)
+        }
+    }
+}
+
+extension SignInOutcome {
+    /// `Statements.CompleteSignIn`'s answer: (won, used, stored counter, backup state before,
+    /// username, is_anonymous, created_at, key sealed); the passkey's columns NULL when it is gone.
+    init(row r: some StoreRow, of w: SignInWrite) throws {
+        guard let count = try r.optionalInt(2) else {
+            self = .passkeyGone
+            return
+        }
+        let stored = UInt32(clamping: count)
+        guard w.counterMoves(from: stored) else {
+            self = .counterBehind(stored: stored)
+            return
+        }
+        let user = UserRecord(id: w.userID, username: try r.text(4), isAnonymous: try r.bool(5), createdAt: try r.date(6))
+        if try r.int(1) == 0 {
+            self = .challengeUsed(user)
+        } else if try r.int(0) == 0 {
+            self = .lostRace(user)
+        } else {
+            self = .signedIn(user, keySealed: try r.optionalBool(7), backupStateBefore: try r.bool(3))
         }
     }
 }

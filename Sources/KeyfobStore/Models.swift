@@ -130,6 +130,50 @@ public struct UsedChallenge: Sendable, Equatable {
     public init(hash: [UInt8], expiresAt: Date) { (self.hash, self.expiresAt) = (hash, expiresAt) }
 }
 
+/// A sign-in checked against a passkey known from an earlier read (`CeremonyStore.completeSignIn`):
+/// its id, account and public key never change while it exists; its counter and backup state may
+/// have moved since, so the store checks the counter against what it holds now.
+public struct SignInWrite: Sendable, Equatable {
+    public var credentialID: [UInt8]
+    public var userID: String
+    /// COSE_Key bytes the assertion was verified with: the passkey must still have them.
+    public var publicKey: [UInt8]
+    public var newSignCount: UInt32
+    public var backupState: Bool
+    public var usedAt: Date
+    public var session: SessionRecord
+    public var usedChallenge: UsedChallenge
+
+    public init(
+        credentialID: [UInt8], userID: String, publicKey: [UInt8], newSignCount: UInt32, backupState: Bool, usedAt: Date,
+        session: SessionRecord, usedChallenge: UsedChallenge
+    ) {
+        (self.credentialID, self.userID, self.publicKey) = (credentialID, userID, publicKey)
+        (self.newSignCount, self.backupState, self.usedAt) = (newSignCount, backupState, usedAt)
+        (self.session, self.usedChallenge) = (session, usedChallenge)
+    }
+
+    /// WebAuthn's counter rule (§7.2 step 22): when either side uses a counter, the new one is ahead.
+    public func counterMoves(from stored: UInt32) -> Bool {
+        newSignCount > stored || (newSignCount == 0 && stored == 0)
+    }
+}
+
+/// How `CeremonyStore.completeSignIn` ended.
+public enum SignInOutcome: Sendable, Equatable {
+    /// Written: counter, used challenge and session. The account as it is now, whether its key is
+    /// sealed by passkeys (nil: no key yet), and the passkey's backup state before this sign-in.
+    case signedIn(UserRecord, keySealed: Bool?, backupStateBefore: Bool)
+    /// No passkey has this id, account and key any more: nothing written.
+    case passkeyGone
+    /// The stored counter is not behind the assertion's: nothing written.
+    case counterBehind(stored: UInt32)
+    /// The challenge was recorded already (a replay, or another instance first): nothing written.
+    case challengeUsed(UserRecord)
+    /// A concurrent sign-in with this passkey moved the counter first: only the challenge is recorded.
+    case lostRace(UserRecord)
+}
+
 /// A signed-in session. Only the SHA-256 of its token is ever stored.
 public struct SessionRecord: Sendable, Equatable {
     public var tokenHash: [UInt8]

@@ -65,4 +65,40 @@ extension SQLiteStore {
         }
         if lost.withLockedValue({ $0 }) { throw StoreError.conflict }
     }
+
+    public func completeSignIn(_ w: SignInWrite) async throws -> SignInOutcome {
+        let outcome = NIOLockedValueBox(SignInOutcome.passkeyGone)
+        // One write transaction: nothing else writes between its read and its update.
+        let complete: GroupCommit.Write = { [unowned self] connection in
+            guard
+                let row = try connection.query(
+                    """
+                    SELECT c.sign_count, c.backup_state, \(Columns.prefixed("u", Columns.user)), k.passkey_sealed
+                    FROM credentials c JOIN users u ON u.id = c.user_id LEFT JOIN nostr_keys k ON k.user_id = u.id
+                    WHERE c.id = ? AND c.user_id = ? AND c.public_key = ?
+                    """, [.blob(w.credentialID), .text(w.userID), .blob(w.publicKey)]
+                ).first
+            else { return }
+            let stored = UInt32(clamping: try row.int(0))
+            guard w.counterMoves(from: stored) else { return outcome.withLockedValue { $0 = .counterBehind(stored: stored) } }
+            let user = try UserRecord(row: row, from: 2)
+            try connection.query(
+                "INSERT OR IGNORE INTO used_challenges (hash, expires_at) VALUES (?, ?)",
+                [.blob(w.usedChallenge.hash), .date(w.usedChallenge.expiresAt)])
+            guard connection.changes == 1 else { return outcome.withLockedValue { $0 = .challengeUsed(user) } }
+            try connection.query(
+                "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ?",
+                [.int(Int64(w.newSignCount)), .bool(w.backupState), .date(w.usedAt), .blob(w.credentialID)])
+            try insertSession(w.session)
+            let signedIn = SignInOutcome.signedIn(
+                user, keySealed: try row.optionalBool(2 + Columns.userCount), backupStateBefore: try row.bool(1))
+            outcome.withLockedValue { $0 = signedIn }
+        }
+        if let groupCommit {
+            try await groupCommit.perform(complete)
+        } else {
+            try write { try connection.transaction { try complete(connection) } }
+        }
+        return outcome.withLockedValue { $0 }
+    }
 }

@@ -312,6 +312,13 @@ public protocol CeremonyStore: Sendable {
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
         backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?) async throws
 
+    /// A sign-in answered with a sealed challenge, checked against a passkey known from an earlier
+    /// read: in one transaction, the passkey found with the same id, account and public key, its
+    /// counter checked against the one stored now, the challenge recorded, the counter, backup
+    /// state and last use updated, the session added (the oldest past the cap out). It reads no
+    /// passkey first, so on PostgreSQL it is one round trip, answered after its commit.
+    func completeSignIn(_ signIn: SignInWrite) async throws -> SignInOutcome
+
     /// Compare-and-swap of the sign counter alone (a passkey-confirmed approval: no new session).
     func updateSignCount(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32, backupState: Bool,

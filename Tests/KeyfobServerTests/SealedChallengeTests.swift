@@ -140,4 +140,35 @@ import WebAuthnTestSupport
             }
         }
     }
+
+    /// A sign-in by a passkey this instance read before checks its assertion against that read and
+    /// leaves the rest to the store as it is now (`completeSignIn`): removed on another instance,
+    /// the passkey signs in nowhere; a counter another instance moved past keeps a copy of the
+    /// passkey that is behind it out, answered as a clone as before.
+    @Test func aPasskeyKnownFromAnEarlierSignInIsCheckedAgainstTheStoreAsItIsNow() async throws {
+        let first = try Harness()
+        let second = Harness(sharing: first)
+        try await first.run { one async throws in
+            try await second.run { two async throws in
+                var alice = SoftwareAuthenticator()
+                let token = try #require(try await one.signUp(&alice, username: "alice")["token"] as? String)
+                var spare = SoftwareAuthenticator()
+                #expect(try await one.addPasskey(&spare, username: "alice", token: token, by: &alice).status == .ok)
+                #expect(try await one.signIn(&alice).status == .ok)
+                #expect(try await one.signIn(&spare).status == .ok)
+                #expect(try await one.signIn(&spare).status == .ok)  // known now: the store alone checks it
+                #expect(try await two.signIn(&spare).status == .ok)
+                #expect(try await two.signIn(&spare).status == .ok)
+                // Ahead of what the first instance read, behind what is stored: a clone.
+                spare.signCount -= 2
+                #expect(try await one.signIn(&spare).error == "counter_regression")
+                spare.signCount += 2
+                #expect(try await one.signIn(&spare).status == .ok)
+
+                let userID = try #require(try await first.store.user(named: "alice")).id
+                #expect(try await first.store.deleteCredential(id: alice.credentialID, ofUser: userID))
+                #expect(try await one.signIn(&alice).error == "credential_not_found")
+            }
+        }
+    }
 }

@@ -163,6 +163,12 @@ extension CeremonyController {
         if let asked = body.challengeKey, !asked.isEmpty, asked != key {
             throw KeyfobError(.challengeNotFound, "challengeKey does not belong to this challenge")
         }
+        let used = SealedChallenges.used(value, expiresAt: expiresAt)
+        if let credentialID, let known = keys.known(credentialID),
+            let answer = try await signIn(request, context, body, clientData, known: known, challenge: value, used: used, ip: ip)
+        {
+            return answer
+        }
         // Nothing is stored for a refusal: an assertion refused here is refused the same way when
         // sent again (its checks depend on nothing that could let it through later), so only a
         // sign-in — or one whose counter swap lost — records the challenge, in its own
@@ -171,10 +177,46 @@ extension CeremonyController {
             if let credentialID {
                 try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
             } else { nil }
+        if let owner { keys.remember(owner.credential) }
         let pending = ChallengeRecord(challenge: value, ceremony: .authentication, key: key, expiresAt: expiresAt)
         return try await signIn(
-            request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner,
-            used: SealedChallenges.used(value, expiresAt: expiresAt), ip: ip)
+            request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner, used: used, ip: ip)
+    }
+
+    /// A sign-in with a sealed challenge by a passkey this instance read before: the assertion is
+    /// verified against that read (a passkey's id, account and key never change), and one store
+    /// call checks the counter against what is stored now, records the challenge and adds the
+    /// session (`completeSignIn`: one round trip on PostgreSQL, no read first). Nil, with nothing
+    /// written, when that cannot decide — the assertion fails against the read, the passkey is
+    /// gone, its stored counter is not behind — so that the usual path reads the passkey again and
+    /// answers as it always did.
+    private func signIn(
+        _ request: Request, _ context: KeyfobRequestContext, _ body: VerifyAuthenticationRequest, _ clientData: ClientDataJSON,
+        known: CredentialRecord, challenge: [UInt8], used: UsedChallenge, ip: String
+    ) async throws -> Response? {
+        guard
+            let verified = try? relyingParty.verifyAuthentication(
+                body.cred, challenge: challenge, stored: try keys.stored(known, userID: known.userID),
+                requireUserVerification: configuration.requireUserVerification, clientData: clientData)
+        else { return nil }
+        let new = sessions.create(userID: known.userID, unlocked: verified.userVerified, credentialID: known.id)
+        let write = SignInWrite(
+            credentialID: known.id, userID: known.userID, publicKey: known.publicKey, newSignCount: verified.newSignCount,
+            backupState: verified.backupState, usedAt: now(), session: new.record, usedChallenge: used)
+        switch try await metrics.store("complete_sign_in", { try await store.completeSignIn(write) }) {
+        case .passkeyGone, .counterBehind:
+            keys.forget(known.id)
+            return nil
+        case .challengeUsed(let user):
+            throw refusal(.challengeNotFound, user: user, ip: ip)
+        case .lostRace(let user):
+            throw refusal(.counterRegression, user: user, ip: ip)
+        case .signedIn(let user, let keySealed, let backupStateBefore):
+            let signerSealed = if let keySealed { keySealed } else { try await custody.record(for: user.id).passkeySealed }
+            return try await signedIn(
+                request, context, user: user, new: new, session: new.record, signerSealed: signerSealed,
+                verified: verified, backupStateBefore: backupStateBefore, credentialID: known.id, ip: ip)
+        }
     }
 
     /// The sign-in once its challenge is found: the passkey's assertion verified, the counter
@@ -224,7 +266,6 @@ extension CeremonyController {
         // (An account without a key yet gets one here, as on any first use.)
         let key = if let key = owner.nostrKey { key } else { try await custody.record(for: user.id) }
         let signerSealed = key.passkeySealed
-        let token = new.token
         var session = new.record
         // A sealing passkey's PRF output, asked by `sealedSignIn` (a challenge bound to this
         // account; the usual options never open a key), opens the key in this same prompt: the new session keeps its copy of the data key, as an unlock's does. A PRF
@@ -244,17 +285,36 @@ extension CeremonyController {
                     backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
             }
         } catch StoreError.conflict {
-            events.record(.signInFailed, ip: ip, username: user.username, code: .counterRegression)
-            throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+            throw refusal(.counterRegression, user: user, ip: ip)
         } catch StoreError.challengeUsed {
-            events.record(.signInFailed, ip: ip, username: user.username, code: .challengeNotFound)
-            throw KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+            throw refusal(.challengeNotFound, user: user, ip: ip)
         }
-        if verified.backupState != record.backupState {
+        return try await signedIn(
+            request, context, user: user, new: new, session: session, signerSealed: signerSealed,
+            verified: verified, backupStateBefore: record.backupState, credentialID: record.id, ip: ip)
+    }
+
+    /// A sign-in's write refused, recorded: its challenge used already (`challengeNotFound`), or a
+    /// concurrent sign-in with the same passkey moved the counter first (`counterRegression`).
+    private func refusal(_ code: ErrorCode, user: UserRecord, ip: String) -> KeyfobError {
+        events.record(.signInFailed, ip: ip, username: user.username, code: code)
+        return code == .challengeNotFound
+            ? KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+            : KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+    }
+
+    /// What follows a sign-in's write, whichever path made it: the session the request carried
+    /// replaced, the signer opened when the session holds the data key, the event, the answer.
+    private func signedIn(
+        _ request: Request, _ context: KeyfobRequestContext, user: UserRecord, new: Sessions.NewSession, session: SessionRecord,
+        signerSealed: Bool, verified: VerifiedAuthentication, backupStateBefore: Bool, credentialID: [UInt8], ip: String
+    ) async throws -> Response {
+        let token = new.token
+        if verified.backupState != backupStateBefore {
             context.logger.info(
                 "backup state changed",
                 metadata: [
-                    "credential": "\(Base64URL.encode(record.id))",
+                    "credential": "\(Base64URL.encode(credentialID))",
                     "backedUp": "\(verified.backupState)",
                 ])
         }

@@ -154,9 +154,24 @@ struct PasskeyCheck: Sendable {
 /// an assertion's cost besides the signature itself, and a key never changes.
 final class CredentialKeyCache: Sendable {
     private let keys = NIOLockedValueBox<[[UInt8]: CredentialPublicKey]>([:])
+    /// Passkeys a sign-in read, by id: what the next sign-in with one checks its assertion against
+    /// without reading it again. Only what never changes is trusted (id, account, key, backup
+    /// eligibility); the store checks the rest when it writes (`CeremonyStore.completeSignIn`).
+    private let passkeys = NIOLockedValueBox<[[UInt8]: CredentialRecord]>([:])
     private let limit: Int
 
     init(limit: Int = 10_000) { self.limit = limit }
+
+    func known(_ id: [UInt8]) -> CredentialRecord? { passkeys.withLockedValue { $0[id] } }
+
+    func remember(_ record: CredentialRecord) {
+        passkeys.withLockedValue { cache in
+            if cache.count >= limit, cache[record.id] == nil { cache.removeAll(keepingCapacity: true) }
+            cache[record.id] = record
+        }
+    }
+
+    func forget(_ id: [UInt8]) { _ = passkeys.withLockedValue { $0.removeValue(forKey: id) } }
 
     func key(for record: CredentialRecord) throws(WebAuthnError) -> CredentialPublicKey {
         if let key = keys.withLockedValue({ $0[record.id] }), key.cose == record.publicKey { return key }
