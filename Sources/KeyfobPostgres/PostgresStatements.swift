@@ -97,21 +97,15 @@ enum Statements {
             """
     }
 
-    /// With $14, the sign-in's challenge recorded as used; then the counter's compare-and-swap and,
-    /// only if it won, the oldest sessions past the cap out and the new one in: one statement, so
-    /// one round trip and atomic by itself. Under READ COMMITTED a concurrent update makes this one
-    /// wait, then re-check `sign_count` on the new row: of two assertions with one counter, one
-    /// wins. A challenge recorded already (a replay; another instance that finished the same
-    /// ceremony first, whose insert this one waited for) writes nothing: `used` is then empty, and
-    /// `won` needs it. Answers (won, used).
+    /// A stored challenge's sign-in (a sealed account's): the counter's compare-and-swap and, only
+    /// if it won, the oldest sessions past the cap out and the new one in, in one statement. Under
+    /// READ COMMITTED a concurrent update makes this one wait, then re-check `sign_count` on the new
+    /// row: of two assertions with one counter, one wins.
     enum CompleteAuthentication: StatementText {
         static let sql = """
-            WITH used AS (
-                INSERT INTO used_challenges (hash, expires_at) SELECT $14, $15 WHERE $14::bytea IS NOT NULL
-                ON CONFLICT (hash) DO NOTHING RETURNING 1
-            ), won AS (
+            WITH won AS (
                 UPDATE credentials SET sign_count = $1, backup_state = $2, last_used_at = $3
-                WHERE id = $4 AND sign_count = $5 AND ($14::bytea IS NULL OR EXISTS (SELECT 1 FROM used)) RETURNING 1
+                WHERE id = $4 AND sign_count = $5 RETURNING 1
             ), trimmed AS (
                 DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
                     (SELECT token_hash FROM sessions WHERE user_id = $6 ORDER BY created_at DESC OFFSET $7)
@@ -119,7 +113,7 @@ enum Statements {
                 INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
                 SELECT $8, $6, $9, $10, $11, $12, $13 WHERE EXISTS (SELECT 1 FROM won)
             )
-            SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM used)
+            SELECT count(*) FROM won
             """
         static let writes = true
     }

@@ -46,22 +46,19 @@ extension PostgresStore {
 
     public func completeAuthentication(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-        backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?
+        backupState: Bool, usedAt: Date, session: SessionRecord
     ) async throws {
         let s = session
-        let (won, used) = try await call { [self] in
-            let row = try await run(Statements.CompleteAuthentication.self) {
+        let won = try await call { [self] in
+            try await run(Statements.CompleteAuthentication.self) {
                 $0.append(Int(newSignCount)); $0.append(backupState); $0.append(usedAt.timeIntervalSince1970)
                 $0.append(ByteBuffer(bytes: credentialID)); $0.append(Int(expectedSignCount)); $0.append(s.userID)
                 $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
                 $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
                 $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
                 $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
-                $0.append(usedChallenge.map { ByteBuffer(bytes: $0.hash) }); $0.append(usedChallenge?.expiresAt.timeIntervalSince1970)
-            }.first
-            return (try row?.int(0) ?? 0, try row?.int(1) ?? 0)
+            }.first?.int(0) ?? 0
         }
-        if usedChallenge != nil, used != 1 { throw StoreError.challengeUsed }
         guard won == 1 else { throw StoreError.conflict }
     }
 

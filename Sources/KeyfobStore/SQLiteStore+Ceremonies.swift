@@ -37,33 +37,17 @@ extension SQLiteStore {
 
     public func completeAuthentication(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-        backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?
+        backupState: Bool, usedAt: Date, session: SessionRecord
     ) async throws {
-        // A lost counter swap still commits the used challenge: it is told apart here instead of
-        // thrown inside the write, which would roll the challenge's row back with it.
-        let lost = NIOLockedValueBox(false)
         let complete: GroupCommit.Write = { [unowned self] connection in
-            if let usedChallenge {
-                try connection.query(
-                    "INSERT OR IGNORE INTO used_challenges (hash, expires_at) VALUES (?, ?)",
-                    [.blob(usedChallenge.hash), .date(usedChallenge.expiresAt)])
-                guard connection.changes == 1 else { throw StoreError.challengeUsed }
-            }
             try connection.query(
                 "UPDATE credentials SET sign_count = ?, backup_state = ?, last_used_at = ? WHERE id = ? AND sign_count = ?",
                 [.int(Int64(newSignCount)), .bool(backupState), .date(usedAt), .blob(credentialID), .int(Int64(expectedSignCount))])
-            guard connection.changes == 1 else {
-                if usedChallenge != nil { return lost.withLockedValue { $0 = true } }
-                throw StoreError.conflict
-            }
+            guard connection.changes == 1 else { throw StoreError.conflict }
             try insertSession(session)
         }
-        if let groupCommit {
-            try await groupCommit.perform(complete)
-        } else {
-            try write { try connection.transaction { try complete(connection) } }
-        }
-        if lost.withLockedValue({ $0 }) { throw StoreError.conflict }
+        if let groupCommit { return try await groupCommit.perform(complete) }
+        try write { try connection.transaction { try complete(connection) } }
     }
 
     public func completeSignIn(_ w: SignInWrite) async throws -> SignInOutcome {

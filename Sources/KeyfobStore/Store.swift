@@ -301,16 +301,11 @@ public protocol CeremonyStore: Sendable {
 
     /// Compare-and-swap of the sign counter (`expectedSignCount` → `newSignCount`), the backup
     /// state and last use, plus the new session, in one transaction. Throws `conflict` when the
-    /// stored counter is no longer `expectedSignCount` (a concurrent assertion won).
-    ///
-    /// With `usedChallenge` (a sign-in whose challenge was never stored), the challenge is recorded
-    /// in the same transaction: `challengeUsed`, with nothing written, when it was recorded
-    /// already (a replay, or another instance finishing the same ceremony first); on `conflict`
-    /// it is recorded all the same. `sweepExpired` forgets it once its `expiresAt` has passed.
-    /// Nil: the challenge was stored, and consumed already.
+    /// stored counter is no longer `expectedSignCount` (a concurrent assertion won). For a stored
+    /// challenge (consumed already); a sealed one's sign-in is `completeSignIn`.
     func completeAuthentication(
         credentialID: [UInt8], expectedSignCount: UInt32, newSignCount: UInt32,
-        backupState: Bool, usedAt: Date, session: SessionRecord, usedChallenge: UsedChallenge?) async throws
+        backupState: Bool, usedAt: Date, session: SessionRecord) async throws
 
     /// A sign-in answered with a sealed challenge, checked against a passkey known from an earlier
     /// read: in one transaction, the passkey found with the same id, account and public key, its

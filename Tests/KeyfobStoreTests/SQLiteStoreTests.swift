@@ -50,7 +50,7 @@ import Testing
                             backupState: false, usedAt: t0,
                             session: SessionRecord(
                                 tokenHash: token, userID: user.id,
-                                createdAt: t0 + Double(round), expiresAt: t0 + 3600, unlockedUntil: nil), usedChallenge: nil)
+                                createdAt: t0 + Double(round), expiresAt: t0 + 3600, unlockedUntil: nil))
                         #expect(try await store.credential(id: [UInt8(n)])?.signCount == UInt32(round + 1))
                     }
                     return 0

@@ -189,7 +189,7 @@ extension StoreContractTests {
                     do {
                         try await store.completeAuthentication(
                             credentialID: [1, 1], expectedSignCount: 1, newSignCount: 2, backupState: false,
-                            usedAt: self.t0, session: self.session(UInt8(10 + i), of: alice), usedChallenge: nil)
+                            usedAt: self.t0, session: self.session(UInt8(10 + i), of: alice))
                         return true
                     } catch StoreError.conflict { return false }
                 }

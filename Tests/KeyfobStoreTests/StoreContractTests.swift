@@ -243,7 +243,7 @@ import Testing
             s.createdAt = t0 + TimeInterval(i)
             try await store.completeAuthentication(
                 credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
-                backupState: false, usedAt: t0, session: s, usedChallenge: nil)
+                backupState: false, usedAt: t0, session: s)
         }
         let live = try await (1...5).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
         #expect(live == [3, 4, 5])
@@ -257,7 +257,7 @@ import Testing
         for i in 2...6 {
             try await store.completeAuthentication(
                 credentialID: [1, 1], expectedSignCount: UInt32(i - 1), newSignCount: UInt32(i),
-                backupState: false, usedAt: t0, session: session(UInt8(i), of: alice), usedChallenge: nil)
+                backupState: false, usedAt: t0, session: session(UInt8(i), of: alice))
         }
         let live = try await (1...6).asyncFilter { try await store.session(tokenHash: [UInt8](repeating: $0, count: 32), now: t0) != nil }
         #expect(live.count == 3)
@@ -272,12 +272,12 @@ import Testing
             user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 5), session: session(1, of: alice))
         try await store.completeAuthentication(
             credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
-            usedAt: t0 + 10, session: session(2, of: alice), usedChallenge: nil)
+            usedAt: t0 + 10, session: session(2, of: alice))
         // A second assertion that read the old counter loses, and writes no session.
         await #expect(throws: StoreError.conflict) {
             try await store.completeAuthentication(
                 credentialID: [1, 1], expectedSignCount: 5, newSignCount: 6, backupState: true,
-                usedAt: t0 + 11, session: session(3, of: alice), usedChallenge: nil)
+                usedAt: t0 + 11, session: session(3, of: alice))
         }
         let stored = try await store.credential(id: [1, 1])
         #expect(stored?.signCount == 6 && stored?.backupState == true && stored?.lastUsedAt == t0 + 10)
@@ -304,7 +304,7 @@ import Testing
                         do {
                             try await store.completeAuthentication(
                                 credentialID: [UInt8(n + 1), UInt8(n + 1)], expectedSignCount: 0, newSignCount: 1,
-                                backupState: false, usedAt: t0, session: s, usedChallenge: nil)
+                                backupState: false, usedAt: t0, session: s)
                             return (n, token, true)
                         } catch StoreError.conflict {
                             return (n, token, false)
@@ -368,7 +368,7 @@ import Testing
         var again = session(3, of: alice)
         again.credentialID = [1, 1]
         try await store.completeAuthentication(
-            credentialID: [1, 1], expectedSignCount: 0, newSignCount: 1, backupState: false, usedAt: t0, session: again, usedChallenge: nil)
+            credentialID: [1, 1], expectedSignCount: 0, newSignCount: 1, backupState: false, usedAt: t0, session: again)
         #expect(try await store.deleteCredential(id: [1, 1], ofUser: alice.id))
         for byte: UInt8 in [1, 3] { #expect(try await store.session(tokenHash: [UInt8](repeating: byte, count: 32), now: t0) == nil) }
         #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0) != nil)

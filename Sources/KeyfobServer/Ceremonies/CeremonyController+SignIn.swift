@@ -278,16 +278,30 @@ extension CeremonyController {
         {
             session.dataKey = try PasskeySeal.sessionCopy(of: dataKey, token: new.rawToken, tokenHash: session.tokenHash)
         }
-        do {
-            try await metrics.store("complete_authentication") {
-                try await store.completeAuthentication(
-                    credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
-                    backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
+        if let used {
+            // A sealed challenge: the same one-call write as a known passkey's, whose counter rule
+            // and passkey are checked again inside it (a sign-in or removal may have come between).
+            let write = SignInWrite(
+                credentialID: record.id, userID: user.id, publicKey: record.publicKey, newSignCount: verified.newSignCount,
+                backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
+            switch try await metrics.store("complete_sign_in", { try await store.completeSignIn(write) }) {
+            case .signedIn: break
+            case .passkeyGone:
+                events.record(.signInFailed, ip: ip, username: user.username, code: .credentialNotFound)
+                throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
+            case .counterBehind, .lostRace: throw refusal(.counterRegression, user: user, ip: ip)
+            case .challengeUsed: throw refusal(.challengeNotFound, user: user, ip: ip)
             }
-        } catch StoreError.conflict {
-            throw refusal(.counterRegression, user: user, ip: ip)
-        } catch StoreError.challengeUsed {
-            throw refusal(.challengeNotFound, user: user, ip: ip)
+        } else {
+            do {
+                try await metrics.store("complete_authentication") {
+                    try await store.completeAuthentication(
+                        credentialID: record.id, expectedSignCount: record.signCount, newSignCount: verified.newSignCount,
+                        backupState: verified.backupState, usedAt: now(), session: session)
+                }
+            } catch StoreError.conflict {
+                throw refusal(.counterRegression, user: user, ip: ip)
+            }
         }
         return try await signedIn(
             request, context, user: user, new: new, session: session, signerSealed: signerSealed,
