@@ -122,7 +122,8 @@ enum Statements {
     /// as stored), the counter's rule checked, the challenge recorded, the counter moved and the
     /// session added (the oldest past the cap out), then COMMIT, all inside the procedure. Under
     /// READ COMMITTED a concurrent update of the passkey makes the UPDATE wait, then re-check the
-    /// rule on the new row: of two assertions with one counter, one wins. Answers (won, used,
+    /// rule on the new row: of two assertions with one counter, one wins; a removal it waited for
+    /// reads as gone (the stored counter NULL; the challenge may be recorded). Answers (won, used,
     /// stored counter, backup state before, username, is_anonymous, created_at, key sealed):
     /// `SignInOutcome(row:of:)` reads them.
     enum CompleteSignIn: StatementText {
@@ -166,6 +167,11 @@ enum Statements {
                 INTO o_won, o_used, o_stored, o_backup, o_username, o_anonymous, o_user_created, o_key_sealed
                 FROM (SELECT 1) AS one LEFT JOIN passkey ON TRUE LEFT JOIN users u ON u.id = p_owner
                      LEFT JOIN nostr_keys k ON k.user_id = p_owner;
+                -- A removal that committed while the UPDATE waited is not a lost race: gone.
+                IF o_won = 0 AND NOT EXISTS (SELECT 1 FROM credentials WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key)
+                THEN
+                    o_stored := NULL;
+                END IF;
                 COMMIT;
             END $$
             """

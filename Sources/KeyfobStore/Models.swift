@@ -164,7 +164,8 @@ public enum SignInOutcome: Sendable, Equatable {
     /// Written: counter, used challenge and session. The account as it is now, whether its key is
     /// sealed by passkeys (nil: no key yet), and the passkey's backup state before this sign-in.
     case signedIn(UserRecord, keySealed: Bool?, backupStateBefore: Bool)
-    /// No passkey has this id, account and key any more: nothing written.
+    /// No passkey has this id, account and key any more: nothing written (but the challenge, when
+    /// the removal committed while this sign-in waited for the passkey).
     case passkeyGone
     /// The stored counter is not behind the assertion's: nothing written.
     case counterBehind(stored: UInt32)

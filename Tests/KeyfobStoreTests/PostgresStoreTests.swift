@@ -1,5 +1,6 @@
 import Foundation
 import KeyfobStore
+import NIOCore
 import Testing
 
 @testable import KeyfobPostgres
@@ -32,6 +33,37 @@ import Testing
         ] {
             #expect(throws: PostgresSettings.Invalid.self, "\(bad)") { try PostgresSettings(url: bad) }
         }
+    }
+
+    /// A sign-in whose write waits for a removal of its passkey (another transaction holds the
+    /// row) reads the passkey as gone once the removal commits, not as a lost race.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func aRemovalASignInWaitedForReadsAsGone() async throws {
+        let store = PostgresStore(settings: try TestPostgres.settings())
+        try await store.migrate()
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let alice = UserRecord(id: "id-alice", username: "alice", isAnonymous: false, createdAt: t0)
+        let passkey = CredentialRecord(
+            id: [1, 1], userID: alice.id, publicKey: [1, 2, 3], algorithm: -7, signCount: 3, transports: [],
+            aaguid: [UInt8](repeating: 0, count: 16), attestationFormat: "none", backupEligible: true, backupState: false, createdAt: t0)
+        let session = { (byte: UInt8) in
+            SessionRecord(tokenHash: [UInt8](repeating: byte, count: 32), userID: alice.id, createdAt: t0, expiresAt: t0 + 3600, unlockedUntil: nil)
+        }
+        try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: passkey, session: session(1))
+        let removing = Task {
+            try await store.transaction { connection in
+                try await connection.query("DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1]))", logger: store.logger).collect()
+                try await Task.sleep(for: .milliseconds(500))
+            }
+        }
+        try await Task.sleep(for: .milliseconds(150))
+        let outcome = try await store.completeSignIn(
+            SignInWrite(
+                credentialID: [1, 1], userID: alice.id, publicKey: [1, 2, 3], newSignCount: 4, backupState: false, usedAt: t0,
+                session: session(2), usedChallenge: UsedChallenge(hash: [UInt8](repeating: 9, count: 32), expiresAt: t0 + 120)))
+        try await removing.value
+        #expect(outcome == .passkeyGone)
+        #expect(try await store.session(tokenHash: [UInt8](repeating: 2, count: 32), now: t0) == nil)
     }
 
     @Test(.enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))

@@ -177,7 +177,6 @@ extension CeremonyController {
             if let credentialID {
                 try await metrics.store("credential_with_owner") { try await store.credentialWithOwner(id: credentialID) }
             } else { nil }
-        if let owner { keys.remember(owner.credential) }
         let pending = ChallengeRecord(challenge: value, ceremony: .authentication, key: key, expiresAt: expiresAt)
         return try await signIn(
             request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner, used: used, ip: ip)
@@ -203,7 +202,7 @@ extension CeremonyController {
         let write = SignInWrite(
             credentialID: known.id, userID: known.userID, publicKey: known.publicKey, newSignCount: verified.newSignCount,
             backupState: verified.backupState, usedAt: now(), session: new.record, usedChallenge: used)
-        switch try await metrics.store("complete_sign_in", { try await store.completeSignIn(write) }) {
+        switch try await completeSignIn(write) {
         case .passkeyGone, .counterBehind:
             keys.forget(known.id)
             return nil
@@ -212,6 +211,7 @@ extension CeremonyController {
         case .lostRace(let user):
             throw refusal(.counterRegression, user: user, ip: ip)
         case .signedIn(let user, let keySealed, let backupStateBefore):
+            keys.remember(known, signCount: verified.newSignCount)
             let signerSealed = if let keySealed { keySealed } else { try await custody.record(for: user.id).passkeySealed }
             return try await signedIn(
                 request, context, user: user, new: new, session: new.record, signerSealed: signerSealed,
@@ -284,8 +284,8 @@ extension CeremonyController {
             let write = SignInWrite(
                 credentialID: record.id, userID: user.id, publicKey: record.publicKey, newSignCount: verified.newSignCount,
                 backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
-            switch try await metrics.store("complete_sign_in", { try await store.completeSignIn(write) }) {
-            case .signedIn: break
+            switch try await completeSignIn(write) {
+            case .signedIn: keys.remember(record, signCount: verified.newSignCount)
             case .passkeyGone:
                 events.record(.signInFailed, ip: ip, username: user.username, code: .credentialNotFound)
                 throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
@@ -306,6 +306,16 @@ extension CeremonyController {
         return try await signedIn(
             request, context, user: user, new: new, session: session, signerSealed: signerSealed,
             verified: verified, backupStateBefore: record.backupState, credentialID: record.id, ip: ip)
+    }
+
+    /// `store.completeSignIn`, measured; a constraint the write broke (none is known to be
+    /// reachable) answered as a sign-in that lost to another.
+    private func completeSignIn(_ write: SignInWrite) async throws -> SignInOutcome {
+        do {
+            return try await metrics.store("complete_sign_in") { try await store.completeSignIn(write) }
+        } catch StoreError.conflict {
+            throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+        }
     }
 
     /// A sign-in's write refused, recorded: its challenge used already (`challengeNotFound`), or a

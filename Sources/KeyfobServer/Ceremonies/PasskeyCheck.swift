@@ -164,7 +164,11 @@ final class CredentialKeyCache: Sendable {
 
     func known(_ id: [UInt8]) -> CredentialRecord? { passkeys.withLockedValue { $0[id] } }
 
-    func remember(_ record: CredentialRecord) {
+    /// Keeps `record` as read, with the counter a sign-in just stored (so that the assertion sent
+    /// again is refused before the store is asked).
+    func remember(_ record: CredentialRecord, signCount: UInt32) {
+        var record = record
+        record.signCount = signCount
         passkeys.withLockedValue { cache in
             if cache.count >= limit, cache[record.id] == nil { cache.removeAll(keepingCapacity: true) }
             cache[record.id] = record
