@@ -44,7 +44,7 @@ extension PolkadotController {
     /// The extension's token sees (and rejects) only the requests the extension asked, never
     /// those of Keyfob's own window or of an app.
     static func visible(_ record: PolkadotRequestRecord, to auth: Sessions.Authenticated) -> Bool {
-        !auth.isExtension || record.transport == "polkadot-extension"
+        !auth.isExtension || record.transport == PolkadotTransport.browserExtension
     }
 
     struct StoredOutcome: Codable {
@@ -150,7 +150,8 @@ extension PolkadotController {
         var reply = DetailsReply(
             id: record.id, origin: record.origin, transport: record.transport, type: record.messageType,
             state: record.state == "pending" && record.expiresAt <= now() ? "expired" : record.state,
-            verifiedOrigin: record.transport == "polkadot-web" || record.transport == "polkadot-extension", expiresAt: record.expiresAt,
+            verifiedOrigin: record.transport == PolkadotTransport.web || record.transport == PolkadotTransport.browserExtension,
+            expiresAt: record.expiresAt,
             account: Self.reply(account),
             payloadHash: PolkadotHex.encode(blake2b256(parsed.signingBytes)))
         if let payload = parsed.extrinsic {

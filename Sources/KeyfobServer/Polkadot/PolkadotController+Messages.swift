@@ -114,7 +114,7 @@ extension PolkadotController {
         // Keyfob's own popup (a cookie session) relays web dapps, whose origin the browser told it,
         // and so does the browser extension (the origin of the tab that asked, from the browser);
         // another bearer session is a native app reporting the page its web view shows.
-        let transport = auth.viaCookie ? "polkadot-web" : auth.isExtension ? "polkadot-extension" : "polkadot-bridge"
+        let transport = auth.viaCookie ? PolkadotTransport.web : auth.isExtension ? PolkadotTransport.browserExtension : PolkadotTransport.bridge
         let who = caller(auth, origin: origin, transport: transport, request: request, context: context)
         switch type {
         case "pub(authorize.tab)":
@@ -413,7 +413,7 @@ extension PolkadotController {
             throw KeyfobError.invalid("url must be the dapp page's http(s) address")
         }
         let id = String((request.queryValue("id") ?? "").prefix(128))
-        let who = caller(auth, origin: origin, transport: "polkadot-bridge", request: request, context: context)
+        let who = caller(auth, origin: origin, transport: PolkadotTransport.bridge, request: request, context: context)
         try await requireAuthorized(origin, who)
         let slot = try streamSlots.take(
             session: auth.session.tokenHash, userID: auth.user.id,

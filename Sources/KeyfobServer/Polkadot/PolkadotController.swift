@@ -7,6 +7,14 @@ import KeyfobStore
 import Polkadot
 import WebAuthn
 
+/// How a Polkadot request reached Keyfob, stored with it as its `transport`: a Keyfob page signed
+/// in by cookie, the browser extension, or an app (the Nova bridge) with a token.
+enum PolkadotTransport {
+    static let web = "polkadot-web"
+    static let browserExtension = "polkadot-extension"
+    static let bridge = "polkadot-bridge"
+}
+
 /// Polkadot dapps signing through a passkey: Substrate accounts in custody, the Nova bridge's
 /// messages (`POST /api/polkadot/message`, for native apps and for Keyfob's own popup behind
 /// `/polkadot.js`), and approvals confirmed with a passkey bound to what is signed.
