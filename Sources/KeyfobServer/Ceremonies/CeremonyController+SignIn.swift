@@ -182,8 +182,8 @@ extension CeremonyController {
             request, context, body, clientData, credentialID: credentialID, pending: pending, owner: owner, used: used, ip: ip)
     }
 
-    /// A sign-in with a sealed challenge by a passkey this instance read before: the assertion is
-    /// verified against that read (a passkey's id, account and key never change), and one store
+    /// A sign-in with a sealed challenge by a passkey that signed in on this instance before: the
+    /// assertion is verified against what that sign-in read (a passkey's id, account and key never change), and one store
     /// call checks the counter against what is stored now, records the challenge and adds the
     /// session (`completeSignIn`: one round trip on PostgreSQL, no read first). Nil, with nothing
     /// written, when that cannot decide — the assertion fails against the read, the passkey is

@@ -154,8 +154,8 @@ struct PasskeyCheck: Sendable {
 /// an assertion's cost besides the signature itself, and a key never changes.
 final class CredentialKeyCache: Sendable {
     private let keys = NIOLockedValueBox<[[UInt8]: CredentialPublicKey]>([:])
-    /// Passkeys a sign-in read, by id: what the next sign-in with one checks its assertion against
-    /// without reading it again. Only what never changes is trusted (id, account, key, backup
+    /// Passkeys that signed in here, by id, with the counter stored then: what the next sign-in
+    /// with one checks its assertion against without reading it again. Only what never changes is trusted (id, account, key, backup
     /// eligibility); the store checks the rest when it writes (`CeremonyStore.completeSignIn`).
     private let passkeys = NIOLockedValueBox<[[UInt8]: CredentialRecord]>([:])
     private let limit: Int
