@@ -53,34 +53,36 @@ extension PostgresStore {
             try await run(Statements.CompleteAuthentication.self) {
                 $0.append(Int(newSignCount)); $0.append(backupState); $0.append(usedAt.timeIntervalSince1970)
                 $0.append(ByteBuffer(bytes: credentialID)); $0.append(Int(expectedSignCount)); $0.append(s.userID)
-                $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
-                $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
-                $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
-                $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
+                bindNewSession(s, into: &$0)
             }.first?.int(0) ?? 0
         }
         guard won == 1 else { throw StoreError.conflict }
     }
 
     public func completeSignIn(_ w: SignInWrite) async throws -> SignInOutcome {
-        let s = w.session
-        return try await call { [self] in
+        try await call { [self] in
             guard
                 let row = try await run(
                     Statements.CompleteSignIn.self,
                     {
                         $0.append(Int(w.newSignCount)); $0.append(w.backupState); $0.append(w.usedAt.timeIntervalSince1970)
                         $0.append(ByteBuffer(bytes: w.credentialID)); $0.append(w.userID); $0.append(ByteBuffer(bytes: w.publicKey))
-                        $0.append(max(0, maxSessionsPerUser - 1)); $0.append(ByteBuffer(bytes: s.tokenHash))
-                        $0.append(s.createdAt.timeIntervalSince1970); $0.append(s.expiresAt.timeIntervalSince1970)
-                        $0.append(s.unlockedUntil?.timeIntervalSince1970); $0.append(s.credentialID.map { ByteBuffer(bytes: $0) })
-                        $0.append(s.dataKey.map { ByteBuffer(bytes: $0) })
+                        bindNewSession(w.session, into: &$0)
                         $0.append(ByteBuffer(bytes: w.usedChallenge.hash)); $0.append(w.usedChallenge.expiresAt.timeIntervalSince1970)
                     }
                 ).first
             else { throw StoreError.database("the sign-in procedure answered no row") }
             return try SignInOutcome(row: row, of: w)
         }
+    }
+
+    /// $7…$13 of both sign-in writes: how many of the account's sessions stay (the cap, less the
+    /// new one), then the new session's columns.
+    func bindNewSession(_ s: SessionRecord, into b: inout PostgresBindings) {
+        b.append(max(0, maxSessionsPerUser - 1)); b.append(ByteBuffer(bytes: s.tokenHash))
+        b.append(s.createdAt.timeIntervalSince1970); b.append(s.expiresAt.timeIntervalSince1970)
+        b.append(s.unlockedUntil?.timeIntervalSince1970); b.append(s.credentialID.map { ByteBuffer(bytes: $0) })
+        b.append(s.dataKey.map { ByteBuffer(bytes: $0) })
     }
 
     public func updateSignCount(

@@ -183,9 +183,9 @@ extension CeremonyController {
     }
 
     /// A sign-in with a sealed challenge by a passkey that signed in on this instance before: the
-    /// assertion is verified against what that sign-in read (a passkey's id, account and key never change), and one store
-    /// call checks the counter against what is stored now, records the challenge and adds the
-    /// session (`completeSignIn`: one round trip on PostgreSQL, no read first). Nil, with nothing
+    /// assertion is verified against what that sign-in read (a passkey's id, account and key never
+    /// change), and one store call checks the counter against what is stored now, records the
+    /// challenge and adds the session (`completeSignIn`: one round trip on PostgreSQL, no read first). Nil, with nothing
     /// written, when that cannot decide — the assertion fails against the read, the passkey is
     /// gone, its stored counter is not behind — so that the usual path reads the passkey again and
     /// answers as it always did.
@@ -207,9 +207,9 @@ extension CeremonyController {
             keys.forget(known.id)
             return nil
         case .challengeUsed(let user):
-            throw refusal(.challengeNotFound, user: user, ip: ip)
+            throw refusal(.challengeNotFound, username: user.username, ip: ip)
         case .lostRace(let user):
-            throw refusal(.counterRegression, user: user, ip: ip)
+            throw refusal(.counterRegression, username: user.username, ip: ip)
         case .signedIn(let user, let keySealed, let backupStateBefore):
             keys.remember(known, signCount: verified.newSignCount)
             let signerSealed = if let keySealed { keySealed } else { try await custody.record(for: user.id).passkeySealed }
@@ -234,10 +234,7 @@ extension CeremonyController {
             throw KeyfobError.invalid("rawId is not valid base64url")
         }
         guard let owner, pending.userID == nil || pending.userID == owner.user.id
-        else {
-            events.record(.signInFailed, ip: ip, username: nil, code: .credentialNotFound)
-            throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
-        }
+        else { throw refusal(.credentialNotFound, username: nil, ip: ip) }
         let (record, user) = (owner.credential, owner.user)
 
         let verified: VerifiedAuthentication
@@ -286,11 +283,9 @@ extension CeremonyController {
                 backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
             switch try await completeSignIn(write) {
             case .signedIn: keys.remember(record, signCount: verified.newSignCount)
-            case .passkeyGone:
-                events.record(.signInFailed, ip: ip, username: user.username, code: .credentialNotFound)
-                throw KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
-            case .counterBehind, .lostRace: throw refusal(.counterRegression, user: user, ip: ip)
-            case .challengeUsed: throw refusal(.challengeNotFound, user: user, ip: ip)
+            case .passkeyGone: throw refusal(.credentialNotFound, username: user.username, ip: ip)
+            case .counterBehind, .lostRace: throw refusal(.counterRegression, username: user.username, ip: ip)
+            case .challengeUsed: throw refusal(.challengeNotFound, username: user.username, ip: ip)
             }
         } else {
             do {
@@ -300,7 +295,7 @@ extension CeremonyController {
                         backupState: verified.backupState, usedAt: now(), session: session)
                 }
             } catch StoreError.conflict {
-                throw refusal(.counterRegression, user: user, ip: ip)
+                throw refusal(.counterRegression, username: user.username, ip: ip)
             }
         }
         return try await signedIn(
@@ -309,22 +304,29 @@ extension CeremonyController {
     }
 
     /// `store.completeSignIn`, measured; a constraint the write broke (none is known to be
-    /// reachable) answered as a sign-in that lost to another.
+    /// reachable) answered as a sign-in that lost to another (not recorded: no account is known).
     private func completeSignIn(_ write: SignInWrite) async throws -> SignInOutcome {
         do {
             return try await metrics.store("complete_sign_in") { try await store.completeSignIn(write) }
         } catch StoreError.conflict {
-            throw KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+            throw Self.refusal(.counterRegression)
         }
     }
 
-    /// A sign-in's write refused, recorded: its challenge used already (`challengeNotFound`), or a
+    /// A sign-in refused once its passkey was looked for, recorded: the passkey is not registered
+    /// (`credentialNotFound`), its challenge was used already (`challengeNotFound`), or a
     /// concurrent sign-in with the same passkey moved the counter first (`counterRegression`).
-    private func refusal(_ code: ErrorCode, user: UserRecord, ip: String) -> KeyfobError {
-        events.record(.signInFailed, ip: ip, username: user.username, code: code)
-        return code == .challengeNotFound
-            ? KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
-            : KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+    private func refusal(_ code: ErrorCode, username: String?, ip: String) -> KeyfobError {
+        events.record(.signInFailed, ip: ip, username: username, code: code)
+        return Self.refusal(code)
+    }
+
+    private static func refusal(_ code: ErrorCode) -> KeyfobError {
+        switch code {
+        case .credentialNotFound: KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
+        case .challengeNotFound: KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+        default: KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+        }
     }
 
     /// What follows a sign-in's write, whichever path made it: the session the request carried

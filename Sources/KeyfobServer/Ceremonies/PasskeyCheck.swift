@@ -155,8 +155,9 @@ struct PasskeyCheck: Sendable {
 final class CredentialKeyCache: Sendable {
     private let keys = NIOLockedValueBox<[[UInt8]: CredentialPublicKey]>([:])
     /// Passkeys that signed in here, by id, with the counter stored then: what the next sign-in
-    /// with one checks its assertion against without reading it again. Only what never changes is trusted (id, account, key, backup
-    /// eligibility); the store checks the rest when it writes (`CeremonyStore.completeSignIn`).
+    /// with one checks its assertion against without reading it again. Only what never changes is
+    /// trusted (id, account, key, backup eligibility); the store checks the rest when it writes
+    /// (`CeremonyStore.completeSignIn`).
     private let passkeys = NIOLockedValueBox<[[UInt8]: CredentialRecord]>([:])
     private let limit: Int
 
