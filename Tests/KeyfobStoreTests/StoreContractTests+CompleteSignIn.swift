@@ -103,4 +103,25 @@ extension StoreContractTests {
             #expect(try await hasSession(second, won[0].0))
         }
     }
+
+    /// The cap counts the sessions an account has, not the sign-ins it made: sessions ended
+    /// elsewhere (signed out) leave their room, and once the cap is reached the oldest end first.
+    @Test(arguments: Kind.available)
+    func theSessionCapCountsSessionsNotSignIns(_ kind: Kind) async throws {
+        let (store, alice) = try await aliceWithSessionsCappedAtThree(kind)
+        func signIn(_ token: UInt8) async throws {
+            var write = signInWrite(used(token, expiresAt: t0 + 120), token: token, of: alice, count: UInt32(token))
+            write.session.createdAt = t0 + Double(token)
+            let outcome = try await store.completeSignIn(write)
+            guard case .signedIn = outcome else { throw StoreError.database("sign-in \(token): \(outcome)") }
+        }
+        for token in UInt8(10)..<30 {
+            try await signIn(token)
+            try await store.deleteSession(tokenHash: [UInt8](repeating: token, count: 32))
+        }
+        #expect(try await hasSession(store, 1), "twenty sign-ins, each signed out, leave the first session")
+        for token in UInt8(40)...42 { try await signIn(token) }
+        let live = try await [1, 40, 41, 42].asyncFilter { try await hasSession(store, $0) }
+        #expect(live == [40, 41, 42])
+    }
 }
