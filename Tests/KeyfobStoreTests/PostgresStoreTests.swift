@@ -50,13 +50,18 @@ import Testing
             SessionRecord(tokenHash: [UInt8](repeating: byte, count: 32), userID: alice.id, createdAt: t0, expiresAt: t0 + 3600, unlockedUntil: nil)
         }
         try await store.completeRegistration(user: alice, createUser: true, nostrKey: nil, credential: passkey, session: session(1))
+        // The sign-in starts only once the removal has deleted the row (a fixed delay let a
+        // loaded machine run the sign-in first); the removal then holds its transaction open.
+        let (deleted, signal) = AsyncStream<Void>.makeStream()
         let removing = Task {
+            defer { signal.finish() }
             try await store.transaction { connection in
                 try await connection.query("DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1]))", logger: store.logger).collect()
-                try await Task.sleep(for: .milliseconds(500))
+                signal.yield()
+                try await Task.sleep(for: .milliseconds(1000))
             }
         }
-        try await Task.sleep(for: .milliseconds(150))
+        for await _ in deleted { break }
         let outcome = try await store.completeSignIn(
             SignInWrite(
                 credentialID: [1, 1], userID: alice.id, publicKey: [1, 2, 3], newSignCount: 4, backupState: false, usedAt: t0,
