@@ -185,10 +185,10 @@ extension CeremonyController {
     /// A sign-in with a sealed challenge by a passkey that signed in on this instance before: the
     /// assertion is verified against what that sign-in read (a passkey's id, account and key never
     /// change), and one store call checks the counter against what is stored now, records the
-    /// challenge and adds the session (`completeSignIn`: one round trip on PostgreSQL, no read first). Nil, with nothing
-    /// written, when that cannot decide — the assertion fails against the read, the passkey is
-    /// gone, its stored counter is not behind — so that the usual path reads the passkey again and
-    /// answers as it always did.
+    /// challenge and adds the session (`completeSignIn`: one round trip on PostgreSQL, no read
+    /// first). Nil, with nothing written, when that cannot decide — the assertion fails against
+    /// the read, the passkey is gone, its stored counter is not behind — so that the usual path
+    /// reads the passkey again and answers as it always did.
     private func signIn(
         _ request: Request, _ context: KeyfobRequestContext, _ body: VerifyAuthenticationRequest, _ clientData: ClientDataJSON,
         known: CredentialRecord, challenge: [UInt8], used: UsedChallenge, ip: String
