@@ -207,9 +207,9 @@ extension CeremonyController {
             keys.forget(known.id)
             return nil
         case .challengeUsed(let user):
-            throw refusal(.challengeNotFound, username: user.username, ip: ip)
+            throw refusal(.challengeUsed, username: user.username, ip: ip)
         case .lostRace(let user):
-            throw refusal(.counterRegression, username: user.username, ip: ip)
+            throw refusal(.counterTaken, username: user.username, ip: ip)
         case .signedIn(let user, let keySealed, let backupStateBefore):
             keys.remember(known, signCount: verified.newSignCount)
             let signerSealed = if let keySealed { keySealed } else { try await custody.record(for: user.id).passkeySealed }
@@ -234,7 +234,7 @@ extension CeremonyController {
             throw KeyfobError.invalid("rawId is not valid base64url")
         }
         guard let owner, pending.userID == nil || pending.userID == owner.user.id
-        else { throw refusal(.credentialNotFound, username: nil, ip: ip) }
+        else { throw refusal(.passkeyNotRegistered, username: nil, ip: ip) }
         let (record, user) = (owner.credential, owner.user)
 
         let verified: VerifiedAuthentication
@@ -283,9 +283,9 @@ extension CeremonyController {
                 backupState: verified.backupState, usedAt: now(), session: session, usedChallenge: used)
             switch try await completeSignIn(write) {
             case .signedIn: keys.remember(record, signCount: verified.newSignCount)
-            case .passkeyGone: throw refusal(.credentialNotFound, username: user.username, ip: ip)
-            case .counterBehind, .lostRace: throw refusal(.counterRegression, username: user.username, ip: ip)
-            case .challengeUsed: throw refusal(.challengeNotFound, username: user.username, ip: ip)
+            case .passkeyGone: throw refusal(.passkeyNotRegistered, username: user.username, ip: ip)
+            case .counterBehind, .lostRace: throw refusal(.counterTaken, username: user.username, ip: ip)
+            case .challengeUsed: throw refusal(.challengeUsed, username: user.username, ip: ip)
             }
         } else {
             do {
@@ -295,7 +295,7 @@ extension CeremonyController {
                         backupState: verified.backupState, usedAt: now(), session: session)
                 }
             } catch StoreError.conflict {
-                throw refusal(.counterRegression, username: user.username, ip: ip)
+                throw refusal(.counterTaken, username: user.username, ip: ip)
             }
         }
         return try await signedIn(
@@ -309,24 +309,34 @@ extension CeremonyController {
         do {
             return try await metrics.store("complete_sign_in") { try await store.completeSignIn(write) }
         } catch StoreError.conflict {
-            throw Self.refusal(.counterRegression)
+            throw SignInRefusal.counterTaken.error
         }
     }
 
-    /// A sign-in refused once its passkey was looked for, recorded: the passkey is not registered
-    /// (`credentialNotFound`), its challenge was used already (`challengeNotFound`), or a
-    /// concurrent sign-in with the same passkey moved the counter first (`counterRegression`).
-    private func refusal(_ code: ErrorCode, username: String?, ip: String) -> KeyfobError {
-        events.record(.signInFailed, ip: ip, username: username, code: code)
-        return Self.refusal(code)
+    /// The ways a sign-in is refused once its passkey was looked for; each answers one error code,
+    /// and the event recorded carries the same code the client is answered.
+    enum SignInRefusal {
+        /// No passkey with this id is registered (`credential_not_found`).
+        case passkeyNotRegistered
+        /// The challenge signed in once already (`challenge_not_found`).
+        case challengeUsed
+        /// A concurrent sign-in with the same passkey moved the counter first (`counter_regression`).
+        case counterTaken
+
+        var error: KeyfobError {
+            switch self {
+            case .passkeyNotRegistered: KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
+            case .challengeUsed: KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
+            case .counterTaken: KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
+            }
+        }
     }
 
-    private static func refusal(_ code: ErrorCode) -> KeyfobError {
-        switch code {
-        case .credentialNotFound: KeyfobError(.credentialNotFound, "this passkey is not registered here", status: .notFound)
-        case .challengeNotFound: KeyfobError(.challengeNotFound, "this challenge was used already; request new options")
-        default: KeyfobError(.counterRegression, "another sign-in with this passkey used the same counter", status: .conflict)
-        }
+    /// `reason`'s error, with the sign-in's failure recorded under the same code.
+    private func refusal(_ reason: SignInRefusal, username: String?, ip: String) -> KeyfobError {
+        let error = reason.error
+        events.record(.signInFailed, ip: ip, username: username, code: error.code)
+        return error
     }
 
     /// What follows a sign-in's write, whichever path made it: the session the request carried
