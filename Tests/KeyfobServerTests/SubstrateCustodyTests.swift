@@ -149,6 +149,22 @@ import WebAuthnTestSupport
                 _ = try await substrate.add(key, name: "Late", network: 0, userID: user.id, unlock: stale)
             }
             #expect(try await harness.store.substrateAccounts(ofUser: user.id).isEmpty)
+            // Nor does a nostr key it imports replace the sealed one: that key would open with no passkey.
+            let before = try await custody.record(for: user.id)
+            await #expect {
+                _ = try await custody.replace(userID: user.id, with: SecretKey.generate(), unlock: stale)
+            } throws: { ($0 as? KeyfobError)?.code == .signerLocked }
+            #expect(try await custody.record(for: user.id) == before)
+            // The session that sealed again holds the seal's data key: its import goes through.
+            let current = SessionUnlock(token: raw, session: try #require(try await harness.store.session(tokenHash: sha256(raw), now: Date())))
+            let imported = SecretKey.generate()
+            let replaced = try await custody.replace(userID: user.id, with: imported, unlock: current)
+            #expect(replaced.passkeySealed && replaced.pubkey == imported.publicKey.hex)
+            guard let dataKey = current.dataKey(at: Date()) else {
+                Issue.record("the session that sealed again holds no data key")
+                return
+            }
+            #expect(try custody.open(replaced, dataKey: dataKey).publicKey == imported.publicKey)
         }
     }
 }

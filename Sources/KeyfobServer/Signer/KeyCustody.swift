@@ -219,6 +219,10 @@ struct KeyCustody: Sendable {
         let next: NostrKeyRecord
         if current.passkeySealed {
             guard let dataKey = unlock?.dataKey(at: now()) else { throw KeyfobError.signerSealed }
+            // The session's data key must be the seal's now, not one from before an unseal and a
+            // new seal: a key sealed under a stale one would open with none of the passkeys. (The
+            // version check below then refuses a seal that changed after this read.)
+            _ = try open(current, dataKey: dataKey)
             next = try seal(key, userID: userID, version: current.version + 1, dataKey: dataKey)
         } else {
             next = try seal(key, userID: userID, version: current.version + 1)
