@@ -266,5 +266,7 @@ enum PostgresSchema {
         // procedure, because a procedure may COMMIT: its answer then comes after the commit, where
         // a plain statement's comes before the Sync that commits it (`PostgresStore.durably`).
         [Statements.CompleteSignIn.procedure],
+        // 15: sign-ins that arrive together in one call and one commit (`SignInBatches`).
+        [Statements.CompleteSignInBatch.procedure],
     ]
 }

@@ -142,39 +142,50 @@ enum Statements {
                 INOUT o_key_sealed BOOLEAN DEFAULT NULL)
             LANGUAGE plpgsql AS $$
             BEGIN
-                WITH passkey AS (
-                    SELECT sign_count, backup_state FROM credentials
-                    WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
-                ), used AS (
-                    INSERT INTO used_challenges (hash, expires_at)
-                    SELECT p_hash, p_hash_expires FROM passkey WHERE p_count > sign_count OR (p_count = 0 AND sign_count = 0)
-                    ON CONFLICT (hash) DO NOTHING RETURNING 1
-                ), won AS (
-                    UPDATE credentials SET sign_count = p_count, backup_state = p_backup, last_used_at = p_used_at
-                    WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
-                      AND (p_count > sign_count OR (p_count = 0 AND sign_count = 0)) AND EXISTS (SELECT 1 FROM used)
-                    RETURNING 1
-                ), trimmed AS (
-                    DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
-                        (SELECT token_hash FROM sessions WHERE user_id = p_owner ORDER BY created_at DESC OFFSET p_keep)
-                ), added AS (
-                    INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
-                    SELECT p_token, p_owner, p_created, p_expires, p_unlocked, p_session_passkey, p_data_key
-                    WHERE EXISTS (SELECT 1 FROM won)
-                )
-                SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM used), passkey.sign_count, passkey.backup_state,
-                       u.username, u.is_anonymous, u.created_at, k.passkey_sealed
-                INTO o_won, o_used, o_stored, o_backup, o_username, o_anonymous, o_user_created, o_key_sealed
-                FROM (SELECT 1) AS one LEFT JOIN passkey ON TRUE LEFT JOIN users u ON u.id = p_owner
-                     LEFT JOIN nostr_keys k ON k.user_id = p_owner;
-                -- A removal that committed while the UPDATE waited is not a lost race: gone.
-                IF o_won = 0 AND NOT EXISTS (SELECT 1 FROM credentials WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key)
-                THEN
-                    o_stored := NULL;
-                END IF;
+            \(signIn(into: "o_"))
                 COMMIT;
             END $$
             """
+
+        /// One sign-in's statement and its gone check, in PL/pgSQL, its answers into the variables
+        /// named `prefix` + won, used, stored, backup, username, anonymous, user_created, key_sealed
+        /// (the single procedure's INOUT parameters, the batch's per-item variables).
+        static func signIn(into prefix: String) -> String {
+            let into = ["won", "used", "stored", "backup", "username", "anonymous", "user_created", "key_sealed"]
+                .map { prefix + $0 }.joined(separator: ", ")
+            return """
+                    WITH passkey AS (
+                        SELECT sign_count, backup_state FROM credentials
+                        WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
+                    ), used AS (
+                        INSERT INTO used_challenges (hash, expires_at)
+                        SELECT p_hash, p_hash_expires FROM passkey WHERE p_count > sign_count OR (p_count = 0 AND sign_count = 0)
+                        ON CONFLICT (hash) DO NOTHING RETURNING 1
+                    ), won AS (
+                        UPDATE credentials SET sign_count = p_count, backup_state = p_backup, last_used_at = p_used_at
+                        WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
+                          AND (p_count > sign_count OR (p_count = 0 AND sign_count = 0)) AND EXISTS (SELECT 1 FROM used)
+                        RETURNING 1
+                    ), trimmed AS (
+                        DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
+                            (SELECT token_hash FROM sessions WHERE user_id = p_owner ORDER BY created_at DESC OFFSET p_keep)
+                    ), added AS (
+                        INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
+                        SELECT p_token, p_owner, p_created, p_expires, p_unlocked, p_session_passkey, p_data_key
+                        WHERE EXISTS (SELECT 1 FROM won)
+                    )
+                    SELECT (SELECT count(*) FROM won), (SELECT count(*) FROM used), passkey.sign_count, passkey.backup_state,
+                           u.username, u.is_anonymous, u.created_at, k.passkey_sealed
+                    INTO \(into)
+                    FROM (SELECT 1) AS one LEFT JOIN passkey ON TRUE LEFT JOIN users u ON u.id = p_owner
+                         LEFT JOIN nostr_keys k ON k.user_id = p_owner;
+                    -- A removal that committed while the UPDATE waited is not a lost race: gone.
+                    IF \(prefix)won = 0 AND NOT EXISTS (SELECT 1 FROM credentials WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key)
+                    THEN
+                        \(prefix)stored := NULL;
+                    END IF;
+                """
+        }
     }
 
     enum AppendAudit: StatementText {

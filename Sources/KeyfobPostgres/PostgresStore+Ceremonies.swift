@@ -59,23 +59,6 @@ extension PostgresStore {
         guard won == 1 else { throw StoreError.conflict }
     }
 
-    public func completeSignIn(_ w: SignInWrite) async throws -> SignInOutcome {
-        try await call { [self] in
-            guard
-                let row = try await run(
-                    Statements.CompleteSignIn.self,
-                    {
-                        $0.append(Int(w.newSignCount)); $0.append(w.backupState); $0.append(w.usedAt.timeIntervalSince1970)
-                        $0.append(ByteBuffer(bytes: w.credentialID)); $0.append(w.userID); $0.append(ByteBuffer(bytes: w.publicKey))
-                        bindNewSession(w.session, into: &$0)
-                        $0.append(ByteBuffer(bytes: w.usedChallenge.hash)); $0.append(w.usedChallenge.expiresAt.timeIntervalSince1970)
-                    }
-                ).first
-            else { throw StoreError.database("the sign-in procedure answered no row") }
-            return try SignInOutcome(row: row, of: w)
-        }
-    }
-
     /// $7…$13 of both sign-in writes: how many of the account's sessions stay (the cap, less the
     /// new one), then the new session's columns.
     func bindNewSession(_ s: SessionRecord, into b: inout PostgresBindings) {

@@ -27,6 +27,8 @@ public final class PostgresStore: KeyfobStore, Sendable {
     let recovery: PoolRecovery
     /// Whether the pool runs until `shutdown()` (true) or as long as `runPool()` does.
     let ownsPool: Bool
+    /// Sign-ins that arrive together, written in one call (`SignInBatches`).
+    let signIns: SignInBatches
 
     struct PoolGeneration {
         var client: PostgresClient
@@ -55,6 +57,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
         pool = Mutex(PoolGeneration(client: client, runner: Task { await client.run() }))
         recovery = PoolRecovery()
         ownsPool = runsPool
+        signIns = SignInBatches(runners: settings.maxConnections / 2)
     }
 
     deinit { stopPool() }
