@@ -266,7 +266,8 @@ enum PostgresSchema {
         // procedure, because a procedure may COMMIT: its answer then comes after the commit, where
         // a plain statement's comes before the Sync that commits it (`PostgresStore.durably`).
         [Statements.CompleteSignIn.procedure],
-        // 15: sign-ins that arrive together in one call and one commit (`SignInBatches`).
-        [Statements.CompleteSignInBatch.procedure],
+        // 15: sign-ins that arrive together in one call and one commit (`SignInBatches`); the
+        // single call locks its passkey before it records the challenge, as a batch does.
+        [Statements.CompleteSignInBatch.procedure, Statements.CompleteSignIn.procedure],
     ]
 }

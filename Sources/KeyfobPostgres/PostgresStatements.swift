@@ -118,12 +118,13 @@ enum Statements {
         static let writes = true
     }
 
-    /// `CeremonyStore.completeSignIn`: the passkey found by id, account and public key (its counter
-    /// as stored), the counter's rule checked, the challenge recorded, the counter moved and the
-    /// session added (the oldest past the cap out), then COMMIT, all inside the procedure. Under
-    /// READ COMMITTED a concurrent update of the passkey makes the UPDATE wait, then re-check the
-    /// rule on the new row: of two assertions with one counter, one wins; a removal it waited for
-    /// reads as gone (the stored counter NULL; the challenge may be recorded). Answers (won, used,
+    /// `CeremonyStore.completeSignIn`: the passkey found by id, account and public key and locked
+    /// (its counter as stored), the counter's rule checked, the challenge recorded, the counter
+    /// moved and the session added (the oldest past the cap out), then COMMIT, all inside the
+    /// procedure. The lock comes before the challenge's record, as in a batch (`SignInBatches`), so
+    /// the two never wait on each other. Under READ COMMITTED a concurrent update of the passkey
+    /// makes the lock wait, then read the row as it is now: of two assertions with one counter, one
+    /// wins; a removal it waited for reads as gone (the stored counter NULL). Answers (won, used,
     /// stored counter, backup state before, username, is_anonymous, created_at, key sealed):
     /// `SignInOutcome(row:of:)` reads them.
     enum CompleteSignIn: StatementText {
@@ -131,7 +132,7 @@ enum Statements {
         /// Not `writes`: the procedure commits before it answers, so its answer is the proof.
         static let writes = false
         static let procedure = """
-            CREATE PROCEDURE keyfob_sign_in(
+            CREATE OR REPLACE PROCEDURE keyfob_sign_in(
                 p_count BIGINT, p_backup BOOLEAN, p_used_at DOUBLE PRECISION, p_passkey BYTEA, p_owner TEXT, p_key BYTEA,
                 p_keep BIGINT, p_token BYTEA, p_created DOUBLE PRECISION, p_expires DOUBLE PRECISION,
                 p_unlocked DOUBLE PRECISION, p_session_passkey BYTEA, p_data_key BYTEA, p_hash BYTEA,
@@ -156,7 +157,7 @@ enum Statements {
             return """
                     WITH passkey AS (
                         SELECT sign_count, backup_state FROM credentials
-                        WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key
+                        WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key FOR NO KEY UPDATE
                     ), used AS (
                         INSERT INTO used_challenges (hash, expires_at)
                         SELECT p_hash, p_hash_expires FROM passkey WHERE p_count > sign_count OR (p_count = 0 AND sign_count = 0)

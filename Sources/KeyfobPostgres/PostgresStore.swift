@@ -228,12 +228,12 @@ public final class PostgresStore: KeyfobStore, Sendable {
 
     // MARK: Running queries
 
-    /// Runs `body` within the timeout, once the store is ready, with PostgreSQL's errors turned
-    /// into `StoreError`s.
-    func call<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    /// Runs `body` within the timeout (or `limit`, when shorter), once the store is ready, with
+    /// PostgreSQL's errors turned into `StoreError`s.
+    func call<T: Sendable>(within limit: Duration? = nil, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         guard readiness.isSet else { throw StoreError.unavailable("the schema is not ready yet") }
         do {
-            let result = try await bounded(settings.timeout, body)
+            let result = try await bounded(limit.map { min($0, settings.timeout) } ?? settings.timeout, body)
             recovery.answered()
             return result
         } catch StoreError.unavailable(let reason) {

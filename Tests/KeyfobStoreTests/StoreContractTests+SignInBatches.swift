@@ -22,6 +22,10 @@ extension StoreContractTests {
         let store = try await Self.postgres()
         let (alice, bob, carol, dave) = (user("alice"), user("bob"), user("carol"), user("dave"))
         let key = NostrKeyRecord(userID: bob.id, pubkey: "bb", version: 1, nonce: [1], sealed: [2], updatedAt: t0, passkeySealed: true)
+        let plain = NostrKeyRecord(userID: "id-frank", pubkey: "cc", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
+        let frank = user("frank")
+        try await store.completeRegistration(
+            user: frank, createUser: true, nostrKey: plain, credential: credential(6, of: frank), session: session(6, of: frank))
         try await store.completeRegistration(
             user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice, count: 3), session: session(1, of: alice))
         try await store.completeRegistration(
@@ -34,19 +38,31 @@ extension StoreContractTests {
         let replayed = used(40, expiresAt: t0 + 120)
         #expect(try await store.completeSignIn(signInWrite(replayed, token: 41, of: dave, count: 2, passkey: 4)) != .passkeyGone)
 
-        let writes = [
+        var writes = [
             signInWrite(used(10, expiresAt: t0 + 120), token: 10, of: alice, count: 4, passkey: 1),
             signInWrite(used(20, expiresAt: t0 + 120), token: 20, of: bob, count: 0, passkey: 2),
             signInWrite(used(30, expiresAt: t0 + 120), token: 30, of: carol, count: 5, passkey: 3),
             signInWrite(replayed, token: 42, of: dave, count: 3, passkey: 4),
             signInWrite(used(50, expiresAt: t0 + 120), token: 50, of: user("eve"), count: 1, passkey: 5),
             signInWrite(used(11, expiresAt: t0 + 120), token: 11, of: alice, count: 4, passkey: 1),
+            // A session with none of the optional columns but its data key (NULLs the arrays carry as NaN and empty).
+            {
+                var w = signInWrite(used(60, expiresAt: t0 + 120), token: 60, of: frank, count: 1, passkey: 6)
+                (w.session.unlockedUntil, w.session.credentialID, w.session.dataKey) = (nil, nil, [7, 7, 7])
+                return w
+            }(),
         ]
+        writes[1].session.credentialID = [2, 2]
         let results = await store.writeSignIns(writes).map { try? $0.get() }
         #expect(results[1] == .signedIn(bob, keySealed: true, backupStateBefore: false))
         #expect(results[2] == .counterBehind(stored: 10))
         #expect(results[3] == .challengeUsed(dave))
         #expect(results[4] == .passkeyGone)
+        #expect(results[6] == .signedIn(frank, keySealed: false, backupStateBefore: false))
+        let written = try #require(try await store.session(tokenHash: [UInt8](repeating: 60, count: 32), now: t0))
+        #expect(written.unlockedUntil == nil && written.credentialID == nil && written.dataKey == [7, 7, 7])
+        let withColumns = try #require(try await store.session(tokenHash: [UInt8](repeating: 20, count: 32), now: t0))
+        #expect(withColumns.unlockedUntil == t0 + 600 && withColumns.credentialID == [2, 2] && withColumns.dataKey == nil)
         // One counter, two assertions: the first written wins, the second finds the counter moved.
         let alices = [results[0], results[5]]
         #expect(alices.contains(.signedIn(alice, keySealed: nil, backupStateBefore: false)))
@@ -102,12 +118,14 @@ extension StoreContractTests {
                     "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR UPDATE", logger: store.logger
                 ).collect()
                 signal.yield()
-                try await Task.sleep(for: .milliseconds(500))
+                // Held until every other sign-in waits in the queue (a loaded machine is slow to start them).
+                while store.signIns.waiting < users.count - 1 { try await Task.sleep(for: .milliseconds(10)) }
             }
         }
         for await _ in locked { break }
         let first = Task { try await store.completeSignIn(signInWrite(used(200, expiresAt: t0 + 120), token: 200, of: users[0], count: 1)) }
-        try await Task.sleep(for: .milliseconds(100))
+        // The first is in flight: its runner took it from the queue.
+        while store.signIns.running == 0 || store.signIns.waiting > 0 { try await Task.sleep(for: .milliseconds(10)) }
         let outcomes = try await withThrowingTaskGroup(of: (Int, SignInOutcome).self) { group in
             for n in 1..<users.count {
                 group.addTask {
@@ -124,6 +142,36 @@ extension StoreContractTests {
             #expect(outcomes[n] == .signedIn(users[n], keySealed: nil, backupStateBefore: false), "\(users[n].username)")
             #expect(try await hasSession(store, UInt8(100 + n)))
         }
-        #expect(store.signIns.batched.load(ordering: .relaxed) >= users.count - 1)
+        #expect(store.signIns.batched.load(ordering: .relaxed) == users.count - 1)
+    }
+
+    /// The queue's own rules: one runner started per free slot, at most `maxWaiting` waiting (then
+    /// refused), batches of at most `maxBatch`, sign-ins past their deadline set apart, and the
+    /// runner slot given back when nothing waits.
+    @Test func theQueueBoundsWhatWaitsAndGivesItsRunnersBack() {
+        let queue = SignInBatches(runners: 2)
+        let now = ContinuousClock.now
+        let item = { (deadline: ContinuousClock.Instant) in
+            SignInBatches.Item(
+                write: signInWrite(used(1, expiresAt: t0), token: 1, of: user("a"), count: 1), outcome: Outcome(), deadline: deadline)
+        }
+        #expect(queue.enqueue(item(now - .seconds(1))) == .runnerStarted)
+        #expect(queue.enqueue(item(now + .seconds(5))) == .runnerStarted)
+        for _ in 2..<queue.maxWaiting { #expect(queue.enqueue(item(now + .seconds(5))) == .queued) }
+        #expect(queue.enqueue(item(now + .seconds(5))) == .refused)
+        #expect(queue.waiting == queue.maxWaiting)
+        let first = queue.next(now: now)
+        #expect(first?.batch.count == SignInBatches.maxBatch - 1 && first?.expired.count == 1)
+        var taken = SignInBatches.maxBatch
+        while let next = queue.next(now: now) {
+            #expect(next.batch.count <= SignInBatches.maxBatch && next.expired.isEmpty)
+            taken += next.batch.count
+        }
+        #expect(taken == queue.maxWaiting && queue.waiting == 0)
+        // One runner ended with the queue empty; the other still runs, then ends the same way.
+        #expect(queue.enqueue(item(now + .seconds(5))) == .runnerStarted)
+        #expect(queue.next(now: now)?.batch.count == 1)
+        #expect(queue.next(now: now) == nil && queue.next(now: now) == nil && queue.running == 0)
+        #expect(queue.enqueue(item(now + .seconds(5))) == .runnerStarted)
     }
 }
