@@ -180,7 +180,7 @@ enum Statements {
                     INTO \(into)
                     FROM (SELECT 1) AS one LEFT JOIN passkey ON TRUE LEFT JOIN users u ON u.id = p_owner
                          LEFT JOIN nostr_keys k ON k.user_id = p_owner;
-                    -- A removal that committed while the UPDATE waited is not a lost race: gone.
+                    -- A removal that committed while the lock waited is not a lost race: gone.
                     IF \(prefix)won = 0 AND NOT EXISTS (SELECT 1 FROM credentials WHERE id = p_passkey AND user_id = p_owner AND public_key = p_key)
                     THEN
                         \(prefix)stored := NULL;

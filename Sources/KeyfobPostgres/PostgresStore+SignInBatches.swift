@@ -84,7 +84,7 @@ extension PostgresStore {
         let outcome = Outcome<SignInOutcome>(home: MultiThreadedEventLoopGroup.currentEventLoop)
         switch signIns.enqueue(.init(write: w, outcome: outcome, deadline: .now + settings.timeout)) {
         case .refused:
-            noteUnavailable()
+            // Load, not an outage: no recovery probe.
             throw StoreError.unavailable("\(signIns.maxWaiting) sign-ins wait for the database already")
         case .queued: break
         case .runnerStarted:
@@ -96,6 +96,20 @@ extension PostgresStore {
                     if !batch.isEmpty { await write(batch) }
                 }
             }
+        }
+        // Answered by the deadline whatever the batch does (it may hold others that came later).
+        let expire: @Sendable () -> Void = { [timeout = settings.timeout] in
+            outcome.finish(.failure(StoreError.unavailable("no answer within \(timeout)")))
+        }
+        if let loop = outcome.home {
+            let timer = loop.scheduleTask(in: TimeAmount(settings.timeout), expire)
+            outcome.onFinish { timer.cancel() }
+        } else {
+            let timer = Task {
+                try? await Task.sleep(for: settings.timeout)
+                expire()
+            }
+            outcome.onFinish { timer.cancel() }
         }
         return try await withCheckedThrowingContinuation { outcome.start($0) }
     }
@@ -117,7 +131,8 @@ extension PostgresStore {
         let sorted = order.map { writes[$0] }
         let rows: [PostgresRandomAccessRow]
         do {
-            rows = try await call(within: deadlines.max()! - .now) { [self] in try await signInBatch(sorted) }
+            let limit = deadlines.max()! - .now
+            rows = try await call(within: limit) { [self] in try await signInBatch(sorted, within: limit) }
         } catch StoreError.unavailable(let reason) {
             return writes.map { _ in .failure(StoreError.unavailable(reason)) }
         } catch {
@@ -163,8 +178,9 @@ extension PostgresStore {
 
     /// Several sign-ins by the batch procedure, its one row of answers; throws when any fails
     /// (nothing was written then).
-    func signInBatch(_ writes: [SignInWrite]) async throws -> [PostgresRandomAccessRow] {
-        try await run(Statements.CompleteSignInBatch.self) { b in
+    func signInBatch(_ writes: [SignInWrite], within limit: Duration) async throws -> [PostgresRandomAccessRow] {
+        let limit = min(limit, settings.timeout)
+        return try await run(Statements.CompleteSignInBatch.self) { b in
             b.append(writes.map { Int($0.newSignCount) }); b.append(writes.map(\.backupState))
             b.append(writes.map { $0.usedAt.timeIntervalSince1970 }); b.append(writes.map { ByteBuffer(bytes: $0.credentialID) })
             b.append(writes.map(\.userID)); b.append(writes.map { ByteBuffer(bytes: $0.publicKey) })
@@ -178,9 +194,9 @@ extension PostgresStore {
             b.append(writes.map { ByteBuffer(bytes: $0.session.dataKey ?? []) })
             b.append(writes.map { ByteBuffer(bytes: $0.usedChallenge.hash) })
             b.append(writes.map { $0.usedChallenge.expiresAt.timeIntervalSince1970 })
-            // The server gives up a lock wait well before the caller's timeout: the batch fails
+            // The server gives up a lock wait well before the batch's time is up: the batch fails
             // (and each is written alone) instead of committing after its callers were told 503.
-            b.append("\(max(1, settings.timeout.components.seconds * 500 + settings.timeout.components.attoseconds / 2_000_000_000_000_000))ms")
+            b.append("\(max(1, limit.components.seconds * 500 + limit.components.attoseconds / 2_000_000_000_000_000))ms")
         }
     }
 

@@ -171,7 +171,7 @@ extension CeremonyController {
         }
         // Nothing is stored for a refusal: an assertion refused here is refused the same way when
         // sent again (its checks depend on nothing that could let it through later), so only a
-        // sign-in — or one whose counter swap lost — records the challenge, in its own
+        // sign-in — or, on SQLite, one whose counter swap lost — records the challenge, in its own
         // transaction. Whoever has no registered passkey makes the store write nothing.
         let owner: CredentialOwner? =
             if let credentialID {
