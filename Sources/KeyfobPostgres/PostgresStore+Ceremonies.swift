@@ -101,22 +101,36 @@ extension SignInOutcome {
     /// `Statements.CompleteSignIn`'s answer: (won, used, stored counter, backup state before,
     /// username, is_anonymous, created_at, key sealed); the passkey's columns NULL when it is gone.
     init(row r: some StoreRow, of w: SignInWrite) throws {
-        guard let count = try r.optionalInt(2) else {
+        try self.init(stored: r.optionalInt(2), used: r.int(1) != 0, won: r.int(0) != 0, of: w) {
+            let user = UserRecord(id: w.userID, username: try r.text(4), isAnonymous: try r.bool(5), createdAt: try r.date(6))
+            return (user, try r.optionalBool(7), try r.bool(3))
+        }
+    }
+
+    /// What one sign-in's answer means, from the single procedure or a batch's: the stored counter
+    /// (nil: the passkey is gone), whether the challenge was recorded and the counter moved;
+    /// `account` (the account, its key state, the backup state before) is read only for a passkey
+    /// whose counter was behind the assertion's.
+    init(
+        stored: Int?, used: Bool, won: Bool, of w: SignInWrite,
+        account: () throws -> (user: UserRecord, keySealed: Bool?, backupStateBefore: Bool)
+    ) rethrows {
+        guard let stored else {
             self = .passkeyGone
             return
         }
-        let stored = UInt32(clamping: count)
-        guard w.counterMoves(from: stored) else {
-            self = .counterBehind(stored: stored)
+        let count = UInt32(clamping: stored)
+        guard w.counterMoves(from: count) else {
+            self = .counterBehind(stored: count)
             return
         }
-        let user = UserRecord(id: w.userID, username: try r.text(4), isAnonymous: try r.bool(5), createdAt: try r.date(6))
-        if try r.int(1) == 0 {
+        let (user, keySealed, backupStateBefore) = try account()
+        if !used {
             self = .challengeUsed(user)
-        } else if try r.int(0) == 0 {
+        } else if !won {
             self = .lostRace(user)
         } else {
-            self = .signedIn(user, keySealed: try r.optionalBool(7), backupStateBefore: try r.bool(3))
+            self = .signedIn(user, keySealed: keySealed, backupStateBefore: backupStateBefore)
         }
     }
 }

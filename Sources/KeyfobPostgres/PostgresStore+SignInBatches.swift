@@ -92,25 +92,13 @@ extension PostgresStore {
             // sign-ins too). It writes until nothing waits; each caller waits only for its own.
             Task.detached { [self] in
                 while let (batch, expired) = signIns.next(now: .now) {
-                    for item in expired { item.outcome.finish(.failure(StoreError.unavailable("no answer within \(settings.timeout)"))) }
+                    for item in expired { item.outcome.finish(.failure(StoreError.noAnswer(within: settings.timeout))) }
                     if !batch.isEmpty { await write(batch) }
                 }
             }
         }
         // Answered by the deadline whatever the batch does (it may hold others that came later).
-        let expire: @Sendable () -> Void = { [timeout = settings.timeout] in
-            outcome.finish(.failure(StoreError.unavailable("no answer within \(timeout)")))
-        }
-        if let loop = outcome.home {
-            let timer = loop.scheduleTask(in: TimeAmount(settings.timeout), expire)
-            outcome.onFinish { timer.cancel() }
-        } else {
-            let timer = Task {
-                try? await Task.sleep(for: settings.timeout)
-                expire()
-            }
-            outcome.onFinish { timer.cancel() }
-        }
+        outcome.expires(after: settings.timeout)
         return try await withCheckedThrowingContinuation { outcome.start($0) }
     }
 
@@ -157,7 +145,7 @@ extension PostgresStore {
     /// One sign-in by the single procedure, by `deadline` (and within the store's timeout).
     func signInAlone(_ w: SignInWrite, before deadline: ContinuousClock.Instant) async -> Result<SignInOutcome, any Error> {
         let left = deadline - .now
-        guard left > .zero else { return .failure(StoreError.unavailable("no answer within \(settings.timeout)")) }
+        guard left > .zero else { return .failure(StoreError.noAnswer(within: settings.timeout)) }
         do { return .success(try await call(within: left) { [self] in try await signInCall(w) }) } catch { return .failure(error) }
     }
 
@@ -211,15 +199,11 @@ extension PostgresStore {
                 .allSatisfy({ $0 == writes.count })
         else { throw StoreError.database("the batch sign-in procedure answered \(won.count) of \(writes.count)") }
         return writes.indices.map { i in
-            let w = writes[i]
-            guard stored[i] >= 0 else { return .passkeyGone }
-            let count = UInt32(clamping: stored[i])
-            guard w.counterMoves(from: count) else { return .counterBehind(stored: count) }
-            let user = UserRecord(
-                id: w.userID, username: names[i], isAnonymous: anonymous[i], createdAt: Date(timeIntervalSince1970: created[i]))
-            if used[i] == 0 { return .challengeUsed(user) }
-            if won[i] == 0 { return .lostRace(user) }
-            return .signedIn(user, keySealed: sealed[i] < 0 ? nil : sealed[i] == 1, backupStateBefore: backup[i])
+            SignInOutcome(stored: stored[i] >= 0 ? stored[i] : nil, used: used[i] != 0, won: won[i] != 0, of: writes[i]) {
+                let user = UserRecord(
+                    id: writes[i].userID, username: names[i], isAnonymous: anonymous[i], createdAt: Date(timeIntervalSince1970: created[i]))
+                return (user, sealed[i] < 0 ? nil : sealed[i] == 1, backup[i])
+            }
         }
     }
 }

@@ -257,22 +257,7 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 let work = Task {
                     do { outcome.finish(.success(try await body())) } catch { outcome.finish(.failure(Self.translate(error))) }
                 }
-                let expire: @Sendable () -> Void = {
-                    if outcome.finish(.failure(StoreError.unavailable("no answer within \(limit)"))) { work.cancel() }
-                }
-                // On an event loop (every request), the loop's own timer: a `Task.sleep` per call
-                // went through Dispatch's timer threads, whose wake-ups were a visible share of a
-                // login's CPU on PostgreSQL.
-                if let loop = outcome.home {
-                    let timer = loop.scheduleTask(in: TimeAmount(limit)) { expire() }
-                    outcome.onFinish { timer.cancel() }
-                } else {
-                    let timer = Task {
-                        try? await Task.sleep(for: limit)
-                        expire()
-                    }
-                    outcome.onFinish { timer.cancel() }
-                }
+                outcome.expires(after: limit) { work.cancel() }
             }
         } onCancel: {
             outcome.finish(.failure(CancellationError()))
@@ -402,6 +387,26 @@ final class Outcome<T: Sendable>: @unchecked Sendable {
         lock.unlock()
     }
 
+    /// Answers `unavailable` once `limit` has passed, unless a result came first (then `expired`
+    /// runs). Only one action waits for the result: this takes `onFinish`'s place. On an event
+    /// loop (every request), the loop's own timer: a `Task.sleep` per call went through
+    /// Dispatch's timer threads, whose wake-ups were a visible share of a login's CPU on PostgreSQL.
+    func expires(after limit: Duration, _ expired: (@Sendable () -> Void)? = nil) {
+        let expire: @Sendable () -> Void = { [self] in
+            if finish(.failure(StoreError.noAnswer(within: limit))) { expired?() }
+        }
+        if let loop = home {
+            let timer = loop.scheduleTask(in: TimeAmount(limit)) { expire() }
+            onFinish { timer.cancel() }
+        } else {
+            let timer = Task {
+                try? await Task.sleep(for: limit)
+                expire()
+            }
+            onFinish { timer.cancel() }
+        }
+    }
+
     /// True for the first result only; it resumes the caller.
     @discardableResult
     func finish(_ result: Result<T, any Error>) -> Bool {
@@ -426,6 +431,11 @@ final class Outcome<T: Sendable>: @unchecked Sendable {
         action?()
         return true
     }
+}
+
+extension StoreError {
+    /// A call, or a sign-in waiting for its batch, that got no answer in time.
+    static func noAnswer(within limit: Duration) -> StoreError { .unavailable("no answer within \(limit)") }
 }
 
 /// Set once, read on every call.
