@@ -269,5 +269,8 @@ enum PostgresSchema {
         // 15: sign-ins that arrive together in one call and one commit (`SignInBatches`); the
         // single call locks its passkey before it records the challenge, as a batch does.
         [Statements.CompleteSignInBatch.procedure, Statements.CompleteSignIn.procedure],
+        // 16: a sign-in's trim of its account's oldest sessions skips the rows another transaction
+        // holds (`FOR UPDATE SKIP LOCKED`), so it never waits on them outside the lock order.
+        [Statements.CompleteSignInBatch.procedure, Statements.CompleteSignIn.procedure],
     ]
 }

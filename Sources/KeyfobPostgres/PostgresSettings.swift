@@ -137,7 +137,17 @@ public struct PostgresSettings: Sendable, Equatable {
         configuration.options.minimumConnections = minConnections
         configuration.options.keepAliveBehavior = keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = .seconds(2)
-        if let schema { configuration.options.additionalStartupParameters = [("search_path", schema)] }
+        // Every statement's wait for a lock is bounded too (a batch sets its own, from the time it
+        // has left): a call stuck behind another transaction's row lock gives its connection back
+        // and fails as a database error, instead of holding the connection after its caller was
+        // answered. Migrations lift it for their own transaction.
+        configuration.options.additionalStartupParameters = [("lock_timeout", Self.lockTimeout(halfOf: timeout))]
+        if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
         return configuration
+    }
+
+    /// Half of `limit`, as PostgreSQL's `lock_timeout` reads it (whole milliseconds, at least 1).
+    static func lockTimeout(halfOf limit: Duration) -> String {
+        "\(max(1, limit.components.seconds * 500 + limit.components.attoseconds / 2_000_000_000_000_000))ms"
     }
 }

@@ -100,7 +100,9 @@ enum Statements {
     /// A stored challenge's sign-in (a sealed account's): the counter's compare-and-swap and, only
     /// if it won, the oldest sessions past the cap out and the new one in, in one statement. Under
     /// READ COMMITTED a concurrent update makes this one wait, then re-check `sign_count` on the new
-    /// row: of two assertions with one counter, one wins.
+    /// row: of two assertions with one counter, one wins. The trim locks only the sessions past
+    /// the cap and skips those another transaction holds (the cap is passed by them until the
+    /// next sign-in): waiting on them would take a lock outside the passkey-first order.
     enum CompleteAuthentication: StatementText {
         static let sql = """
             WITH won AS (
@@ -108,7 +110,9 @@ enum Statements {
                 WHERE id = $4 AND sign_count = $5 RETURNING 1
             ), trimmed AS (
                 DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
-                    (SELECT token_hash FROM sessions WHERE user_id = $6 ORDER BY created_at DESC OFFSET $7)
+                    (SELECT token_hash FROM sessions WHERE token_hash IN
+                        (SELECT token_hash FROM sessions WHERE user_id = $6 ORDER BY created_at DESC OFFSET $7)
+                     FOR UPDATE SKIP LOCKED)
             ), added AS (
                 INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
                 SELECT $8, $6, $9, $10, $11, $12, $13 WHERE EXISTS (SELECT 1 FROM won)
@@ -126,7 +130,8 @@ enum Statements {
     /// makes the lock wait, then read the row as it is now: of two assertions with one counter, one
     /// wins; a removal it waited for reads as gone (the stored counter NULL). Answers (won, used,
     /// stored counter, backup state before, username, is_anonymous, created_at, key sealed):
-    /// `SignInOutcome(row:of:)` reads them.
+    /// `SignInOutcome(row:of:)` reads them. The trim skips the sessions another transaction holds,
+    /// as `CompleteAuthentication`'s does.
     enum CompleteSignIn: StatementText {
         static let sql = "CALL keyfob_sign_in($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
         /// Not `writes`: the procedure commits before it answers, so its answer is the proof.
@@ -169,7 +174,9 @@ enum Statements {
                         RETURNING 1
                     ), trimmed AS (
                         DELETE FROM sessions WHERE EXISTS (SELECT 1 FROM won) AND token_hash IN
-                            (SELECT token_hash FROM sessions WHERE user_id = p_owner ORDER BY created_at DESC OFFSET p_keep)
+                            (SELECT token_hash FROM sessions WHERE token_hash IN
+                                (SELECT token_hash FROM sessions WHERE user_id = p_owner ORDER BY created_at DESC OFFSET p_keep)
+                             FOR UPDATE SKIP LOCKED)
                     ), added AS (
                         INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key)
                         SELECT p_token, p_owner, p_created, p_expires, p_unlocked, p_session_passkey, p_data_key

@@ -94,12 +94,15 @@ extension PostgresStore {
     }
 
     func insertSession(_ s: SessionRecord, on connection: PostgresConnection) async throws {
-        // At most `maxSessionsPerUser`: the oldest ones end first.
+        // At most `maxSessionsPerUser`: the oldest ones end first (but not those another
+        // transaction holds, which the next trim removes: no wait outside the lock order).
         try await connection.query(
             """
             DELETE FROM sessions WHERE token_hash IN
-                (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) ORDER BY created_at DESC
-                 OFFSET \(max(0, maxSessionsPerUser - 1)))
+                (SELECT token_hash FROM sessions WHERE token_hash IN
+                    (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) ORDER BY created_at DESC
+                     OFFSET \(max(0, maxSessionsPerUser - 1)))
+                 FOR UPDATE SKIP LOCKED)
             """, logger: logger
         ).collect()
         try await connection.query(

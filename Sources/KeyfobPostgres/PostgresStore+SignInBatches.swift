@@ -21,7 +21,9 @@ import Synchronization
 /// so each sees the ones before it as a later call would; then one COMMIT, before the answer.
 /// Locks are taken in one order everywhere, so batches cannot deadlock each other or a single
 /// call: every passkey of the batch first, sorted by id (a single call locks its one passkey
-/// first too), then the challenges in the order of their hashes. A batch that fails all the same
+/// first too, and an account's deletion all of its passkeys, sorted), then the challenges in the
+/// order of their hashes; a trim of old sessions skips the rows others hold (`SKIP LOCKED`)
+/// rather than wait on them. A batch that fails all the same
 /// (a constraint one item broke, a lock it waited on past `lock_timeout`) is rolled back whole,
 /// and its items are written again one by one: each caller then gets what its sign-in alone
 /// would have got.
@@ -184,7 +186,7 @@ extension PostgresStore {
             b.append(writes.map { $0.usedChallenge.expiresAt.timeIntervalSince1970 })
             // The server gives up a lock wait well before the batch's time is up: the batch fails
             // (and each is written alone) instead of committing after its callers were told 503.
-            b.append("\(max(1, limit.components.seconds * 500 + limit.components.attoseconds / 2_000_000_000_000_000))ms")
+            b.append(PostgresSettings.lockTimeout(halfOf: limit))
         }
     }
 
@@ -217,7 +219,7 @@ extension Statements {
         /// Not `writes`: the procedure commits before it answers, so its answer is the proof.
         static let writes = false
         static let procedure = """
-            CREATE PROCEDURE keyfob_sign_in_batch(
+            CREATE OR REPLACE PROCEDURE keyfob_sign_in_batch(
                 a_count BIGINT[], a_backup BOOLEAN[], a_used_at DOUBLE PRECISION[], a_passkey BYTEA[], a_owner TEXT[],
                 a_key BYTEA[], p_keep BIGINT, a_token BYTEA[], a_created DOUBLE PRECISION[], a_expires DOUBLE PRECISION[],
                 a_unlocked DOUBLE PRECISION[], a_session_passkey BYTEA[], a_data_key BYTEA[], a_hash BYTEA[],

@@ -35,9 +35,15 @@ extension PostgresStore {
         }
     }
 
+    /// The account's passkeys are locked first, in id order, as a sign-in locks its passkey before
+    /// anything else: deleting the user row first would hold it while the cascade waited on a
+    /// passkey a sign-in holds, and that sign-in's new session waits on the user row (a deadlock).
     public func deleteUser(id: String) async throws -> Bool {
-        try await call { [self] in
-            try await touched("DELETE FROM users WHERE id = \(id) RETURNING 1") == 1
+        try await transaction { [logger] connection in
+            _ = try await connection.query(
+                "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE", logger: logger
+            ).collect()
+            return try await connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger).collect().count == 1
         }
     }
 }

@@ -131,12 +131,17 @@ public final class PostgresStore: KeyfobStore, Sendable {
         try await bounded(.seconds(60)) { [self] in
             try await client.withConnection { connection in
                 let lockName = "keyfob.migrations.\(settings.schema ?? "default")"
+                // Waits on another instance's migration for as long as it takes (within the 60 s),
+                // not the calls' `lock_timeout`; the connection gets it back before it is reused.
+                _ = try await connection.query("SET lock_timeout = 0", logger: logger).collect()
                 _ = try await connection.query("SELECT pg_advisory_lock(hashtext(\(lockName)))", logger: logger).collect()
                 do {
                     try await applyMigrations(on: connection)
                     _ = try await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: logger).collect()
+                    _ = try await connection.query("RESET lock_timeout", logger: logger).collect()
                 } catch {
                     _ = try? await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: logger).collect()
+                    _ = try? await connection.query("RESET lock_timeout", logger: logger).collect()
                     throw error
                 }
             }

@@ -110,19 +110,10 @@ extension StoreContractTests {
         try await register(users, in: store)
         // The first sign-in waits on its passkey's row, which another transaction holds, so the
         // others queue behind it.
-        let (locked, signal) = AsyncStream<Void>.makeStream()
-        let holding = Task {
-            defer { signal.finish() }
-            try await store.transaction { connection in
-                _ = try await connection.query(
-                    "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR UPDATE", logger: store.logger
-                ).collect()
-                signal.yield()
-                // Held until every other sign-in waits in the queue (a loaded machine is slow to start them).
-                while store.signIns.waiting < users.count - 1 { try await Task.sleep(for: .milliseconds(10)) }
-            }
+        // Held until every other sign-in waits in the queue (a loaded machine is slow to start them).
+        let holding = await holding("SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR UPDATE", in: store) { _ in
+            while store.signIns.waiting < users.count - 1 { try await Task.sleep(for: .milliseconds(10)) }
         }
-        for await _ in locked { break }
         let first = Task { try await store.completeSignIn(signInWrite(used(200, expiresAt: t0 + 120), token: 200, of: users[0], count: 1)) }
         // The first is in flight: its runner took it from the queue.
         while store.signIns.running == 0 || store.signIns.waiting > 0 { try await Task.sleep(for: .milliseconds(10)) }
