@@ -137,10 +137,10 @@ public struct PostgresSettings: Sendable, Equatable {
         configuration.options.minimumConnections = minConnections
         configuration.options.keepAliveBehavior = keepAlive.map { .init(frequency: $0) }
         configuration.options.connectTimeout = .seconds(2)
-        // Every statement's wait for a lock is bounded too (a batch sets its own, from the time it
-        // has left): a call stuck behind another transaction's row lock gives its connection back
-        // and fails as a database error, instead of holding the connection after its caller was
-        // answered. Migrations lift it for their own transaction.
+        // Each wait for a lock is bounded too (a batch sets its own, from the time it has left): a
+        // call stuck behind another transaction's row lock also ends on PostgreSQL's side, as a
+        // database error, and frees its connection. Migrations lift it while they run. A startup
+        // parameter, so it costs no round trip (a pooler in between must pass it on).
         configuration.options.additionalStartupParameters = [("lock_timeout", Self.lockTimeout(halfOf: timeout))]
         if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
         return configuration

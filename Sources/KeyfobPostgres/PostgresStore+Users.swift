@@ -35,14 +35,20 @@ extension PostgresStore {
         }
     }
 
-    /// The account's passkeys are locked first, in id order, as a sign-in locks its passkey before
-    /// anything else: deleting the user row first would hold it while the cascade waited on a
-    /// passkey a sign-in holds, and that sign-in's new session waits on the user row (a deadlock).
+    /// Everything the deletion's cascade reaches that other writes lock before they need the user
+    /// row is locked first, in the order they take it: the nostr key, the passkeys (in id order,
+    /// as a sign-in and a batch lock them), the sessions. Deleting the user row first would hold
+    /// it while the cascade waited on a row another write holds, and that write's next insert
+    /// waits on the user row (its foreign key): a deadlock.
     public func deleteUser(id: String) async throws -> Bool {
         try await transaction { [logger] connection in
-            _ = try await connection.query(
-                "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE", logger: logger
-            ).collect()
+            for lock: PostgresQuery in [
+                "SELECT 1 FROM nostr_keys WHERE user_id = \(id) FOR UPDATE",
+                "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE",
+                "SELECT 1 FROM sessions WHERE user_id = \(id) ORDER BY token_hash FOR UPDATE",
+            ] {
+                _ = try await connection.query(lock, logger: logger).collect()
+            }
             return try await connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger).collect().count == 1
         }
     }

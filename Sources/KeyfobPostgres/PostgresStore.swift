@@ -133,9 +133,9 @@ public final class PostgresStore: KeyfobStore, Sendable {
                 let lockName = "keyfob.migrations.\(settings.schema ?? "default")"
                 // Waits on another instance's migration for as long as it takes (within the 60 s),
                 // not the calls' `lock_timeout`; the connection gets it back before it is reused.
-                _ = try await connection.query("SET lock_timeout = 0", logger: logger).collect()
-                _ = try await connection.query("SELECT pg_advisory_lock(hashtext(\(lockName)))", logger: logger).collect()
                 do {
+                    _ = try await connection.query("SET lock_timeout = 0", logger: logger).collect()
+                    _ = try await connection.query("SELECT pg_advisory_lock(hashtext(\(lockName)))", logger: logger).collect()
                     try await applyMigrations(on: connection)
                     _ = try await connection.query("SELECT pg_advisory_unlock(hashtext(\(lockName)))", logger: logger).collect()
                     _ = try await connection.query("RESET lock_timeout", logger: logger).collect()

@@ -48,32 +48,55 @@ extension StoreContractTests {
         #expect(try await store.rows("SELECT count(*) FROM sessions WHERE user_id = \(alice.id)").first?.int(0) == 2)
     }
 
-    /// Deleting an account locks its passkeys before its user row: a sign-in that holds a passkey
-    /// and then adds its session (which needs the user row) finishes first, and the deletion then
-    /// removes the account with that session. The other order deadlocked.
-    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
-    func deletingAnAccountWaitsForItsSignInInsteadOfDeadlocking() async throws {
+    /// Writes that lock one of an account's rows and then need its user row (a new row's foreign
+    /// key), caught between the two steps while the account is deleted.
+    enum InFlight: String, CaseIterable, Sendable {
+        /// A sign-in: its passkey, then its session.
+        case signIn
+        /// A key wrap added: the nostr key, then the passkey it wraps for.
+        case keyWrap
+        /// A session added at the cap: an old session trimmed, then the new one.
+        case sessionAtTheCap
+    }
+
+    /// Deleting an account locks its nostr key, passkeys and sessions before its user row: a
+    /// write in flight that holds one of them and then needs the user row finishes first, and the
+    /// deletion then removes the account with what that write added. The other order deadlocked.
+    @Test(
+        .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
+        arguments: InFlight.allCases)
+    func deletingAnAccountWaitsForWritesInFlightInsteadOfDeadlocking(_ write: InFlight) async throws {
         let store = try await Self.postgres()
         let alice = user("alice")
+        let key = NostrKeyRecord(userID: alice.id, pubkey: "aa", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
         try await store.completeRegistration(
-            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
-        // A sign-in's transaction, step by step: the passkey first, then (once the deletion waits) the session.
-        let signingIn = await holding(
-            "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR NO KEY UPDATE", in: store
-        ) { connection in
-            // Until the deletion waits (on the passkey; in the old order, on the cascade, holding the user row).
-            while try await store.rows(
-                """
-                SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'
-                AND (query LIKE 'DELETE FROM users%' OR query LIKE 'SELECT 1 FROM credentials WHERE user_id%')
-                """
-            ).first?.int(0) == 0 {
+            user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
+        let first: PostgresQuery =
+            switch write {
+            case .signIn: "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR NO KEY UPDATE"
+            case .keyWrap: "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(alice.id) FOR SHARE"
+            case .sessionAtTheCap: "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(repeating: 1, count: 32)) FOR UPDATE"
+            }
+        let inFlight = await holding(first, in: store) { connection in
+            // Until the deletion waits on what this write holds.
+            var pid: Int32 = 0
+            for try await row in try await connection.query("SELECT pg_backend_pid()", logger: store.logger) {
+                pid = try row.decode(Int32.self)
+            }
+            while try await store.rows("SELECT count(*) FROM pg_stat_activity WHERE \(pid) = ANY (pg_blocking_pids(pid))").first?.int(0) == 0 {
                 try await Task.sleep(for: .milliseconds(10))
             }
-            try await store.insertSession(self.session(2, of: alice), on: connection)
+            switch write {
+            case .signIn, .sessionAtTheCap: try await store.insertSession(self.session(2, of: alice), on: connection)
+            case .keyWrap:
+                for try await _ in try await connection.query(
+                    "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) AND user_id = \(alice.id) FOR SHARE",
+                    logger: store.logger)
+                {}
+            }
         }
         let deleted = Task { try await store.deleteUser(id: alice.id) }
-        try await signingIn.value
+        try await inFlight.value
         #expect(try await deleted.value)
         #expect(try await store.user(id: alice.id) == nil)
         #expect(try await !hasSession(store, 2))
@@ -85,10 +108,10 @@ extension StoreContractTests {
     @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
     func aCallWaitsForALockAtMostHalfTheTimeout() async throws {
         var settings = try TestPostgres.settings()
-        settings.timeout = .seconds(2)
+        settings.timeout = .seconds(6)
         let store = PostgresStore(settings: settings)
         try await store.migrate()
-        #expect(try await store.rows("SHOW lock_timeout").first?.text(0) == "1s")
+        #expect(try await store.rows("SHOW lock_timeout").first?.text(0) == "3s")
         let alice = user("alice")
         try await store.completeRegistration(
             user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
