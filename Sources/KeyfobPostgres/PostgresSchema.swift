@@ -271,6 +271,9 @@ enum PostgresSchema {
         [Statements.CompleteSignInBatch.procedure, Statements.CompleteSignIn.procedure],
         // 16: a sign-in's trim of its account's oldest sessions skips the rows another transaction
         // holds (`FOR UPDATE SKIP LOCKED`), so it never waits on them outside the lock order.
+        // 14, 15 and 16 take the procedures' current text (each entry is CREATE OR REPLACE, so a
+        // database ends with the newest either way). A procedure that comes to need a table or
+        // column of a later migration must first have 14's and 15's text written out as it was.
         [Statements.CompleteSignInBatch.procedure, Statements.CompleteSignIn.procedure],
     ]
 }
