@@ -53,7 +53,9 @@ extension CeremonyController {
             challenge: challenge, allowCredentials: allow,
             userVerification: configuration.requireUserVerification ? .required : .preferred,
             timeoutSeconds: configuration.challengeTimeout, prf: prf)
-        return jsonResponse(SealedSignInOptions(options: options, challengeKey: key, account: Usernames.shown(user)))
+        // The account's name beside the options, so the page says whom the prompt signs in.
+        let keyed = WithField(options: options, name: .challengeKey, value: key)
+        return jsonResponse(WithField(options: keyed, name: .account, value: Usernames.shown(user)))
     }
 
     /// `GET /sealed-account`: the account this browser's `SealedAccountHint` names while its key is
@@ -75,21 +77,6 @@ extension CeremonyController {
     }
 
     /// The options of `sealedSignIn`, with the account they are for (the page says whom it signs in).
-    struct SealedSignInOptions: Encodable {
-        let options: RequestOptions
-        let challengeKey: String
-        let account: String
-
-        enum Keys: String, CodingKey { case challengeKey, account }
-
-        func encode(to encoder: Encoder) throws {
-            try options.encode(to: encoder)
-            var container = encoder.container(keyedBy: Keys.self)
-            try container.encode(challengeKey, forKey: .challengeKey)
-            try container.encode(account, forKey: .account)
-        }
-    }
-
     struct VerifyAuthenticationRequest: PlainDecodable {
         var challengeKey: String?
         var cred: AuthenticationCredential

@@ -171,14 +171,15 @@ enum JSONBody {
 }
 
 /// Encodes a value's fields plus one string field at the same level: ceremony options with their
-/// `challengeKey` (as the iOS guide shows), a confirmation's options with the bytes they commit to.
+/// `challengeKey` (as the iOS guide shows), a confirmation's options with the bytes they commit to,
+/// a sealed account's sign-in options (already with their key) with the account's name.
 struct WithField<Options: Encodable>: Encodable {
     let options: Options
     let name: Name
     let value: String
 
     enum Name: String, CodingKey {
-        case challengeKey, committed
+        case challengeKey, committed, account
     }
 
     func encode(to encoder: Encoder) throws {
