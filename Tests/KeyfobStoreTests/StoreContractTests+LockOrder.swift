@@ -7,9 +7,9 @@ import Testing
 @testable import KeyfobPostgres
 @testable import KeyfobStore
 
-/// PostgreSQL takes row locks in one order on every path (an account's passkeys first, in id
-/// order), never waits on the sessions a trim would remove, and bounds every lock wait: a sign-in,
-/// a batch and an account's deletion can then never wait on each other in a circle.
+/// PostgreSQL takes an account's row locks in one order (its nostr key, its passkeys in id order,
+/// its sessions, then its user row), never waits on the sessions a trim would remove, and bounds
+/// every lock wait: a sign-in, a batch and an account's deletion never wait on each other in a circle.
 extension StoreContractTests {
     /// A sign-in at the session cap skips the old sessions another transaction holds (the cap is
     /// then passed by those until the next sign-in trims them) instead of waiting on them.
@@ -41,7 +41,7 @@ extension StoreContractTests {
         #expect(try await signIn(3, count: 2) == .signedIn(alice, keySealed: nil, backupStateBefore: true))
         answered.store(true, ordering: .releasing)
         #expect(try await holding.value, "the sign-in answered while the old session was held")
-        // Session 1 was held, so it stayed (the cap passed by one); session 2 is newer than the one kept.
+        // Session 1 was held, so it stayed (the cap passed by one); session 2 is the one the cap keeps.
         for token: UInt8 in [1, 2, 3] { #expect(try await hasSession(store, token), "session \(token)") }
         // The next sign-in trims back to the cap.
         #expect(try await signIn(4, count: 3) == .signedIn(alice, keySealed: nil, backupStateBefore: true))

@@ -76,7 +76,6 @@ extension CeremonyController {
         let account: String?
     }
 
-    /// The options of `sealedSignIn`, with the account they are for (the page says whom it signs in).
     struct VerifyAuthenticationRequest: PlainDecodable {
         var challengeKey: String?
         var cred: AuthenticationCredential
