@@ -6,8 +6,15 @@ import PostgresNIO
 // MARK: Pending requests and grants
 
 extension PostgresStore {
-    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int, source: PendingRequestSource?) async throws {
         let owner = q.userID ?? q.requester
+        // The source row is locked as the request is stored (KEY SHARE, what a foreign key takes):
+        // a sign-out everywhere that deleted it first makes this wait, then find it gone; one that
+        // comes after waits for this insert, and cancels the request it stored.
+        let session = source.flatMap { if case .session(let hash) = $0 { ByteBuffer(bytes: hash) } else { nil } }
+        let client: (user: String, pubkey: String)? = source.flatMap {
+            if case .bunkerClient(let user, let pubkey) = $0 { (user, pubkey) } else { nil }
+        }
         let inserted = try await call { [self] in
             // As with challenges: one statement, the cap checked as it inserts.
             try await touched(
@@ -19,10 +26,31 @@ extension PostgresStore {
                 WHERE (SELECT count(*) FROM (SELECT 1 FROM signer_requests
                        WHERE (user_id = \(owner) OR requester = \(owner)) AND client = \(q.client) AND state = 'pending'
                          AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPending)) AS live) < \(maxPending)
+                  AND (\(session)::BYTEA IS NULL
+                       OR EXISTS (SELECT 1 FROM sessions WHERE token_hash = \(session) AND user_id = \(q.userID) FOR KEY SHARE))
+                  AND (\(client?.user)::TEXT IS NULL
+                       OR EXISTS (SELECT 1 FROM bunker_clients WHERE user_id = \(client?.user) AND client_pubkey = \(client?.pubkey)
+                                  FOR KEY SHARE))
                 RETURNING 1
                 """)
         }
-        guard inserted == 1 else { throw StoreError.limitReached }
+        guard inserted == 1 else {
+            // Refused: by the cap, or because the source is gone (said first: retrying cannot help).
+            if let source, try await !exists(source, owner: q.userID) { throw StoreError.notFound }
+            throw StoreError.limitReached
+        }
+    }
+
+    /// Whether what a waiting request came through is there (to say why an insert stored nothing).
+    func exists(_ source: PendingRequestSource, owner: String?) async throws -> Bool {
+        try await call { [self] in
+            switch source {
+            case .session(let tokenHash):
+                try await !rows("SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(owner)").isEmpty
+            case .bunkerClient(let userID, let clientPubkey):
+                try await !rows("SELECT 1 FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey)").isEmpty
+            }
+        }
     }
 
     public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {

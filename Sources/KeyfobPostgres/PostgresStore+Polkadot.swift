@@ -72,7 +72,8 @@ extension PostgresStore {
         }
     }
 
-    public func insertPolkadotRequest(_ q: PolkadotRequestRecord, now: Date, maxPending: Int) async throws {
+    public func insertPolkadotRequest(_ q: PolkadotRequestRecord, now: Date, maxPending: Int, session: [UInt8]?) async throws {
+        let token = session.map { ByteBuffer(bytes: $0) }
         let nowValue = now.timeIntervalSince1970
         let inserted = try await call { [self] in
             _ = try await touched(
@@ -85,10 +86,15 @@ extension PostgresStore {
                        \(q.expiresAt.timeIntervalSince1970)
                 WHERE (SELECT count(*) FROM polkadot_requests
                        WHERE user_id = \(q.userID) AND state = 'pending' AND expires_at > \(nowValue)) < \(maxPending)
+                  AND (\(token)::BYTEA IS NULL
+                       OR EXISTS (SELECT 1 FROM sessions WHERE token_hash = \(token) AND user_id = \(q.userID) FOR KEY SHARE))
                 RETURNING 1
                 """)
         }
-        guard inserted == 1 else { throw StoreError.limitReached }
+        guard inserted == 1 else {
+            if let session, try await !exists(.session(tokenHash: session), owner: q.userID) { throw StoreError.notFound }
+            throw StoreError.limitReached
+        }
     }
 
     public func polkadotRequest(id: String, ofUser userID: String) async throws -> PolkadotRequestRecord? {

@@ -14,6 +14,21 @@ extension PostgresStore {
         }
     }
 
+    /// Locked as it is read (KEY SHARE): a sign-out everywhere that deleted the row and has not
+    /// committed makes this wait, then read it as gone (READ COMMITTED whatever the server's
+    /// default: a stricter level would fail the read instead).
+    public func sessionRemains(tokenHash: [UInt8], now: Date) async throws -> Bool {
+        try await transaction { [logger] connection in
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
+            return try await !connection.query(
+                """
+                SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND expires_at > \(now.timeIntervalSince1970)
+                FOR KEY SHARE
+                """, logger: logger
+            ).collect().isEmpty
+        }
+    }
+
     public func addSession(_ session: SessionRecord) async throws {
         try await transaction { [self] connection in try await insertSession(session, on: connection) }
     }
@@ -48,6 +63,18 @@ extension PostgresStore {
 
     public func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere {
         try await transaction { [logger] connection in
+            // Sessions and clients go before the waiting requests are cancelled, each statement
+            // seeing what committed before it: a request stored meanwhile (it locks its session or
+            // client as it is stored) is then cancelled too. READ COMMITTED whatever the server's
+            // default isolation is: one snapshot for the whole transaction would miss it.
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
+            // In the order an account's deletion locks them (a waiting request holds one as it is stored).
+            for lock: PostgresQuery in [
+                "SELECT 1 FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR UPDATE",
+                "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE",
+            ] {
+                _ = try await connection.query(lock, logger: logger).collect()
+            }
             let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING kind", logger: logger)
                 .collect().map { try $0.makeRandomAccess().optionalText(0) }
             let clients = try await connection.query(

@@ -37,7 +37,8 @@ extension PostgresStore {
 
     /// Everything the deletion's cascade reaches that other writes lock before they need the user
     /// row is locked first, in the order they take it: the nostr key, the passkeys (in id order,
-    /// as a sign-in and a batch lock them), the sessions. Deleting the user row first would hold
+    /// as a sign-in and a batch lock them), the sessions, the NIP-46 clients (a waiting request
+    /// locks its session or client as it is stored). Deleting the user row first would hold
     /// it while the cascade waited on a row another write holds, and that write's next insert
     /// waits on the user row (its foreign key): a deadlock.
     public func deleteUser(id: String) async throws -> Bool {
@@ -46,6 +47,7 @@ extension PostgresStore {
                 "SELECT 1 FROM nostr_keys WHERE user_id = \(id) FOR UPDATE",
                 "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE",
                 "SELECT 1 FROM sessions WHERE user_id = \(id) ORDER BY token_hash FOR UPDATE",
+                "SELECT 1 FROM bunker_clients WHERE user_id = \(id) ORDER BY client_pubkey FOR UPDATE",
             ] {
                 _ = try await connection.query(lock, logger: logger).collect()
             }

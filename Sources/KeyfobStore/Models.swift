@@ -341,6 +341,16 @@ public enum StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// What a waiting request came through, which must still exist when it is stored: signing out
+/// everywhere removes sessions and NIP-46 clients before it cancels what waits, so a request
+/// stored while it runs is either cancelled by it or not stored at all (`StoreError.notFound`).
+public enum PendingRequestSource: Sendable, Equatable {
+    /// The session it came through (its token's hash), the request's owner's.
+    case session(tokenHash: [UInt8])
+    /// A connected NIP-46 client of the account.
+    case bunkerClient(userID: String, clientPubkey: String)
+}
+
 /// A signer request waiting for its user's decision (redirect flows, NIP-07): in the database so
 /// any instance can finish it. What it asks is sealed (`payload`), since it may carry a plaintext.
 public struct PendingRequestRecord: Sendable, Equatable {

@@ -169,9 +169,11 @@ public protocol PolkadotStore: ConfirmationNonceStore {
     /// `expectedSealed` and the user's nostr key still at `ownerKeyVersion` (one writer wins a race,
     /// and nothing sealed for a protection the key has left lands); false otherwise.
     func replaceSubstrateSecret(_ record: SubstrateAccountRecord, expectedSealed: [UInt8], ownerKeyVersion: Int) async throws -> Bool
-    /// Stores a request; `limitReached` when the user has `maxPending` live ones. Decided requests
-    /// of this user older than a day go at the same time.
-    func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int) async throws
+    /// Stores a request; `limitReached` when the user has `maxPending` live ones; `notFound`
+    /// (nothing stored) when `session`, the one it came through, is gone, checked as it is stored
+    /// (as `insertPendingRequest`'s source). Decided requests of this user older than a day go at
+    /// the same time.
+    func insertPolkadotRequest(_ request: PolkadotRequestRecord, now: Date, maxPending: Int, session: [UInt8]?) async throws
     func polkadotRequest(id: String, ofUser userID: String) async throws -> PolkadotRequestRecord?
     /// pending → `state` with its result, once; false when it was decided already or has expired.
     /// `audit`, when given, is appended in the same transaction: a result (a signature the dapp

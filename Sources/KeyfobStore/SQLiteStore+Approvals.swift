@@ -3,9 +3,11 @@ import Foundation
 // MARK: Pending requests and grants
 
 extension SQLiteStore {
-    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+    public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int, source: PendingRequestSource?) async throws {
         try write {
             try connection.transaction {
+                // In the one write transaction a sign-out everywhere also takes: before it or after it.
+                if let source, try !exists(source, owner: q.userID) { throw StoreError.notFound }
                 let owner = q.userID ?? q.requester
                 let live =
                     try connection.query(
@@ -23,6 +25,20 @@ extension SQLiteStore {
                         q.confirmationNonce.map(SQLValue.blob) ?? .null, .date(q.createdAt), .date(q.expiresAt), .text(q.state),
                     ])
             }
+        }
+    }
+
+    /// Whether what a waiting request came through is there (inside the write transaction).
+    func exists(_ source: PendingRequestSource, owner: String?) throws -> Bool {
+        switch source {
+        case .session(let tokenHash):
+            try !connection.query(
+                "SELECT 1 FROM sessions WHERE token_hash = ? AND user_id IS ?", [.blob(tokenHash), owner.map(SQLValue.text) ?? .null]
+            ).isEmpty
+        case .bunkerClient(let userID, let clientPubkey):
+            try !connection.query(
+                "SELECT 1 FROM bunker_clients WHERE user_id = ? AND client_pubkey = ?", [.text(userID), .text(clientPubkey)]
+            ).isEmpty
         }
     }
 

@@ -71,9 +71,10 @@ extension SQLiteStore {
         }
     }
 
-    public func insertPolkadotRequest(_ q: PolkadotRequestRecord, now: Date, maxPending: Int) async throws {
+    public func insertPolkadotRequest(_ q: PolkadotRequestRecord, now: Date, maxPending: Int, session: [UInt8]?) async throws {
         try write {
             try connection.transaction {
+                if let session, try !exists(.session(tokenHash: session), owner: q.userID) { throw StoreError.notFound }
                 try connection.query(
                     "DELETE FROM polkadot_requests WHERE user_id = ? AND expires_at < ?",
                     [.text(q.userID), .date(now.addingTimeInterval(-86400))])

@@ -63,6 +63,9 @@ extension SignInStore {
 /// Sessions.
 public protocol SessionStore: Sendable {
     func session(tokenHash: [UInt8], now: Date) async throws -> SessionRecord?
+    /// Whether the session is still there and unexpired, as a check after writes must read it: a
+    /// removal in progress (a sign-out everywhere) is waited for, not read past.
+    func sessionRemains(tokenHash: [UInt8], now: Date) async throws -> Bool
     func deleteSession(tokenHash: [UInt8]) async throws
     /// Stores a session that no ceremony made (the browser extension's, given by a signed-in page
     /// with a passkey confirmation); the user's oldest sessions past the cap end first.
@@ -85,6 +88,14 @@ public protocol SessionStore: Sendable {
     /// "Sign out everywhere", in one transaction: every session, every NIP-46 client and the
     /// signer's connect secret, every grant (nostr apps and Polkadot dapp permissions alike).
     func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere
+}
+
+extension SessionStore {
+    /// A store whose reads see only committed writes, and whose writes are one at a time (SQLite),
+    /// has nothing in progress to wait for.
+    public func sessionRemains(tokenHash: [UInt8], now: Date) async throws -> Bool {
+        try await session(tokenHash: tokenHash, now: now) != nil
+    }
 }
 
 /// What "Sign out everywhere" ended.
@@ -219,8 +230,10 @@ public protocol ConfirmationNonceStore: Sendable {
 
 public protocol ApprovalStore: ConfirmationNonceStore {
     /// Stores a request; `limitReached` when its owner (or requester) already has `maxPending`
-    /// undecided, unexpired requests from the same client.
-    func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int) async throws
+    /// undecided, unexpired requests from the same client; `notFound` (nothing stored) when its
+    /// `source` is gone, checked as it is stored: a sign-out everywhere that removed the source
+    /// first makes it wait, then refuse.
+    func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int, source: PendingRequestSource?) async throws
     /// The request if it is pending, unexpired and `userID`'s — claiming it for `userID` when it has
     /// no owner yet. Nil otherwise (decided, expired, someone else's, unknown).
     func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord?
@@ -240,6 +253,13 @@ public protocol ApprovalStore: ConfirmationNonceStore {
     /// The user's unexpired grants, newest first.
     func grants(ofUser userID: String, now: Date) async throws -> [GrantRecord]
     func deleteGrant(id: String, ofUser userID: String) async throws -> Bool
+}
+
+extension ApprovalStore {
+    /// A request stored with nothing it came through to check (one made without a session).
+    public func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int) async throws {
+        try await insertPendingRequest(request, now: now, maxPending: maxPending, source: nil)
+    }
 }
 
 /// The signer's audit log.

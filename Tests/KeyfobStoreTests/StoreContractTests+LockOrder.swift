@@ -57,6 +57,8 @@ extension StoreContractTests {
         case keyWrap
         /// A session added at the cap: an old session trimmed, then the new one.
         case sessionAtTheCap
+        /// A NIP-46 client's waiting request stored: its client row, then the request (its owner).
+        case waitingRequest
     }
 
     /// Deleting an account locks its nostr key, passkeys and sessions before its user row: a
@@ -71,11 +73,14 @@ extension StoreContractTests {
         let key = NostrKeyRecord(userID: alice.id, pubkey: "aa", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
         try await store.completeRegistration(
             user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
+        try await store.putBunkerClient(
+            BunkerClientRecord(userID: alice.id, clientPubkey: "cc", name: "App", url: nil, perms: "", createdAt: t0))
         let first: PostgresQuery =
             switch write {
             case .signIn: "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR NO KEY UPDATE"
             case .keyWrap: "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(alice.id) FOR SHARE"
             case .sessionAtTheCap: "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(repeating: 1, count: 32)) FOR UPDATE"
+            case .waitingRequest: "SELECT 1 FROM bunker_clients WHERE user_id = \(alice.id) AND client_pubkey = 'cc' FOR KEY SHARE"
             }
         let inFlight = await holding(first, in: store) { connection in
             // Until the deletion waits on what this write holds.
@@ -93,6 +98,9 @@ extension StoreContractTests {
                     "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) AND user_id = \(alice.id) FOR SHARE",
                     logger: store.logger)
                 {}
+            case .waitingRequest:
+                // What the request's foreign key takes on its owner's row.
+                for try await _ in try await connection.query("SELECT 1 FROM users WHERE id = \(alice.id) FOR KEY SHARE", logger: store.logger) {}
             }
         }
         let deleted = Task { try await store.deleteUser(id: alice.id) }

@@ -69,10 +69,10 @@ extension StoreContractTests {
         let request = PolkadotRequestRecord(
             id: "r1", userID: alice.id, origin: "https://dapp.example", transport: "bridge", messageType: "pub(bytes.sign)",
             request: #"{"data":"0x00"}"#, createdAt: t0, expiresAt: t0.addingTimeInterval(300))
-        try await store.insertPolkadotRequest(request, now: t0, maxPending: 1)
+        try await store.insertPolkadotRequest(request, now: t0, maxPending: 1, session: nil)
         var second = request
         second.id = "r2"
-        await #expect(throws: StoreError.limitReached) { try await store.insertPolkadotRequest(second, now: t0, maxPending: 1) }
+        await #expect(throws: StoreError.limitReached) { try await store.insertPolkadotRequest(second, now: t0, maxPending: 1, session: nil) }
         #expect(try await store.polkadotRequest(id: "r1", ofUser: bob.id) == nil)
         #expect(try await store.setConfirmationNonce(.polkadot, id: "r1", userID: alice.id, nonce: [7], now: t0))
         #expect(try await store.setConfirmationNonce(.polkadot, id: "r1", userID: bob.id, nonce: [7], now: t0) == false)
@@ -82,7 +82,7 @@ extension StoreContractTests {
         let finished = try await store.polkadotRequest(id: "r1", ofUser: alice.id)
         #expect(finished?.state == "approved" && finished?.result == "{}")
         // Expired: cannot be decided; a day later it is cleared when the next request arrives.
-        try await store.insertPolkadotRequest(second, now: t0, maxPending: 1)
+        try await store.insertPolkadotRequest(second, now: t0, maxPending: 1, session: nil)
         #expect(
             try await store.finishPolkadotRequest(id: "r2", userID: alice.id, state: "approved", result: "{}", now: t0.addingTimeInterval(301))
                 == false)
@@ -90,13 +90,13 @@ extension StoreContractTests {
         later.id = "r3"
         later.createdAt = t0.addingTimeInterval(100_000)
         later.expiresAt = t0.addingTimeInterval(100_300)
-        try await store.insertPolkadotRequest(later, now: t0.addingTimeInterval(100_000), maxPending: 1)
+        try await store.insertPolkadotRequest(later, now: t0.addingTimeInterval(100_000), maxPending: 1, session: nil)
         #expect(try await store.polkadotRequest(id: "r1", ofUser: alice.id) == nil)
         // Sign out everywhere cancels both waiting requests and counts only the one still live.
         var brief = later
         brief.id = "r4"
         brief.expiresAt = t0.addingTimeInterval(100_001)
-        try await store.insertPolkadotRequest(brief, now: t0.addingTimeInterval(100_000), maxPending: 2)
+        try await store.insertPolkadotRequest(brief, now: t0.addingTimeInterval(100_000), maxPending: 2, session: nil)
         #expect(try await store.signOutEverywhere(userID: alice.id, now: t0.addingTimeInterval(100_100)).requests == 1)
         #expect(try await store.polkadotRequest(id: "r3", ofUser: alice.id)?.state == "cancelled")
         #expect(try await store.polkadotRequest(id: "r4", ofUser: alice.id)?.state == "cancelled")

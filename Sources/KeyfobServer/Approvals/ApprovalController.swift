@@ -97,7 +97,15 @@ struct ApprovalController: Sendable {
         }
         let id: String
         do {
-            id = try await pending.create(incoming, userID: auth?.user.id, requester: "ip:" + limits.clientIP(request, context))
+            let requester = "ip:" + limits.clientIP(request, context)
+            do {
+                id = try await pending.create(
+                    incoming, userID: auth?.user.id, requester: requester, source: auth.map { .session(tokenHash: $0.session.tokenHash) })
+            } catch StoreError.notFound {
+                // The browser's session ended meanwhile (signed out everywhere): the request waits as
+                // a signed-out browser's does, for whoever signs in to open it, not for the account.
+                id = try await pending.create(incoming, userID: nil, requester: requester, source: nil)
+            }
         } catch StoreError.limitReached {
             var back: String?
             if case .callback(let request) = incoming.reply {

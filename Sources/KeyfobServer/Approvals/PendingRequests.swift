@@ -15,11 +15,15 @@ struct PendingRequests: Sendable {
     static let lifetime: TimeInterval = 300
     static let maxPerClient = 20
 
-    /// Stores `incoming` and returns its id; throws `StoreError.limitReached` over the limit.
+    /// Stores `incoming` and returns its id; throws `StoreError.limitReached` over the limit, and
+    /// `StoreError.notFound` (nothing stored) when `source` (the session or NIP-46 client it came
+    /// through) is gone by then.
     /// `userID`: the owner when already known (a bunker request), else the first to open it.
     /// `sealingWith`: a passkey-sealed account's NIP-46 signer key, under which (not the master
     /// key) the request is sealed: only the owner's unlock opens it again.
-    func create(_ incoming: IncomingRequest, userID: String?, requester: String, sealingWith signerKey: SecretKey? = nil) async throws -> String {
+    func create(
+        _ incoming: IncomingRequest, userID: String?, requester: String, source: PendingRequestSource?, sealingWith signerKey: SecretKey? = nil
+    ) async throws -> String {
         let id = Base64URL.encode(randomBytes(16))
         let target = Array(incoming.target.utf8)
         let nonce: [UInt8], payload: [UInt8]
@@ -35,7 +39,7 @@ struct PendingRequests: Sendable {
             id: id, userID: userID, requester: requester, client: incoming.client, transport: incoming.transport,
             method: incoming.call.method.rawValue, kind: incoming.call.kind, nonce: nonce, payload: payload,
             createdAt: created, expiresAt: created.addingTimeInterval(Self.lifetime))
-        try await store.insertPendingRequest(record, now: created, maxPending: Self.maxPerClient)
+        try await store.insertPendingRequest(record, now: created, maxPending: Self.maxPerClient, source: source)
         return id
     }
 

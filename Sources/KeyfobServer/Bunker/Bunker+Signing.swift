@@ -18,7 +18,8 @@ extension Bunker {
     /// AND one of their sessions is unlocked (a grant skips the page, never the lock) AND the key
     /// opens without a passkey; otherwise it waits on the approval page (`auth_url`).
     /// `sealingWith`: a sealed account's signer key, under which a waiting request is stored.
-    func sign(_ address: BunkerAddress, userID: String, sealingWith signerKey: SecretKey? = nil) async throws -> NIP46.Response {
+    /// Nil (silence, as for any client not connected) when the client was disconnected meanwhile.
+    func sign(_ address: BunkerAddress, userID: String, sealingWith signerKey: SecretKey? = nil) async throws -> NIP46.Response? {
         guard let user = try await store.user(id: userID) else { return NIP46.Response(id: address.requestID, result: nil, error: "no such account") }
         let caller = SignerCaller(
             userID: userID, username: user.username, client: address.clientIdentifier, transport: "nip46",
@@ -43,11 +44,16 @@ extension Bunker {
             }
         }
         do {
+            // Stored only while the client is still connected: a sign-out everywhere in between
+            // would otherwise leave it waiting for approval after it cancelled the rest.
             let id = try await pending.create(
                 .nip46(address, call: call), userID: userID, requester: caller.client,
-                sealingWith: signerKey)
+                source: .bunkerClient(userID: userID, clientPubkey: address.client), sealingWith: signerKey)
             logger.info("nip46.auth_url", metadata: ["client": "\(address.client.prefix(12))", "method": "\(address.method)"])
             return NIP46.Response.authURL(id: address.requestID, url: "\(origin)/approve/\(id)")
+        } catch StoreError.notFound {
+            logger.notice("nip46.request_dropped", metadata: ["client": "\(address.client.prefix(12))", "reason": "disconnected"])
+            return nil
         } catch StoreError.limitReached {
             return NIP46.Response(
                 id: address.requestID, result: nil,

@@ -189,9 +189,13 @@ extension PolkadotController {
                 messageType: type, request: String(decoding: jsonBytes(stored), as: UTF8.self), createdAt: now(),
                 expiresAt: now().addingTimeInterval(Self.requestLifetime))
             do {
-                try await store.insertPolkadotRequest(record, now: now(), maxPending: Self.maxPending)
+                // Stored only while the session is: a sign-out everywhere in between would
+                // otherwise leave it waiting after it cancelled the rest.
+                try await store.insertPolkadotRequest(record, now: now(), maxPending: Self.maxPending, session: auth.session.tokenHash)
             } catch StoreError.limitReached {
                 throw KeyfobError.rateLimited(retryAfter: Int(Self.requestLifetime))
+            } catch StoreError.notFound {
+                throw KeyfobError.unauthorized
             }
             let base = configuration.effectiveOrigins.first ?? ""
             let pending = Pending(
