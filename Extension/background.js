@@ -324,7 +324,8 @@ async function openSignInWindow(origin) {
     awaitingSession.push(done);
     ext.windows.onRemoved.addListener(onRemoved);
   });
-  if (connectedNow) ext.windows.remove(created.id).catch(() => {});
+  // Closed before the call goes on, so its approval window never opens beside this one.
+  if (connectedNow) await ext.windows.remove(created.id).catch(() => {});
   return connectedNow;
 }
 
