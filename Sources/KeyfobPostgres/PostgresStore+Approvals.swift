@@ -41,6 +41,19 @@ extension PostgresStore {
         }
     }
 
+    /// Locks the session `tokenHash` (nil: none asked) of `userID` for the rest of the transaction
+    /// (KEY SHARE, what a foreign key takes), or throws `StoreError.notFound` when it is gone. A
+    /// sign-out everywhere locks the account's sessions first: one that deleted this one makes the
+    /// lock wait, then find it gone; one that comes after waits for this transaction, and then
+    /// removes what it wrote.
+    static func requireSession(_ tokenHash: [UInt8]?, of userID: String, on connection: PostgresConnection, logger: Logger) async throws {
+        guard let tokenHash else { return }
+        let found = try await connection.query(
+            "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(userID) FOR KEY SHARE", logger: logger
+        ).collect()
+        if found.isEmpty { throw StoreError.notFound }
+    }
+
     /// Whether what a waiting request came through is there (to say why an insert stored nothing).
     func exists(_ source: PendingRequestSource, owner: String?) async throws -> Bool {
         try await call { [self] in

@@ -50,25 +50,34 @@ extension PostgresStore {
         }
     }
 
-    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool {
-        try await call { [self] in
-            try await touched(
+    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?, session: [UInt8]?) async throws -> Bool {
+        try await transaction { [logger] connection in
+            try await Self.requireSession(session, of: userID, on: connection, logger: logger)
+            return try await connection.query(
                 """
                 UPDATE bunker_signers SET secret_hash = \(secretHash.map { ByteBuffer(bytes: $0) }),
                        secret_expires_at = \(expiresAt?.timeIntervalSince1970)
                 WHERE user_id = \(userID) RETURNING 1
-                """) == 1
+                """, logger: logger
+            ).collect().count == 1
         }
     }
 
-    public func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool {
-        try await call { [self] in
-            try await touched(
+    public func connectBunkerClient(_ c: BunkerClientRecord, secretHash: [UInt8], now: Date) async throws -> Bool {
+        try await transaction { [logger] connection in
+            // The signer's row first, as a sign-out everywhere takes it (before the clients): one
+            // that cleared the secret first makes this find none; one that comes after waits for
+            // this commit, then removes the client it added.
+            let used = try await connection.query(
                 """
                 UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
-                WHERE user_id = \(userID) AND secret_hash = \(ByteBuffer(bytes: secretHash))
+                WHERE user_id = \(c.userID) AND secret_hash = \(ByteBuffer(bytes: secretHash))
                   AND secret_expires_at > \(now.timeIntervalSince1970) RETURNING 1
-                """) == 1
+                """, logger: logger
+            ).collect()
+            guard used.count == 1 else { return false }
+            try await connection.query(Self.insertClientQuery(c), logger: logger).collect()
+            return true
         }
     }
 
@@ -92,18 +101,26 @@ extension PostgresStore {
         }
     }
 
-    public func putBunkerClient(_ c: BunkerClientRecord) async throws {
-        _ = try await call { [self] in
-            try await touched(
-                """
-                INSERT INTO bunker_clients (\(unescaped: Columns.client))
-                VALUES (\(c.userID), \(c.clientPubkey), \(c.name), \(c.url), \(c.perms), \(c.createdAt.timeIntervalSince1970),
-                        \(c.lastUsedAt?.timeIntervalSince1970), \(c.relays.joined(separator: "\n")))
-                ON CONFLICT (user_id, client_pubkey) DO UPDATE SET name = excluded.name, url = excluded.url, perms = excluded.perms,
-                    created_at = excluded.created_at, last_used_at = excluded.last_used_at, relays = excluded.relays
-                RETURNING 1
-                """)
+    public func putBunkerClient(_ c: BunkerClientRecord, session: [UInt8]?) async throws {
+        guard let session else {
+            _ = try await call { [self] in try await touched(Self.insertClientQuery(c)) }
+            return
         }
+        try await transaction { [logger] connection in
+            try await Self.requireSession(session, of: c.userID, on: connection, logger: logger)
+            try await connection.query(Self.insertClientQuery(c), logger: logger).collect()
+        }
+    }
+
+    static func insertClientQuery(_ c: BunkerClientRecord) -> PostgresQuery {
+        """
+        INSERT INTO bunker_clients (\(unescaped: Columns.client))
+        VALUES (\(c.userID), \(c.clientPubkey), \(c.name), \(c.url), \(c.perms), \(c.createdAt.timeIntervalSince1970),
+                \(c.lastUsedAt?.timeIntervalSince1970), \(c.relays.joined(separator: "\n")))
+        ON CONFLICT (user_id, client_pubkey) DO UPDATE SET name = excluded.name, url = excluded.url, perms = excluded.perms,
+            created_at = excluded.created_at, last_used_at = excluded.last_used_at, relays = excluded.relays
+        RETURNING 1
+        """
     }
 
     public func touchBunkerClient(userID: String, clientPubkey: String, at date: Date) async throws {

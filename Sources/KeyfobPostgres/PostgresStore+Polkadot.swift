@@ -121,8 +121,9 @@ extension PostgresStore {
         }
     }
 
-    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
+    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?, session: [UInt8]?) async throws {
         try await transaction { [logger] connection in
+            try await Self.requireSession(session, of: m.userID, on: connection, logger: logger)
             let before = try await connection.query(
                 """
                 SELECT runtime_hash FROM polkadot_metadata

@@ -46,12 +46,28 @@ extension PostgresStore {
             for lock: PostgresQuery in [
                 "SELECT 1 FROM nostr_keys WHERE user_id = \(id) FOR UPDATE",
                 "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE",
-                "SELECT 1 FROM sessions WHERE user_id = \(id) ORDER BY token_hash FOR UPDATE",
-                "SELECT 1 FROM bunker_clients WHERE user_id = \(id) ORDER BY client_pubkey FOR UPDATE",
             ] {
                 _ = try await connection.query(lock, logger: logger).collect()
             }
+            try await Self.lockSessionsSignerAndClients(
+                of: id, signer: "SELECT 1 FROM bunker_signers WHERE user_id = \(id) FOR UPDATE", on: connection, logger: logger)
             return try await connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger).collect().count == 1
+        }
+    }
+
+    /// Locks the account's sessions, then its NIP-46 signer's row (`signer`: the statement that
+    /// takes it), then its NIP-46 clients: the one order an account's deletion and a sign-out
+    /// everywhere share with every write that holds two of them (a secret or client stored for a
+    /// session: the session, then the signer or client; a bunker `connect`: the signer, then the
+    /// client; a waiting request: its session or client).
+    static func lockSessionsSignerAndClients(
+        of userID: String, signer: PostgresQuery, on connection: PostgresConnection, logger: Logger
+    ) async throws {
+        for lock: PostgresQuery in [
+            "SELECT 1 FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR UPDATE", signer,
+            "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE",
+        ] {
+            _ = try await connection.query(lock, logger: logger).collect()
         }
     }
 }

@@ -182,8 +182,11 @@ public protocol PolkadotStore: ConfirmationNonceStore {
         -> Bool
     /// Keeps `metadata` (replacing the row of its user, origin and chain) and the runtime it names:
     /// `runtime` is stored under `metadata.runtimeHash` unless those bytes are stored already. The
-    /// user's rows past the caps go (`overflow`), and so do runtimes no row names any more.
-    func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord, runtime: [UInt8]?) async throws
+    /// user's rows past the caps go (`overflow`), and so do runtimes no row names any more. With
+    /// `session` (the token hash of the session the site came through), only while that session of
+    /// the user exists (`StoreError.notFound` when it is gone): a sign-out everywhere deletes the
+    /// user's metadata after their sessions, so metadata a site gave while it ran goes too.
+    func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord, runtime: [UInt8]?, session: [UInt8]?) async throws
     /// The user's rows for `origin`, without a row whose runtime is gone (a concurrent sweep on
     /// PostgreSQL): the dapp then sees it unknown in `metadata.list` and provides it again.
     func polkadotMetadata(ofUser userID: String, origin: String) async throws -> [PolkadotMetadataRecord]

@@ -28,6 +28,12 @@ extension SQLiteStore {
         }
     }
 
+    /// Throws `StoreError.notFound` unless the session `tokenHash` (nil: none asked) is `userID`'s
+    /// (inside the write transaction, which a sign-out everywhere also takes).
+    func requireSession(_ tokenHash: [UInt8]?, of userID: String) throws {
+        if let tokenHash, try !exists(.session(tokenHash: tokenHash), owner: userID) { throw StoreError.notFound }
+    }
+
     /// Whether what a waiting request came through is there (inside the write transaction).
     func exists(_ source: PendingRequestSource, owner: String?) throws -> Bool {
         switch source {

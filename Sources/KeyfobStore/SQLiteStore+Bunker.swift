@@ -47,23 +47,31 @@ extension SQLiteStore {
         }
     }
 
-    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool {
+    public func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?, session: [UInt8]?) async throws -> Bool {
         try write {
-            try connection.query(
-                "UPDATE bunker_signers SET secret_hash = ?, secret_expires_at = ? WHERE user_id = ?",
-                [secretHash.map(SQLValue.blob) ?? .null, .date(expiresAt), .text(userID)])
-            return connection.changes == 1
+            try connection.transaction {
+                // In the one write transaction a sign-out everywhere also takes: before it or after it.
+                try requireSession(session, of: userID)
+                try connection.query(
+                    "UPDATE bunker_signers SET secret_hash = ?, secret_expires_at = ? WHERE user_id = ?",
+                    [secretHash.map(SQLValue.blob) ?? .null, .date(expiresAt), .text(userID)])
+                return connection.changes == 1
+            }
         }
     }
 
-    public func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool {
+    public func connectBunkerClient(_ c: BunkerClientRecord, secretHash: [UInt8], now: Date) async throws -> Bool {
         try write {
-            try connection.query(
-                """
-                UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
-                WHERE user_id = ? AND secret_hash = ? AND secret_expires_at > ?
-                """, [.text(userID), .blob(secretHash), .date(now)])
-            return connection.changes == 1
+            try connection.transaction {
+                try connection.query(
+                    """
+                    UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
+                    WHERE user_id = ? AND secret_hash = ? AND secret_expires_at > ?
+                    """, [.text(c.userID), .blob(secretHash), .date(now)])
+                guard connection.changes == 1 else { return false }
+                try insertClient(c)
+                return true
+            }
         }
     }
 
@@ -85,15 +93,22 @@ extension SQLiteStore {
         }
     }
 
-    public func putBunkerClient(_ c: BunkerClientRecord) async throws {
+    public func putBunkerClient(_ c: BunkerClientRecord, session: [UInt8]?) async throws {
         try write {
-            try connection.query(
-                "INSERT OR REPLACE INTO bunker_clients (\(Columns.client)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    .text(c.userID), .text(c.clientPubkey), c.name.map(SQLValue.text) ?? .null, c.url.map(SQLValue.text) ?? .null,
-                    .text(c.perms), .date(c.createdAt), .date(c.lastUsedAt), .text(c.relays.joined(separator: "\n")),
-                ])
+            try connection.transaction {
+                try requireSession(session, of: c.userID)
+                try insertClient(c)
+            }
         }
+    }
+
+    private func insertClient(_ c: BunkerClientRecord) throws {
+        try connection.query(
+            "INSERT OR REPLACE INTO bunker_clients (\(Columns.client)) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                .text(c.userID), .text(c.clientPubkey), c.name.map(SQLValue.text) ?? .null, c.url.map(SQLValue.text) ?? .null,
+                .text(c.perms), .date(c.createdAt), .date(c.lastUsedAt), .text(c.relays.joined(separator: "\n")),
+            ])
     }
 
     public func touchBunkerClient(userID: String, clientPubkey: String, at date: Date) async throws {

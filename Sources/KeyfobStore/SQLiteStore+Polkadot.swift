@@ -120,8 +120,13 @@ extension SQLiteStore {
         }
     }
 
-    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
-        try write { try connection.transaction { try putMetadata(m, runtime: runtime) } }
+    public func putPolkadotMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?, session: [UInt8]?) async throws {
+        try write {
+            try connection.transaction {
+                try requireSession(session, of: m.userID)
+                try putMetadata(m, runtime: runtime)
+            }
+        }
     }
 
     private func putMetadata(_ m: PolkadotMetadataRecord, runtime: [UInt8]?) throws {

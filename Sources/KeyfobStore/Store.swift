@@ -281,14 +281,22 @@ public protocol BunkerStore: Sendable {
     func allBunkerSigners() async throws -> [BunkerSignerRecord]
     /// Stores the user's signer unless they have one; returns the one now stored.
     func insertBunkerSignerIfAbsent(_ record: BunkerSignerRecord) async throws -> BunkerSignerRecord
-    /// Replaces the connection secret (nil: none); false when the user has no signer.
-    func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?) async throws -> Bool
-    /// Uses the secret once: true (and it is gone) when it matches and has not expired.
-    func consumeBunkerSecret(userID: String, secretHash: [UInt8], now: Date) async throws -> Bool
+    /// Replaces the connection secret (nil: none); false when the user has no signer. With
+    /// `session` (its token's hash), only while that session of the user still exists, checked
+    /// as it is written (`StoreError.notFound` when it is gone): a sign-out everywhere clears the
+    /// secret after it removed the sessions, so a secret asked for while it runs never outlives it.
+    func setBunkerSecret(userID: String, secretHash: [UInt8]?, expiresAt: Date?, session: [UInt8]?) async throws -> Bool
+    /// A bunker URL's `connect`: uses the secret once and connects `client` in one transaction;
+    /// false (nothing written) when the secret does not match, was used, replaced or has expired.
+    /// A sign-out everywhere clears the secret before it removes the clients, so a connect that
+    /// raced it is either removed by it or refused.
+    func connectBunkerClient(_ client: BunkerClientRecord, secretHash: [UInt8], now: Date) async throws -> Bool
     func bunkerClients(ofUser userID: String) async throws -> [BunkerClientRecord]
     func bunkerClient(userID: String, clientPubkey: String) async throws -> BunkerClientRecord?
-    /// Adds (or replaces) a connected client.
-    func putBunkerClient(_ record: BunkerClientRecord) async throws
+    /// Adds (or replaces) a connected client. With `session` (its token's hash: the user pasted a
+    /// `nostrconnect://` URL), only while that session of the user still exists, checked as it is
+    /// written (`StoreError.notFound` when it is gone), as for `setBunkerSecret`.
+    func putBunkerClient(_ record: BunkerClientRecord, session: [UInt8]?) async throws
     func touchBunkerClient(userID: String, clientPubkey: String, at: Date) async throws
     /// Disconnects a client, in one transaction: the client, its grants (`client`, as grants and
     /// requests name it) and what it left waiting (cancelled: nobody is left to answer). False

@@ -99,7 +99,7 @@ import Testing
                 try await store.putBunkerClient(
                     BunkerClientRecord(
                         userID: userID, clientPubkey: keys[n], name: nil,
-                        url: nil, perms: "", createdAt: Date(), relays: ["wss://r\(n % 4).example"]))
+                        url: nil, perms: "", createdAt: Date(), relays: ["wss://r\(n % 4).example"]), session: nil)
             }
             #expect((try await paste(16, ["wss://r0.example"]))["error"] as? String == "invalid_request")
             // Replacing one already connected is fine.

@@ -8,7 +8,7 @@ import Testing
 @testable import KeyfobStore
 
 /// PostgreSQL takes an account's row locks in one order (its nostr key, its passkeys in id order,
-/// its sessions, then its user row), never waits on the sessions a trim would remove, and bounds
+/// its sessions, its NIP-46 signer and clients, then its user row), never waits on the sessions a trim would remove, and bounds
 /// every lock wait: a sign-in, a batch and an account's deletion never wait on each other in a circle.
 extension StoreContractTests {
     /// A sign-in at the session cap skips the old sessions another transaction holds (the cap is
@@ -59,9 +59,11 @@ extension StoreContractTests {
         case sessionAtTheCap
         /// A NIP-46 client's waiting request stored: its client row, then the request (its owner).
         case waitingRequest
+        /// A bunker `connect`: its signer's row (the secret used), then its new client (its owner).
+        case bunkerConnect
     }
 
-    /// Deleting an account locks its nostr key, passkeys and sessions before its user row: a
+    /// Deleting an account locks its nostr key, passkeys, sessions, NIP-46 signer and clients before its user row: a
     /// write in flight that holds one of them and then needs the user row finishes first, and the
     /// deletion then removes the account with what that write added. The other order deadlocked.
     @Test(
@@ -75,12 +77,14 @@ extension StoreContractTests {
             user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
         try await store.putBunkerClient(
             BunkerClientRecord(userID: alice.id, clientPubkey: "cc", name: "App", url: nil, perms: "", createdAt: t0))
+        _ = try await store.insertBunkerSignerIfAbsent(signer(of: alice))
         let first: PostgresQuery =
             switch write {
             case .signIn: "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) FOR NO KEY UPDATE"
             case .keyWrap: "SELECT passkey_sealed FROM nostr_keys WHERE user_id = \(alice.id) FOR SHARE"
             case .sessionAtTheCap: "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(repeating: 1, count: 32)) FOR UPDATE"
             case .waitingRequest: "SELECT 1 FROM bunker_clients WHERE user_id = \(alice.id) AND client_pubkey = 'cc' FOR KEY SHARE"
+            case .bunkerConnect: "UPDATE bunker_signers SET secret_hash = NULL WHERE user_id = \(alice.id) RETURNING 1"
             }
         let inFlight = await holding(first, in: store) { connection in
             // Until the deletion waits on what this write holds.
@@ -98,8 +102,8 @@ extension StoreContractTests {
                     "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: [1, 1])) AND user_id = \(alice.id) FOR SHARE",
                     logger: store.logger)
                 {}
-            case .waitingRequest:
-                // What the request's foreign key takes on its owner's row.
+            case .waitingRequest, .bunkerConnect:
+                // What the new row's foreign key takes on its owner's row.
                 for try await _ in try await connection.query("SELECT 1 FROM users WHERE id = \(alice.id) FOR KEY SHARE", logger: store.logger) {}
             }
         }

@@ -217,15 +217,21 @@ extension StoreContractTests {
         // The secret: single use, expiring, replaceable.
         #expect(try await store.setBunkerSecret(userID: alice.id, secretHash: [7], expiresAt: t0 + 600))
         #expect(try await store.setBunkerSecret(userID: bob.id, secretHash: [7], expiresAt: t0 + 600) == false)
-        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [8], now: t0) == false)
-        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0 + 601) == false)  // expired
-        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0))
-        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0) == false)  // used
-        // Clients: added, touched, listed, revoked; gone with the account.
+        // A bunker `connect` uses it and connects its client at once, or writes nothing.
         let app = BunkerClientRecord(
             userID: alice.id, clientPubkey: "cc", name: "App", url: "https://app.example",
             perms: "sign_event:1", createdAt: t0)
-        try await store.putBunkerClient(app)
+        #expect(try await store.connectBunkerClient(app, secretHash: [8], now: t0) == false)
+        #expect(try await store.connectBunkerClient(app, secretHash: [7], now: t0 + 601) == false)  // expired
+        #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
+        #expect(try await store.connectBunkerClient(app, secretHash: [7], now: t0))
+        #expect(try await store.bunkerClients(ofUser: alice.id) == [app])
+        try await store.putBunkerClient(app, session: nil)
+        var late = app
+        late.clientPubkey = "dd"
+        #expect(try await store.connectBunkerClient(late, secretHash: [7], now: t0) == false)  // used
+        #expect(try await store.bunkerClient(userID: alice.id, clientPubkey: "dd") == nil)
+        // Clients: added, touched, listed, revoked; gone with the account.
         try await store.touchBunkerClient(userID: alice.id, clientPubkey: "cc", at: t0 + 5)
         #expect(try await store.bunkerClient(userID: alice.id, clientPubkey: "cc")?.lastUsedAt == t0 + 5)
         #expect(try await store.bunkerClient(userID: bob.id, clientPubkey: "cc") == nil)
@@ -358,7 +364,7 @@ extension StoreContractTests {
         #expect(try await store.session(tokenHash: [UInt8](repeating: 1, count: 32), now: t0) == nil)
         #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
         #expect(try await store.grants(ofUser: alice.id, now: t0).isEmpty)
-        #expect(try await store.consumeBunkerSecret(userID: alice.id, secretHash: [7], now: t0) == false)  // void
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == nil)  // void
         #expect(try await store.bunkerSigner(ofUser: alice.id) != nil)  // the signer key stays
         #expect(try await store.bunkerClients(ofUser: bob.id).count == 1)
         #expect(try await store.grants(ofUser: bob.id, now: t0).count == 2)

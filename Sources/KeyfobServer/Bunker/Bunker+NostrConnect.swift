@@ -55,7 +55,8 @@ extension Bunker {
 
     /// The user pasted a client's `nostrconnect://` URL: the client is connected (with the relays
     /// it named, where Keyfob now listens for it) and gets `connect`'s answer, its own secret.
-    func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?) async throws -> BunkerClientRecord {
+    /// Stored only while `session` (the one that pasted it) is, as a bunker URL's secret is.
+    func connect(_ url: NostrConnectURL, userID: String, unlock: SessionUnlock?, session: [UInt8]) async throws -> BunkerClientRecord {
         let at = now()
         if let wait = nostrConnectLimiter.take(userID, now: at) {
             throw KeyfobError(
@@ -69,7 +70,7 @@ extension Bunker {
             userID: userID, clientPubkey: url.client.hex, name: Self.clean(url.name), url: Self.clean(url.url),
             perms: url.perms.map(\.string).joined(separator: ","), createdAt: at, lastUsedAt: at,
             relays: url.relays)
-        try await store.putBunkerClient(client)
+        do { try await store.putBunkerClient(client, session: session) } catch StoreError.notFound { throw KeyfobError.unauthorized }
         await external?.ensure(url.relays, clientPubkey: client.clientPubkey, signer: record.pubkey)
         // Queued as well: another instance may hold the external relays and send it from the queue.
         try await send(

@@ -173,11 +173,18 @@ final class Bunker: Sendable, Service {
     /// A new connect secret for a bunker URL: 256 random bits, stored only as its SHA-256, good for
     /// one `connect` within `secretLifetime`. Every URL shown gets a new one, which replaces any
     /// unused one: a secret is never derived from anything, never shown twice, and a used or
-    /// replaced one never comes back.
-    func newSecret(of record: BunkerSignerRecord) async throws -> (secret: String, expiresAt: Date) {
+    /// replaced one never comes back. Stored only while `session` (the one that asked) is: a
+    /// secret shown to a session that a sign-out everywhere ended meanwhile would connect an app
+    /// after it (`KeyfobError.unauthorized`).
+    func newSecret(of record: BunkerSignerRecord, session: [UInt8]) async throws -> (secret: String, expiresAt: Date) {
         let value = Base64URL.encode(randomBytes(32))
         let expiry = now().addingTimeInterval(Self.secretLifetime)
-        _ = try await store.setBunkerSecret(userID: record.userID, secretHash: sha256(Array(value.utf8)), expiresAt: expiry)
+        do {
+            _ = try await store.setBunkerSecret(
+                userID: record.userID, secretHash: sha256(Array(value.utf8)), expiresAt: expiry, session: session)
+        } catch StoreError.notFound {
+            throw KeyfobError.unauthorized
+        }
         return (value, expiry)
     }
 
@@ -278,21 +285,21 @@ final class Bunker: Sendable, Service {
                     return NIP46.Response(id: request.id, result: "ack")
                 }
                 let offered = request.params.count >= 2 && !request.params[1].isEmpty ? sha256(Array(request.params[1].utf8)) : []
-                // Compared with the record in hand first: a wrong guess touches no table.
+                let perms = request.params.count >= 3 ? (try? NIP46Permission.parseList(request.params[2]))?.map(\.string) ?? [] : []
+                let metadata: (name: String?, url: String?) = request.params.count >= 4 ? Self.metadata(request.params[3]) : (nil, nil)
+                let connecting = BunkerClientRecord(
+                    userID: userID, clientPubkey: client, name: metadata.name, url: metadata.url, perms: perms.joined(separator: ","),
+                    createdAt: at, lastUsedAt: at)
+                // Compared with the record in hand first: a wrong guess touches no table. The
+                // secret is used and the client connected in one transaction, so a sign-out
+                // everywhere in between cannot leave the client connected.
                 guard !offered.isEmpty, record.secretHash == offered, (record.secretExpiresAt ?? .distantPast) > at,
-                    try await store.consumeBunkerSecret(userID: userID, secretHash: offered, now: at)
+                    try await store.connectBunkerClient(connecting, secretHash: offered, now: at)
                 else {
                     noteRefusedConnect(at: at)
                     guard refusedConnects.take(record.pubkey, now: at) == nil else { return nil }
                     return NIP46.Response(id: request.id, result: nil, error: "unauthorized: the secret is wrong, used or expired")
                 }
-                let perms = request.params.count >= 3 ? (try? NIP46Permission.parseList(request.params[2]))?.map(\.string) ?? [] : []
-                let metadata: (name: String?, url: String?) = request.params.count >= 4 ? Self.metadata(request.params[3]) : (nil, nil)
-                try await store.putBunkerClient(
-                    BunkerClientRecord(
-                        userID: userID, clientPubkey: client, name: metadata.name,
-                        url: metadata.url, perms: perms.joined(separator: ","),
-                        createdAt: at, lastUsedAt: at))
                 logger.info("nip46.connected", metadata: ["client": "\(client.prefix(12))"])
                 remember(client, of: record)
                 return NIP46.Response(id: request.id, result: "ack")

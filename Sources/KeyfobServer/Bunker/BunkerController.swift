@@ -40,7 +40,7 @@ struct BunkerController: Sendable {
             throw KeyfobError(.invalidRequest, "this is not a usable nostrconnect:// URL: \(error.message)")
         }
         guard url.relays.count <= 8 else { throw KeyfobError.invalid("a nostrconnect URL may name at most 8 relays") }
-        let client = try await bunker.connect(url, userID: auth.user.id, unlock: auth.unlock)
+        let client = try await bunker.connect(url, userID: auth.user.id, unlock: auth.unlock, session: auth.session.tokenHash)
         return jsonResponse(
             ConnectedClientReply(
                 pubkey: client.clientPubkey, relays: client.relays,
@@ -56,7 +56,7 @@ struct BunkerController: Sendable {
                 status: .notFound)
         }
         let signer = try await bunker.signer(of: auth.user.id, unlock: auth.unlock)
-        let (secret, expiresAt) = try await bunker.newSecret(of: signer)
+        let (secret, expiresAt) = try await bunker.newSecret(of: signer, session: auth.session.tokenHash)
         let url = BunkerURL(signer: try PublicKey(hex: signer.pubkey), relays: relays, secret: secret)
         return jsonResponse(
             BunkerURLReply(

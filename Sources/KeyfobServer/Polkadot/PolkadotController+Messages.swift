@@ -161,7 +161,11 @@ extension PolkadotController {
                     error.kind == .mistyped ? .invalidRequest : .invalidContent,
                     "metadata must be a MetadataDef with genesisHash and specVersion: \(error.message)")
             }
-            try await provideMetadata(definition, origin: origin, userID: auth.user.id)
+            do {
+                try await provideMetadata(definition, origin: origin, userID: auth.user.id, session: auth.session.tokenHash)
+            } catch StoreError.notFound {
+                throw KeyfobError.unauthorized  // signed out everywhere meanwhile
+            }
             return jsonResponse(MessageReply(type: type, result: AnyEncodable(true)))
         case "pub(bytes.sign)", "pub(extrinsic.sign)":
             try await requireAuthorized(origin, who)
@@ -369,7 +373,9 @@ extension PolkadotController {
     }
 
     /// Keeps what the approval page uses of a dapp's `MetadataDef`, for that dapp only.
-    func provideMetadata(_ def: MetadataDefinition, origin: String, userID: String) async throws {
+    /// Kept only while `session` (the one the site came through) is: a sign-out everywhere
+    /// deletes the account's metadata, and what a site gave while it ran goes with it.
+    func provideMetadata(_ def: MetadataDefinition, origin: String, userID: String, session: [UInt8]) async throws {
         guard PolkadotHex.decode(def.genesisHash)?.count == 32 else {
             throw KeyfobError(.invalidContent, "genesisHash must be 0x-hex of 32 bytes")
         }
@@ -404,7 +410,7 @@ extension PolkadotController {
             PolkadotMetadataRecord(
                 userID: userID, origin: origin, genesisHash: kept.genesisHash, specVersion: def.specVersion,
                 definition: String(decoding: jsonBytes(kept), as: UTF8.self), updatedAt: now(), runtimeHash: runtime?.hash),
-            runtime: runtime?.bytes)
+            runtime: runtime?.bytes, session: session)
     }
 
     // MARK: Subscriptions
