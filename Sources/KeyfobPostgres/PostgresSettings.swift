@@ -141,7 +141,13 @@ public struct PostgresSettings: Sendable, Equatable {
         // call stuck behind another transaction's row lock also ends on PostgreSQL's side, as a
         // database error, and frees its connection. Migrations lift it while they run. A startup
         // parameter, so it costs no round trip (a pooler in between must pass it on).
-        configuration.options.additionalStartupParameters = [("lock_timeout", Self.lockTimeout(halfOf: timeout))]
+        // READ COMMITTED whatever the server's or database's default is: the checks that a
+        // session or client still exists as something is stored for it (`requireSession`, the
+        // waiting requests' inserts) wait for a sign-out in progress, then read what it committed;
+        // under REPEATABLE READ they would fail with a serialization error instead.
+        configuration.options.additionalStartupParameters = [
+            ("lock_timeout", Self.lockTimeout(halfOf: timeout)), ("default_transaction_isolation", "read committed"),
+        ]
         if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
         return configuration
     }

@@ -171,6 +171,11 @@ extension PostgresStore {
             // READ COMMITTED whatever the server's default isolation is.
             try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
+            // The account's sessions next (their data-key copies change below), before the NIP-46
+            // signer: the order a sign-out everywhere takes them in (`endSessionsAndClients`).
+            try await connection.query(
+                "SELECT 1 FROM sessions WHERE user_id = \(k.userID) ORDER BY token_hash FOR NO KEY UPDATE", logger: logger
+            ).collect()
             if let substrateAccounts {
                 // The key's row is locked by the version check above: no account is added meanwhile
                 // (an insert checks that version too).
@@ -191,10 +196,25 @@ extension PostgresStore {
             }
             if let bunkerSigner {
                 let old = try await connection.query(
-                    "DELETE FROM bunker_signers WHERE user_id = \(k.userID) RETURNING pubkey",
-                    logger: logger
+                    "SELECT pubkey FROM bunker_signers WHERE user_id = \(k.userID) FOR UPDATE", logger: logger
                 ).collect().first.map { try $0.makeRandomAccess().text(0) }
-                try await connection.query(Self.insertSignerQuery(bunkerSigner, onConflict: ""), logger: logger).collect()
+                let s = bunkerSigner
+                if old != nil {
+                    // In place: the secret stays as the row has it now (a sign-out everywhere that
+                    // cleared it committed first), with the same key only.
+                    try await connection.query(
+                        """
+                        UPDATE bunker_signers SET pubkey = \(s.pubkey), nonce = \(ByteBuffer(bytes: s.nonce)),
+                          sealed = \(ByteBuffer(bytes: s.sealed)), created_at = \(s.createdAt.timeIntervalSince1970),
+                          passkey_sealed = \(s.passkeySealed),
+                          secret_hash = CASE WHEN pubkey = \(s.pubkey) THEN secret_hash END,
+                          secret_expires_at = CASE WHEN pubkey = \(s.pubkey) THEN secret_expires_at END
+                        WHERE user_id = \(k.userID)
+                        """, logger: logger
+                    ).collect()
+                } else {
+                    try await connection.query(Self.insertSignerQuery(s.withoutSecret, onConflict: ""), logger: logger).collect()
+                }
                 if let old, old != bunkerSigner.pubkey {
                     try await connection.query("DELETE FROM bunker_clients WHERE user_id = \(k.userID)", logger: logger).collect()
                     try await connection.query(

@@ -68,18 +68,7 @@ extension PostgresStore {
             // client as it is stored) is then cancelled too. READ COMMITTED whatever the server's
             // default isolation is: one snapshot for the whole transaction would miss it.
             try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
-            // In the order an account's deletion locks them (a waiting request holds one as it is
-            // stored). The connect secret is cleared before the clients are locked: a bunker
-            // `connect` that used it first holds the signer's row until its client is committed,
-            // so the clients read next include it.
-            try await Self.lockSessionsSignerAndClients(
-                of: userID, signer: "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)",
-                on: connection, logger: logger)
-            let sessions = try await connection.query("DELETE FROM sessions WHERE user_id = \(userID) RETURNING kind", logger: logger)
-                .collect().map { try $0.makeRandomAccess().optionalText(0) }
-            let clients = try await connection.query(
-                "DELETE FROM bunker_clients WHERE user_id = \(userID) RETURNING coalesce(name, client_pubkey)", logger: logger
-            ).collect().map { try $0.makeRandomAccess().text(0) }
+            let (sessions, clients) = try await Self.endSessionsAndClients(of: userID, on: connection, logger: logger)
             let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING client", logger: logger)
                 .collect().map { try $0.makeRandomAccess().text(0) }
             // What an intruder's client left waiting is cancelled, not left to be approved; the

@@ -37,8 +37,8 @@ extension PostgresStore {
 
     /// Everything the deletion's cascade reaches that other writes lock before they need the user
     /// row is locked first, in the order they take it: the nostr key, the passkeys (in id order,
-    /// as a sign-in and a batch lock them), the sessions, the NIP-46 clients (a waiting request
-    /// locks its session or client as it is stored). Deleting the user row first would hold
+    /// as a sign-in and a batch lock them), then the sessions, the NIP-46 signer and its clients
+    /// (`endSessionsAndClients`). Deleting the user row first would hold
     /// it while the cascade waited on a row another write holds, and that write's next insert
     /// waits on the user row (its foreign key): a deadlock.
     public func deleteUser(id: String) async throws -> Bool {
@@ -49,25 +49,39 @@ extension PostgresStore {
             ] {
                 _ = try await connection.query(lock, logger: logger).collect()
             }
-            try await Self.lockSessionsSignerAndClients(
-                of: id, signer: "SELECT 1 FROM bunker_signers WHERE user_id = \(id) FOR UPDATE", on: connection, logger: logger)
+            _ = try await Self.endSessionsAndClients(of: id, on: connection, logger: logger)
             return try await connection.query("DELETE FROM users WHERE id = \(id) RETURNING 1", logger: logger).collect().count == 1
         }
     }
 
-    /// Locks the account's sessions, then its NIP-46 signer's row (`signer`: the statement that
-    /// takes it), then its NIP-46 clients: the one order an account's deletion and a sign-out
-    /// everywhere share with every write that holds two of them (a secret or client stored for a
-    /// session: the session, then the signer or client; a bunker `connect`: the signer, then the
-    /// client; a waiting request: its session or client).
-    static func lockSessionsSignerAndClients(
-        of userID: String, signer: PostgresQuery, on connection: PostgresConnection, logger: Logger
-    ) async throws {
-        for lock: PostgresQuery in [
-            "SELECT 1 FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR UPDATE", signer,
-            "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE",
-        ] {
-            _ = try await connection.query(lock, logger: logger).collect()
-        }
+    /// Ends the account's sessions, voids its NIP-46 connect secret and disconnects its NIP-46
+    /// clients: the sessions' kinds and the clients' names. One order, shared by an account's
+    /// deletion and a sign-out everywhere with every write that holds two of these rows: the
+    /// sessions (in token order), the signer's row, the clients (in key order). A write stored for
+    /// a session holds that session first (it finishes, or finds it gone); a bunker `connect` holds
+    /// the signer's row until its client is committed, so the clients taken last include it. Each
+    /// step locks and deletes in one statement: a session added after the first (a sign-in that came
+    /// later) is left alone, not waited on, so a write holding it cannot close a circle.
+    static func endSessionsAndClients(
+        of userID: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> (sessionKinds: [String?], clientNames: [String]) {
+        let sessions = try await connection.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR UPDATE)
+            RETURNING kind
+            """, logger: logger
+        ).collect().map { try $0.makeRandomAccess().optionalText(0) }
+        try await connection.query(
+            "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
+        ).collect()
+        let clients = try await connection.query(
+            """
+            DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey IN
+                (SELECT client_pubkey FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE)
+            RETURNING coalesce(name, client_pubkey)
+            """, logger: logger
+        ).collect().map { try $0.makeRandomAccess().text(0) }
+        return (sessions, clients)
     }
 }

@@ -453,6 +453,13 @@ public struct BunkerSignerRecord: Sendable, Equatable {
         self.createdAt = createdAt
         self.passkeySealed = passkeySealed
     }
+
+    /// The record with no connect secret: a signer key stored anew starts without one.
+    public var withoutSecret: BunkerSignerRecord {
+        var record = self
+        (record.secretHash, record.secretExpiresAt) = (nil, nil)
+        return record
+    }
 }
 
 /// A NIP-46 reply waiting for the instance that holds its client's connection: an approval can

@@ -118,8 +118,23 @@ extension SQLiteStore {
                 }
                 if let bunkerSigner {
                     let old = try connection.query("SELECT pubkey FROM bunker_signers WHERE user_id = ?", [.text(k.userID)]).first?.first?.text
-                    try connection.query("DELETE FROM bunker_signers WHERE user_id = ?", [.text(k.userID)])
-                    try insertSigner(bunkerSigner, orIgnore: false)
+                    if old != nil {
+                        let s = bunkerSigner
+                        // In place: the secret stays as the row has it, with the same key only.
+                        try connection.query(
+                            """
+                            UPDATE bunker_signers SET pubkey = ?, nonce = ?, sealed = ?, created_at = ?, passkey_sealed = ?,
+                              secret_hash = CASE WHEN pubkey = ? THEN secret_hash END,
+                              secret_expires_at = CASE WHEN pubkey = ? THEN secret_expires_at END
+                            WHERE user_id = ?
+                            """,
+                            [
+                                .text(s.pubkey), .blob(s.nonce), .blob(s.sealed), .date(s.createdAt), .bool(s.passkeySealed), .text(s.pubkey),
+                                .text(s.pubkey), .text(k.userID),
+                            ])
+                    } else {
+                        try insertSigner(bunkerSigner.withoutSecret, orIgnore: false)
+                    }
                     if old != nil, old != bunkerSigner.pubkey {
                         try connection.query("DELETE FROM bunker_clients WHERE user_id = ?", [.text(k.userID)])
                         try connection.query("DELETE FROM grants WHERE user_id = ? AND client LIKE 'nip46:%'", [.text(k.userID)])

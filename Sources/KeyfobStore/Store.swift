@@ -138,8 +138,10 @@ public protocol KeyWrapStore: Sendable {
     /// Seals or unseals: replaces the user's key when the stored version is `expectedVersion`,
     /// replaces all of the user's wraps with `wraps`, and drops every session's data-key copy
     /// but `keepingSession`'s; `conflict` (nothing written) when the version moved. With
-    /// `bunkerSigner`, the user's NIP-46 signer is replaced by it too; when that is a new key, the
-    /// clients connected to the old one, their grants and the user's undecided requests go. With
+    /// `bunkerSigner`, the user's NIP-46 signer is replaced by it too, but for its connect secret:
+    /// the same key keeps the secret the row holds now (what the caller read may be stale: a sign-out
+    /// everywhere may have cleared it since), a new key starts with none, and the clients connected
+    /// to the old one, their grants and the user's undecided requests go. With
     /// `substrateAccounts`, they are every one of the user's Substrate accounts, sealed again
     /// (`conflict` when the user has another number of them).
     func changeKeyProtection(

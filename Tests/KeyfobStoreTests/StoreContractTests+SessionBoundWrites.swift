@@ -114,23 +114,157 @@ extension StoreContractTests {
             #expect(try connected.get() == false)
             #expect(ended.clients == 0)
         } else {
-            // The connect's own first step, held: the secret used, its client not yet added.
-            let used: PostgresQuery = """
-                UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL
-                WHERE user_id = \(alice.id) AND secret_hash = \(ByteBuffer(bytes: [7])) RETURNING 1
-                """
+            // The connect itself, held after it used the secret: its client's foreign key waits on
+            // the user row, which another transaction holds until the sign-out waits on the connect.
             let signOut = Mutex<Task<SignedOutEverywhere, any Error>?>(nil)
-            let connecting = await holding(used, in: store) { connection in
-                let task = Task { try await store.signOutEverywhere(userID: alice.id, now: now) }
-                signOut.withLock { $0 = task }
-                _ = try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store)
-                for try await _ in try await connection.query(PostgresStore.insertClientQuery(app), logger: store.logger) {}
+            let connect = Mutex<Task<Bool, any Error>?>(nil)
+            let held = await holding("SELECT 1 FROM users WHERE id = \(alice.id) FOR UPDATE", in: store) { connection in
+                let connecting = Task { try await store.connectBunkerClient(app, secretHash: [7], now: now) }
+                connect.withLock { $0 = connecting }
+                let connector = try #require(try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store))
+                let signingOut = Task { try await store.signOutEverywhere(userID: alice.id, now: now) }
+                signOut.withLock { $0 = signingOut }
+                _ = try await Self.backend(blockedBy: connector, in: store)
             }
-            try await connecting.value
+            try await held.value
+            #expect(try await #require(connect.withLock { $0 }).value, "the connect used the secret first")
             let ended = try await #require(signOut.withLock { $0 }).value
             #expect(ended.clients == 1, "the sign-out saw the client the connect added")
         }
         #expect(try await store.bunkerClients(ofUser: alice.id).isEmpty)
         #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == nil)
+    }
+
+    /// Unsealing writes the NIP-46 signer back under the master key from a record read before; a
+    /// sign-out everywhere in between cleared the connect secret, and it stays cleared (the record's
+    /// secret was written back before, and the intruder's app could connect with it).
+    @Test(arguments: Kind.available)
+    func aSignerWrittenBackByAnUnsealKeepsTheSecretASignOutCleared(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let (alice, key) = try await sealedAccount(in: store)
+        let read = try #require(try await store.bunkerSigner(ofUser: alice.id))
+        #expect(read.secretHash == [7])
+        _ = try await store.signOutEverywhere(userID: alice.id, now: t0)
+        try await store.changeKeyProtection(
+            unsealed(key), expectedVersion: 1, wraps: [], keepingSession: nil, sessionDataKey: nil, bunkerSigner: unsealed(read),
+            substrateAccounts: nil)
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == nil)
+        let app = BunkerClientRecord(userID: alice.id, clientPubkey: "evil", name: "Evil", url: nil, perms: "", createdAt: t0)
+        #expect(try await store.connectBunkerClient(app, secretHash: [7], now: t0) == false)
+        // Without a sign-out the same key keeps its secret; a new key starts with none.
+        try await store.addSession(session(1, of: alice))
+        #expect(try await store.setBunkerSecret(userID: alice.id, secretHash: [8], expiresAt: t0 + 600, session: nil))
+        var again = unsealed(key)
+        again.version = 3
+        try await store.changeKeyProtection(
+            again, expectedVersion: 2, wraps: [], keepingSession: nil, sessionDataKey: nil, bunkerSigner: unsealed(read),
+            substrateAccounts: nil)
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == [8])
+        var newKey = unsealed(read)
+        newKey.pubkey = "other-signer"
+        again.version = 4
+        try await store.changeKeyProtection(
+            again, expectedVersion: 3, wraps: [], keepingSession: nil, sessionDataKey: nil, bunkerSigner: newKey, substrateAccounts: nil)
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == nil)
+    }
+
+    /// Alice with a sealed nostr key, session 1, and a sealed NIP-46 signer whose secret is [7].
+    func sealedAccount(in store: any KeyfobStore) async throws -> (UserRecord, NostrKeyRecord) {
+        let alice = user("alice")
+        var key = NostrKeyRecord(userID: alice.id, pubkey: "ab", version: 1, nonce: [1], sealed: [2], updatedAt: t0)
+        key.passkeySealed = true
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: key, credential: credential(1, of: alice), session: session(1, of: alice))
+        var sealed = signer(of: alice)
+        sealed.passkeySealed = true
+        _ = try await store.insertBunkerSignerIfAbsent(sealed)
+        return (alice, key)
+    }
+
+    func unsealed(_ key: NostrKeyRecord) -> NostrKeyRecord {
+        var next = key
+        (next.version, next.passkeySealed, next.nonce) = (key.version + 1, false, [3])
+        return next
+    }
+
+    func unsealed(_ signer: BunkerSignerRecord) -> BunkerSignerRecord {
+        var plain = signer
+        (plain.passkeySealed, plain.nonce) = (false, [3])
+        return plain
+    }
+
+    /// On PostgreSQL, an unseal and a sign-out everywhere at once: the unseal holds the signer's row
+    /// (held here at its step after, the key wraps), the sign-out waits on the sessions the unseal
+    /// locked first; whichever order they commit in, the secret is gone after the sign-out.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"), arguments: [false, true])
+    func anUnsealAndASignOutAtOnceLeaveNoSecretAndNoDeadlock(_ keepingSession: Bool) async throws {
+        let store = try await Self.postgres()
+        let (alice, key) = try await sealedAccount(in: store)
+        _ = try await store.rows(
+            """
+            INSERT INTO key_wraps (user_id, credential_id, wrapped, created_at)
+            VALUES (\(alice.id), \(ByteBuffer(bytes: [1, 1])), \(ByteBuffer(bytes: [9])), 0) RETURNING 1
+            """)
+        let plain = unsealed(try #require(try await store.bunkerSigner(ofUser: alice.id)))
+        let next = unsealed(key), now = t0
+        let session: [UInt8]? = keepingSession ? [UInt8](repeating: 1, count: 32) : nil
+        let unseal = Mutex<Task<Void, any Error>?>(nil)
+        let signOut = Mutex<Task<SignedOutEverywhere, any Error>?>(nil)
+        let held = await holding("SELECT 1 FROM key_wraps WHERE user_id = \(alice.id) FOR UPDATE", in: store) { connection in
+            let unsealing = Task {
+                try await store.changeKeyProtection(
+                    next, expectedVersion: 1, wraps: [], keepingSession: session, sessionDataKey: session.map { _ in [5] },
+                    bunkerSigner: plain, substrateAccounts: nil)
+            }
+            unseal.withLock { $0 = unsealing }
+            let unsealer = try #require(try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store))
+            let signingOut = Task { try await store.signOutEverywhere(userID: alice.id, now: now) }
+            signOut.withLock { $0 = signingOut }
+            _ = try await Self.backend(blockedBy: unsealer, in: store)
+        }
+        try await held.value
+        try await #require(unseal.withLock { $0 }).value
+        #expect(try await #require(signOut.withLock { $0 }).value.sessions == 1)
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == nil)
+    }
+
+    /// On PostgreSQL, a session that signed in while a sign-out everywhere runs (after it ended the
+    /// sessions it found) and asks for a bunker URL is left alone by it, not waited on: the two
+    /// finish, instead of each waiting on what the other holds.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func aSessionAddedWhileASignOutRunsNeitherWaitsInACircleNorIsEnded() async throws {
+        let store = try await Self.postgres()
+        let (alice, _) = try await sealedAccount(in: store)
+        try await store.putBunkerClient(BunkerClientRecord(userID: alice.id, clientPubkey: "cc", name: nil, url: nil, perms: "", createdAt: t0))
+        let now = t0
+        let signOut = Mutex<Task<SignedOutEverywhere, any Error>?>(nil)
+        let secret = Mutex<Task<Bool, any Error>?>(nil)
+        // The sign-out held at its clients (after the sessions and the signer).
+        let held = await holding("SELECT 1 FROM bunker_clients WHERE user_id = \(alice.id) FOR KEY SHARE", in: store) { connection in
+            let signingOut = Task { try await store.signOutEverywhere(userID: alice.id, now: now) }
+            signOut.withLock { $0 = signingOut }
+            let signer = try #require(try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store))
+            try await store.addSession(self.session(2, of: alice))
+            let asking = Task {
+                try await store.setBunkerSecret(
+                    userID: alice.id, secretHash: [2, 8], expiresAt: now + 600, session: [UInt8](repeating: 2, count: 32))
+            }
+            secret.withLock { $0 = asking }
+            _ = try await Self.backend(blockedBy: signer, in: store)
+        }
+        try await held.value
+        #expect(try await #require(signOut.withLock { $0 }).value.sessions == 1)
+        #expect(try await #require(secret.withLock { $0 }).value)
+        #expect(try await hasSession(store, 2))
+        #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == [2, 8])
+    }
+
+    /// Every connection runs READ COMMITTED whatever the server's default: the checks above wait
+    /// for a sign-out in progress and read what it committed (REPEATABLE READ would refuse them with
+    /// a serialization error, a 503, where the promise is a 401).
+    @Test(.enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func everyConnectionReadsCommitted() async throws {
+        let store = try await Self.postgres()
+        #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == "read committed")
     }
 }

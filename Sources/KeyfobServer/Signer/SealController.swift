@@ -195,11 +195,8 @@ struct SealController: Sendable {
         // The NIP-46 signer key stays (its clients stay connected), under the master key alone again.
         var signer: BunkerSignerRecord?
         if let sealed = try await store.bunkerSigner(ofUser: userID), sealed.passkeySealed {
-            var plain = try custody.sealSigner(
-                custody.openSigner(sealed, dataKey: dataKey), userID: userID,
-                createdAt: sealed.createdAt)
-            (plain.secretHash, plain.secretExpiresAt) = (sealed.secretHash, sealed.secretExpiresAt)
-            signer = plain
+            // Its connect secret stays as the store holds it then (`changeKeyProtection`).
+            signer = try custody.sealSigner(custody.openSigner(sealed, dataKey: dataKey), userID: userID, createdAt: sealed.createdAt)
         }
         do {
             try await store.changeKeyProtection(
