@@ -46,12 +46,21 @@ extension PostgresStore {
     /// sign-out everywhere locks the account's sessions first: one that deleted this one makes the
     /// lock wait, then find it gone; one that comes after waits for this transaction, and then
     /// removes what it wrote.
+    /// Its transaction's first statement: it also makes that transaction READ COMMITTED (as every
+    /// connection's startup parameter does, unless a pooler in between dropped it).
     static func requireSession(_ tokenHash: [UInt8]?, of userID: String, on connection: PostgresConnection, logger: Logger) async throws {
         guard let tokenHash else { return }
+        try await readCommitted(connection, logger: logger)
         let found = try await connection.query(
             "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(userID) FOR KEY SHARE", logger: logger
         ).collect()
         if found.isEmpty { throw StoreError.notFound }
+    }
+
+    /// Makes the transaction READ COMMITTED (its first statement): a row another transaction
+    /// deletes is waited for and then read as gone, not a serialization error.
+    static func readCommitted(_ connection: PostgresConnection, logger: Logger) async throws {
+        try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
     }
 
     /// Whether what a waiting request came through is there (to say why an insert stored nothing).

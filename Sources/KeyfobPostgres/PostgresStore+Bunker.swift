@@ -68,6 +68,7 @@ extension PostgresStore {
             // The signer's row first, as a sign-out everywhere takes it (before the clients): one
             // that cleared the secret first makes this find none; one that comes after waits for
             // this commit, then removes the client it added.
+            try await Self.readCommitted(connection, logger: logger)
             let used = try await connection.query(
                 """
                 UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL

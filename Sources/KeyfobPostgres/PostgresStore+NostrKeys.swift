@@ -169,12 +169,19 @@ extension PostgresStore {
         try await transaction { [self] connection in
             // The count below must see an account inserted while this waited for the key's row:
             // READ COMMITTED whatever the server's default isolation is.
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
+            try await Self.readCommitted(connection, logger: logger)
             try await replaceKey(k, expectedVersion: expectedVersion, on: connection)
-            // The account's sessions next (their data-key copies change below), before the NIP-46
-            // signer: the order a sign-out everywhere takes them in (`endSessionsAndClients`).
+            // Then, in the order an account's deletion takes them: its passkeys (their wraps are
+            // replaced below; a passkey's removal holds it, then its wrap and its sessions), then its
+            // sessions, whose data-key copies go here (the kept session's is set again below), before
+            // the NIP-46 signer, as a sign-out everywhere continues (`endSessionsAndClients`). Only
+            // the sessions locked here are written: one signed in meanwhile is not waited on.
             try await connection.query(
-                "SELECT 1 FROM sessions WHERE user_id = \(k.userID) ORDER BY token_hash FOR NO KEY UPDATE", logger: logger
+                "SELECT 1 FROM credentials WHERE user_id = \(k.userID) ORDER BY id FOR KEY SHARE", logger: logger
+            ).collect()
+            let tokens = try await Self.lockSessions(of: k.userID, mode: "NO KEY UPDATE", on: connection, logger: logger)
+            try await connection.query(
+                "UPDATE sessions SET data_key = NULL WHERE token_hash = ANY(\(tokens)) AND data_key IS NOT NULL", logger: logger
             ).collect()
             if let substrateAccounts {
                 // The key's row is locked by the version check above: no account is added meanwhile
@@ -229,9 +236,6 @@ extension PostgresStore {
             }
             try await connection.query("DELETE FROM key_wraps WHERE user_id = \(k.userID)", logger: logger).collect()
             for wrap in wraps { try await insertKeyWrap(wrap, on: connection) }
-            try await connection.query(
-                "UPDATE sessions SET data_key = NULL WHERE user_id = \(k.userID) AND data_key IS NOT NULL", logger: logger
-            ).collect()
             if let keepingSession {
                 try await connection.query(
                     """

@@ -19,7 +19,7 @@ extension PostgresStore {
     /// default: a stricter level would fail the read instead).
     public func sessionRemains(tokenHash: [UInt8], now: Date) async throws -> Bool {
         try await transaction { [logger] connection in
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
+            try await Self.readCommitted(connection, logger: logger)
             return try await !connection.query(
                 """
                 SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND expires_at > \(now.timeIntervalSince1970)
@@ -67,7 +67,7 @@ extension PostgresStore {
             // seeing what committed before it: a request stored meanwhile (it locks its session or
             // client as it is stored) is then cancelled too. READ COMMITTED whatever the server's
             // default isolation is: one snapshot for the whole transaction would miss it.
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
+            try await Self.readCommitted(connection, logger: logger)
             let (sessions, clients) = try await Self.endSessionsAndClients(of: userID, on: connection, logger: logger)
             let grants = try await connection.query("DELETE FROM grants WHERE user_id = \(userID) RETURNING client", logger: logger)
                 .collect().map { try $0.makeRandomAccess().text(0) }

@@ -43,6 +43,7 @@ extension PostgresStore {
     /// waits on the user row (its foreign key): a deadlock.
     public func deleteUser(id: String) async throws -> Bool {
         try await transaction { [logger] connection in
+            try await Self.readCommitted(connection, logger: logger)
             for lock: PostgresQuery in [
                 "SELECT 1 FROM nostr_keys WHERE user_id = \(id) FOR UPDATE",
                 "SELECT 1 FROM credentials WHERE user_id = \(id) ORDER BY id FOR UPDATE",
@@ -59,29 +60,35 @@ extension PostgresStore {
     /// deletion and a sign-out everywhere with every write that holds two of these rows: the
     /// sessions (in token order), the signer's row, the clients (in key order). A write stored for
     /// a session holds that session first (it finishes, or finds it gone); a bunker `connect` holds
-    /// the signer's row until its client is committed, so the clients taken last include it. Each
-    /// step locks and deletes in one statement: a session added after the first (a sign-in that came
-    /// later) is left alone, not waited on, so a write holding it cannot close a circle.
+    /// the signer's row until its client is committed, so the clients taken last include it. Only
+    /// the rows locked are deleted: a session added after the first step (a sign-in that came later,
+    /// with a passkey) is left alone by a sign-out, not waited on, so a write holding it cannot
+    /// close a circle with it (an account's deletion removes it with the user row).
     static func endSessionsAndClients(
         of userID: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sessionKinds: [String?], clientNames: [String]) {
+        let tokens = try await lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
         let sessions = try await connection.query(
-            """
-            DELETE FROM sessions WHERE token_hash IN
-                (SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR UPDATE)
-            RETURNING kind
-            """, logger: logger
+            "DELETE FROM sessions WHERE token_hash = ANY(\(tokens)) RETURNING kind", logger: logger
         ).collect().map { try $0.makeRandomAccess().optionalText(0) }
         try await connection.query(
             "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
         ).collect()
+        let keys = try await connection.query(
+            "SELECT client_pubkey FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE", logger: logger
+        ).collect().map { try $0.makeRandomAccess().text(0) }
         let clients = try await connection.query(
-            """
-            DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey IN
-                (SELECT client_pubkey FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE)
-            RETURNING coalesce(name, client_pubkey)
-            """, logger: logger
+            "DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = ANY(\(keys)) RETURNING coalesce(name, client_pubkey)",
+            logger: logger
         ).collect().map { try $0.makeRandomAccess().text(0) }
         return (sessions, clients)
+    }
+
+    /// Locks the account's sessions in token order (`FOR <mode>`): the token hashes it locked. What
+    /// follows writes only those (a statement that locks in a sub-select may not run it at all).
+    static func lockSessions(of userID: String, mode: String, on connection: PostgresConnection, logger: Logger) async throws -> [ByteBuffer] {
+        try await connection.query(
+            "SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR \(unescaped: mode)", logger: logger
+        ).collect().map { try $0.makeRandomAccess()[0].decode(ByteBuffer.self) }
     }
 }

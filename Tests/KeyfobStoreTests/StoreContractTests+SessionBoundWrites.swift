@@ -259,12 +259,73 @@ extension StoreContractTests {
         #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == [2, 8])
     }
 
-    /// Every connection runs READ COMMITTED whatever the server's default: the checks above wait
-    /// for a sign-out in progress and read what it committed (REPEATABLE READ would refuse them with
-    /// a serialization error, a 503, where the promise is a 401).
-    @Test(.enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
-    func everyConnectionReadsCommitted() async throws {
+    /// The session checks read committed whatever the database's default isolation: with the
+    /// database set to REPEATABLE READ, a write for a session that a sign-out in progress removes
+    /// still waits, then is refused (a 401), rather than failing with a serialization error (a 503).
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func theSessionChecksReadCommittedWhateverTheDatabasesDefault() async throws {
+        let admin = try await Self.postgres()
+        func setDefault(_ level: String?) async throws {
+            let value = level.map { "SET default_transaction_isolation = ''\($0)''" } ?? "RESET default_transaction_isolation"
+            _ = try await admin.rows("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I \(unescaped: value)', current_database()); END $$")
+        }
+        try await setDefault("repeatable read")
+        do {
+            let store = try await Self.postgres()  // new connections: the database's default applies
+            #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == "read committed")
+            let alice = user("alice")
+            try await register([alice], in: store)
+            _ = try await store.insertBunkerSignerIfAbsent(signer(of: alice))
+            try await store.insertPendingRequest(waiting("w", of: alice), now: t0, maxPending: 8)
+            let (_, wrote) = try await whileSigningOut(alice, heldAt: "SELECT 1 FROM signer_requests WHERE id = 'w' FOR UPDATE", in: store) {
+                try await self.write(.secret, for: alice, session: 1, in: store)
+            }
+            #expect(throws: StoreError.notFound) { try wrote.get() }
+        } catch {
+            try await setDefault(nil)
+            throw error
+        }
+        try await setDefault(nil)
+    }
+
+    /// On PostgreSQL, an unseal and the removal of a passkey at once (one a session signed in
+    /// with): the unseal takes the passkeys before the sessions, as the removal does, so one waits
+    /// for the other instead of each holding what the other needs (the removal: the passkey, its
+    /// wrap, then its sessions; the unseal: the sessions, then the wraps).
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func anUnsealAndAPasskeyRemovalAtOnceBothFinish() async throws {
         let store = try await Self.postgres()
-        #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == "read committed")
+        let (alice, key) = try await sealedAccount(in: store)
+        var second = session(2, of: alice)
+        second.credentialID = [2, 2]
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: second)
+        for id: UInt8 in [1, 2] {
+            _ = try await store.rows(
+                """
+                INSERT INTO key_wraps (user_id, credential_id, wrapped, created_at)
+                VALUES (\(alice.id), \(ByteBuffer(bytes: [id, id])), \(ByteBuffer(bytes: [9])), 0) RETURNING 1
+                """)
+        }
+        let plain = unsealed(try #require(try await store.bunkerSigner(ofUser: alice.id)))
+        let next = unsealed(key)
+        let unseal = Mutex<Task<Void, any Error>?>(nil)
+        let removal = Mutex<Task<Bool, any Error>?>(nil)
+        // The unseal held at the NIP-46 signer (after the sessions, before the wraps).
+        let held = await holding("SELECT 1 FROM bunker_signers WHERE user_id = \(alice.id) FOR UPDATE", in: store) { connection in
+            let unsealing = Task {
+                try await store.changeKeyProtection(
+                    next, expectedVersion: 1, wraps: [], keepingSession: nil, sessionDataKey: nil, bunkerSigner: plain, substrateAccounts: nil)
+            }
+            unseal.withLock { $0 = unsealing }
+            let unsealer = try #require(try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store))
+            let removing = Task { try await store.deleteCredential(id: [2, 2], ofUser: alice.id) }
+            removal.withLock { $0 = removing }
+            _ = try await Self.backend(blockedBy: unsealer, in: store)
+        }
+        try await held.value
+        try await #require(unseal.withLock { $0 }).value
+        #expect(try await #require(removal.withLock { $0 }).value)
+        #expect(try await !hasSession(store, 2))
     }
 }
