@@ -8,16 +8,10 @@ import PostgresNIO
 extension PostgresStore {
     public func insertPendingRequest(_ q: PendingRequestRecord, now: Date, maxPending: Int, source: PendingRequestSource?) async throws {
         let owner = q.userID ?? q.requester
-        // The source row is locked as the request is stored (KEY SHARE, what a foreign key takes):
-        // a sign-out everywhere that deleted it first makes this wait, then find it gone; one that
-        // comes after waits for this insert, and cancels the request it stored.
-        let session = source.flatMap { if case .session(let hash) = $0 { ByteBuffer(bytes: hash) } else { nil } }
-        let client: (user: String, pubkey: String)? = source.flatMap {
-            if case .bunkerClient(let user, let pubkey) = $0 { (user, pubkey) } else { nil }
-        }
-        let inserted = try await call { [self] in
+        let inserted = try await transaction { [logger] connection in
+            try await Self.require(source, owner: q.userID, on: connection, logger: logger)
             // As with challenges: one statement, the cap checked as it inserts.
-            try await touched(
+            return try await connection.query(
                 """
                 INSERT INTO signer_requests (\(unescaped: Columns.request))
                 SELECT \(q.id), \(q.userID), \(q.requester), \(q.client), \(q.transport), \(q.method), \(q.kind),
@@ -26,53 +20,42 @@ extension PostgresStore {
                 WHERE (SELECT count(*) FROM (SELECT 1 FROM signer_requests
                        WHERE (user_id = \(owner) OR requester = \(owner)) AND client = \(q.client) AND state = 'pending'
                          AND expires_at > \(now.timeIntervalSince1970) LIMIT \(maxPending)) AS live) < \(maxPending)
-                  AND (\(session)::BYTEA IS NULL
-                       OR EXISTS (SELECT 1 FROM sessions WHERE token_hash = \(session) AND user_id = \(q.userID) FOR KEY SHARE))
-                  AND (\(client?.user)::TEXT IS NULL
-                       OR EXISTS (SELECT 1 FROM bunker_clients WHERE user_id = \(client?.user) AND client_pubkey = \(client?.pubkey)
-                                  FOR KEY SHARE))
                 RETURNING 1
-                """)
+                """, logger: logger
+            ).collect().count
         }
-        guard inserted == 1 else {
-            // Refused: by the cap, or because the source is gone (said first: retrying cannot help).
-            if let source, try await !exists(source, owner: q.userID) { throw StoreError.notFound }
-            throw StoreError.limitReached
-        }
+        guard inserted == 1 else { throw StoreError.limitReached }
     }
 
-    /// Locks the session `tokenHash` (nil: none asked) of `userID` for the rest of the transaction
-    /// (KEY SHARE, what a foreign key takes), or throws `StoreError.notFound` when it is gone. A
-    /// sign-out everywhere locks the account's sessions first: one that deleted this one makes the
-    /// lock wait, then find it gone; one that comes after waits for this transaction, and then
-    /// removes what it wrote.
+    /// Locks what a write for `source` needs to still exist (the session, `owner`'s; or the NIP-46
+    /// client) for the rest of the transaction, or throws `StoreError.notFound` when it is gone. KEY
+    /// SHARE, what a foreign key takes: a sign-out everywhere that deleted the row first makes this
+    /// wait, then find it gone; one that comes after waits for this transaction, and then removes
+    /// what it wrote (it ends sessions and clients before it cancels what waits).
     /// Its transaction's first statement: it also makes that transaction READ COMMITTED (as every
-    /// connection's startup parameter does, unless a pooler in between dropped it).
-    static func requireSession(_ tokenHash: [UInt8]?, of userID: String, on connection: PostgresConnection, logger: Logger) async throws {
-        guard let tokenHash else { return }
+    /// connection's startup parameter does, unless a pooler in between dropped it). Nil: nothing.
+    static func require(_ source: PendingRequestSource?, owner: String?, on connection: PostgresConnection, logger: Logger) async throws {
+        guard let source else { return }
         try await readCommitted(connection, logger: logger)
-        let found = try await connection.query(
-            "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(userID) FOR KEY SHARE", logger: logger
-        ).collect()
-        if found.isEmpty { throw StoreError.notFound }
+        let lock: PostgresQuery =
+            switch source {
+            case .session(let tokenHash):
+                "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(owner) FOR KEY SHARE"
+            case .bunkerClient(let userID, let clientPubkey):
+                "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) FOR KEY SHARE"
+            }
+        if try await connection.query(lock, logger: logger).collect().isEmpty { throw StoreError.notFound }
+    }
+
+    /// `require` for the session `tokenHash` (nil: none asked) of `userID`.
+    static func requireSession(_ tokenHash: [UInt8]?, of userID: String, on connection: PostgresConnection, logger: Logger) async throws {
+        try await require(tokenHash.map { .session(tokenHash: $0) }, owner: userID, on: connection, logger: logger)
     }
 
     /// Makes the transaction READ COMMITTED (its first statement): a row another transaction
     /// deletes is waited for and then read as gone, not a serialization error.
     static func readCommitted(_ connection: PostgresConnection, logger: Logger) async throws {
         try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
-    }
-
-    /// Whether what a waiting request came through is there (to say why an insert stored nothing).
-    func exists(_ source: PendingRequestSource, owner: String?) async throws -> Bool {
-        try await call { [self] in
-            switch source {
-            case .session(let tokenHash):
-                try await !rows("SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(owner)").isEmpty
-            case .bunkerClient(let userID, let clientPubkey):
-                try await !rows("SELECT 1 FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey)").isEmpty
-            }
-        }
     }
 
     public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {

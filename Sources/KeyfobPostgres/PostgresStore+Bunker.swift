@@ -103,10 +103,6 @@ extension PostgresStore {
     }
 
     public func putBunkerClient(_ c: BunkerClientRecord, session: [UInt8]?) async throws {
-        guard let session else {
-            _ = try await call { [self] in try await touched(Self.insertClientQuery(c)) }
-            return
-        }
         try await transaction { [logger] connection in
             try await Self.requireSession(session, of: c.userID, on: connection, logger: logger)
             try await connection.query(Self.insertClientQuery(c), logger: logger).collect()

@@ -73,12 +73,13 @@ extension PostgresStore {
     }
 
     public func insertPolkadotRequest(_ q: PolkadotRequestRecord, now: Date, maxPending: Int, session: [UInt8]?) async throws {
-        let token = session.map { ByteBuffer(bytes: $0) }
         let nowValue = now.timeIntervalSince1970
-        let inserted = try await call { [self] in
-            _ = try await touched(
-                "DELETE FROM polkadot_requests WHERE user_id = \(q.userID) AND expires_at < \(nowValue - 86400) RETURNING 1")
-            return try await touched(
+        let inserted = try await transaction { [logger] connection in
+            try await Self.requireSession(session, of: q.userID, on: connection, logger: logger)
+            try await connection.query(
+                "DELETE FROM polkadot_requests WHERE user_id = \(q.userID) AND expires_at < \(nowValue - 86400)", logger: logger
+            ).collect()
+            return try await connection.query(
                 """
                 INSERT INTO polkadot_requests (\(unescaped: Columns.polkadotRequest))
                 SELECT \(q.id), \(q.userID), \(q.origin), \(q.transport), \(q.messageType), \(q.request), \(q.state), \(q.result),
@@ -86,15 +87,11 @@ extension PostgresStore {
                        \(q.expiresAt.timeIntervalSince1970)
                 WHERE (SELECT count(*) FROM polkadot_requests
                        WHERE user_id = \(q.userID) AND state = 'pending' AND expires_at > \(nowValue)) < \(maxPending)
-                  AND (\(token)::BYTEA IS NULL
-                       OR EXISTS (SELECT 1 FROM sessions WHERE token_hash = \(token) AND user_id = \(q.userID) FOR KEY SHARE))
                 RETURNING 1
-                """)
+                """, logger: logger
+            ).collect().count
         }
-        guard inserted == 1 else {
-            if let session, try await !exists(.session(tokenHash: session), owner: q.userID) { throw StoreError.notFound }
-            throw StoreError.limitReached
-        }
+        guard inserted == 1 else { throw StoreError.limitReached }
     }
 
     public func polkadotRequest(id: String, ofUser userID: String) async throws -> PolkadotRequestRecord? {
