@@ -58,17 +58,20 @@ extension PostgresStore {
         try await connection.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED", logger: logger).collect()
     }
 
-    public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
-        try await call { [self] in
+    public func claimPendingRequest(id: String, userID: String, session: [UInt8]?, now: Date) async throws -> PendingRequestRecord? {
+        try await transaction { [logger] connection in
+            // The session that asks held first, as for a request stored: a sign-out everywhere then
+            // waits for this claim and cancels the request, or ran first and this refuses.
+            try await Self.requireSession(session, of: userID, on: connection, logger: logger)
             // One statement: claim it if nobody owns it; it comes back only if it is (now) this user's.
-            try await writtenRows(
+            return try await connection.query(
                 """
                 UPDATE signer_requests SET user_id = \(userID)
                 WHERE id = \(id) AND (user_id IS NULL OR user_id = \(userID)) AND state = 'pending'
                   AND expires_at > \(now.timeIntervalSince1970)
                 RETURNING \(unescaped: Columns.request)
-                """
-            ).first.map { try PendingRequestRecord(row: $0) }
+                """, logger: logger
+            ).collect().first.map { try PendingRequestRecord(row: $0.makeRandomAccess()) }
         }
     }
 

@@ -25,49 +25,55 @@ extension PostgresStore {
     public func sweepExpired(now: Date, limit: Int) async throws -> Int {
         let moment = now.timeIntervalSince1970
         let limit = max(0, limit)
+        // Each statement skips the rows another transaction holds (the next sweep takes them): it
+        // never waits, so it cannot wait in a circle with a sign-out or a deletion that locks the
+        // same account's rows in an order of its own.
         return try await call { [self] in
             var removed = try await touched(
                 """
                 DELETE FROM used_challenges WHERE hash IN
-                    (SELECT hash FROM used_challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                    (SELECT hash FROM used_challenges WHERE expires_at <= \(moment) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1
                 """)
             removed += try await touched(
                 """
                 DELETE FROM challenges WHERE challenge IN
-                    (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                    (SELECT challenge FROM challenges WHERE expires_at <= \(moment) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1
                 """)
             removed += try await touched(
                 """
                 DELETE FROM signer_requests WHERE id IN
-                    (SELECT id FROM signer_requests WHERE expires_at <= \(moment - 3600) LIMIT \(limit)) RETURNING 1
+                    (SELECT id FROM signer_requests WHERE expires_at <= \(moment - 3600) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1
                 """)
             removed += try await touched(
                 """
                 DELETE FROM grants WHERE id IN
-                    (SELECT id FROM grants WHERE expires_at IS NOT NULL AND expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                    (SELECT id FROM grants WHERE expires_at IS NOT NULL AND expires_at <= \(moment) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
                 """)
             removed += try await touched(
                 """
                 DELETE FROM sessions WHERE token_hash IN
-                    (SELECT token_hash FROM sessions WHERE expires_at <= \(moment) LIMIT \(limit)) RETURNING 1
+                    (SELECT token_hash FROM sessions WHERE expires_at <= \(moment) LIMIT \(limit) FOR UPDATE SKIP LOCKED) RETURNING 1
                 """)
             // A sealed key's data key lives in a session for its unlock window only.
             removed += try await touched(
                 """
                 UPDATE sessions SET data_key = NULL WHERE token_hash IN
                     (SELECT token_hash FROM sessions WHERE data_key IS NOT NULL
-                     AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit)) RETURNING 1
+                     AND (unlocked_until IS NULL OR unlocked_until <= \(moment)) LIMIT \(limit) FOR NO KEY UPDATE SKIP LOCKED) RETURNING 1
                 """)
             removed += try await touched(
                 """
                 DELETE FROM bunker_replies WHERE id IN
-                    (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit)) RETURNING 1
+                    (SELECT id FROM bunker_replies WHERE created_at < \(moment - Retention.bunkerReplies) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
                 """)
             // Runtimes whose rows went with their account (a cascade the puts do not see).
             removed += try await touched(
                 """
                 DELETE FROM polkadot_runtimes WHERE hash IN (SELECT hash FROM polkadot_runtimes r
-                  WHERE NOT EXISTS (SELECT 1 FROM polkadot_metadata m WHERE m.runtime_hash = r.hash) LIMIT \(limit)) RETURNING 1
+                  WHERE NOT EXISTS (SELECT 1 FROM polkadot_metadata m WHERE m.runtime_hash = r.hash) LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING 1
                 """)
             return removed
         }

@@ -28,6 +28,7 @@ extension PostgresStore {
 
     public func deleteCredential(id: [UInt8], ofUser userID: String) async throws -> Bool {
         try await transaction { connection in
+            try await Self.readCommitted(connection, logger: self.logger)
             // Lock the user's passkeys: two removals at once cannot both see "not the last one".
             let owned = try await connection.query(
                 "SELECT id FROM credentials WHERE user_id = \(userID) ORDER BY id FOR UPDATE", logger: self.logger
@@ -51,9 +52,9 @@ extension PostgresStore {
                 "DELETE FROM credentials WHERE id = \(ByteBuffer(bytes: id)) AND user_id = \(userID)",
                 logger: self.logger
             ).collect()
-            try await connection.query(
-                "DELETE FROM sessions WHERE user_id = \(userID) AND credential_id = \(ByteBuffer(bytes: id))", logger: self.logger
-            ).collect()
+            // Its sessions in token order, as every writer of more than one session takes them.
+            let tokens = try await Self.lockSessions(of: userID, passkey: id, mode: "UPDATE", on: connection, logger: self.logger)
+            try await connection.query("DELETE FROM sessions WHERE token_hash = ANY(\(tokens))", logger: self.logger).collect()
             return true
         }
     }

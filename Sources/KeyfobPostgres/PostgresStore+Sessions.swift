@@ -37,28 +37,63 @@ extension PostgresStore {
         _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1") }
     }
 
+    /// An operator's "end this account's sessions": locked in token order, as a sign-out's.
     public func deleteSessions(ofUser userID: String) async throws {
-        _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE user_id = \(userID) RETURNING 1") }
+        try await transaction { [logger] connection in
+            try await Self.readCommitted(connection, logger: logger)
+            let tokens = try await Self.lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
+            try await connection.query("DELETE FROM sessions WHERE token_hash = ANY(\(tokens))", logger: logger).collect()
+        }
     }
 
+    /// Every unlocked session locked again, in token order (the order every writer of more than
+    /// one session takes them in): a sign-out or a seal at the same time waits in line, not in a
+    /// circle. A thousand at a time, each batch a transaction of its own, so that no one call holds
+    /// every session of a large deployment or outlasts the store's timeout.
     public func lockAllSessions() async throws -> Int {
-        try await call { [self] in
-            try await touched(
-                """
-                UPDATE sessions SET unlocked_until = NULL, data_key = NULL
-                WHERE unlocked_until IS NOT NULL OR data_key IS NOT NULL RETURNING 1
-                """)
+        let batch = 1000
+        var locked = 0
+        var after = ByteBuffer()  // before every token hash
+        while true {
+            let (count, last) = try await transaction { [logger, after] connection in
+                try await Self.readCommitted(connection, logger: logger)
+                let range = try await Self.lockedKeys(
+                    """
+                    SELECT token_hash FROM sessions WHERE token_hash > \(after) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
+                    ORDER BY token_hash LIMIT \(batch)
+                    """, on: connection, logger: logger)
+                guard let end = range.last else { return (0, ByteBuffer?.none) }
+                let tokens = try await Self.lockedKeys(
+                    """
+                    SELECT token_hash FROM sessions WHERE token_hash > \(after) AND token_hash <= \(end)
+                      AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
+                    ORDER BY token_hash FOR NO KEY UPDATE
+                    """, on: connection, logger: logger)
+                return (try await Self.lock(tokens, on: connection, logger: logger), range.count == batch ? end : nil)
+            }
+            locked += count
+            guard let last else { return locked }
+            after = last
         }
     }
 
+    /// "Lock now": the account's sessions locked in token order, then the unlocked ones locked.
     public func lockSessions(ofUser userID: String) async throws -> Int {
-        try await call { [self] in
-            try await touched(
-                """
-                UPDATE sessions SET unlocked_until = NULL, data_key = NULL
-                WHERE user_id = \(userID) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL) RETURNING 1
-                """)
+        try await transaction { [logger] connection in
+            try await Self.readCommitted(connection, logger: logger)
+            let tokens = try await Self.lockSessions(of: userID, mode: "NO KEY UPDATE", on: connection, logger: logger)
+            return try await Self.lock(tokens, on: connection, logger: logger)
         }
+    }
+
+    /// Ends the unlock window and drops the data-key copy of those of `tokens` that have either.
+    static func lock(_ tokens: [ByteBuffer], on connection: PostgresConnection, logger: Logger) async throws -> Int {
+        try await connection.query(
+            """
+            UPDATE sessions SET unlocked_until = NULL, data_key = NULL
+            WHERE token_hash = ANY(\(tokens)) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL) RETURNING 1
+            """, logger: logger
+        ).collect().count
     }
 
     public func signOutEverywhere(userID: String, now: Date) async throws -> SignedOutEverywhere {

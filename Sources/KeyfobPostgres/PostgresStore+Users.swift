@@ -74,21 +74,43 @@ extension PostgresStore {
         try await connection.query(
             "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
         ).collect()
-        let keys = try await connection.query(
-            "SELECT client_pubkey FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE", logger: logger
-        ).collect().map { try $0.makeRandomAccess().text(0) }
+        let keys = try await lockClients(of: userID, on: connection, logger: logger)
         let clients = try await connection.query(
-            "DELETE FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = ANY(\(keys)) RETURNING coalesce(name, client_pubkey)",
+            "DELETE FROM bunker_clients WHERE client_pubkey = ANY(\(keys)) AND user_id = \(userID) RETURNING coalesce(name, client_pubkey)",
             logger: logger
         ).collect().map { try $0.makeRandomAccess().text(0) }
         return (sessions, clients)
     }
 
-    /// Locks the account's sessions in token order (`FOR <mode>`): the token hashes it locked. What
-    /// follows writes only those (a statement that locks in a sub-select may not run it at all).
-    static func lockSessions(of userID: String, mode: String, on connection: PostgresConnection, logger: Logger) async throws -> [ByteBuffer] {
+    /// Locks the account's sessions in token order (`FOR <mode>`), only those signed in with
+    /// `passkey` when it is given: the token hashes it locked. What follows writes only those (a
+    /// statement that locks in a sub-select may not run it at all). Every writer of more than one
+    /// session locks them this way, so two of them wait in line instead of in a circle; the sweep
+    /// and the sign-in's trim skip what is held instead.
+    static func lockSessions(
+        of userID: String, passkey: [UInt8]? = nil, mode: String, on connection: PostgresConnection, logger: Logger
+    ) async throws -> [ByteBuffer] {
+        let query: PostgresQuery =
+            if let passkey {
+                """
+                SELECT token_hash FROM sessions WHERE user_id = \(userID) AND credential_id = \(ByteBuffer(bytes: passkey))
+                ORDER BY token_hash FOR \(unescaped: mode)
+                """
+            } else {
+                "SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR \(unescaped: mode)"
+            }
+        return try await lockedKeys(query, on: connection, logger: logger)
+    }
+
+    /// Locks the account's NIP-46 clients in key order, for their removal: their keys.
+    static func lockClients(of userID: String, on connection: PostgresConnection, logger: Logger) async throws -> [String] {
         try await connection.query(
-            "SELECT token_hash FROM sessions WHERE user_id = \(userID) ORDER BY token_hash FOR \(unescaped: mode)", logger: logger
-        ).collect().map { try $0.makeRandomAccess()[0].decode(ByteBuffer.self) }
+            "SELECT client_pubkey FROM bunker_clients WHERE user_id = \(userID) ORDER BY client_pubkey FOR UPDATE", logger: logger
+        ).collect().map { try $0.makeRandomAccess().text(0) }
+    }
+
+    /// The first column of what `query` locked, as bytes (a session's token hash).
+    static func lockedKeys(_ query: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws -> [ByteBuffer] {
+        try await connection.query(query, logger: logger).collect().map { try $0.makeRandomAccess()[0].decode(ByteBuffer.self) }
     }
 }

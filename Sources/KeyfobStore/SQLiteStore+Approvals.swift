@@ -48,9 +48,10 @@ extension SQLiteStore {
         }
     }
 
-    public func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
+    public func claimPendingRequest(id: String, userID: String, session: [UInt8]?, now: Date) async throws -> PendingRequestRecord? {
         try write {
             try connection.transaction {
+                try requireSession(session, of: userID)
                 try connection.query(
                     "UPDATE signer_requests SET user_id = ? WHERE id = ? AND user_id IS NULL AND state = 'pending' AND expires_at > ?",
                     [.text(userID), .text(id), .date(now)])

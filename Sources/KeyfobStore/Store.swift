@@ -237,8 +237,10 @@ public protocol ApprovalStore: ConfirmationNonceStore {
     /// first makes it wait, then refuse.
     func insertPendingRequest(_ request: PendingRequestRecord, now: Date, maxPending: Int, source: PendingRequestSource?) async throws
     /// The request if it is pending, unexpired and `userID`'s — claiming it for `userID` when it has
-    /// no owner yet. Nil otherwise (decided, expired, someone else's, unknown).
-    func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord?
+    /// no owner yet. Nil otherwise (decided, expired, someone else's, unknown). `notFound` (nothing
+    /// claimed) when `session`, the one asking, is no longer `userID`'s, checked as it claims: a
+    /// sign-out everywhere either cancels what this claimed or makes it refuse.
+    func claimPendingRequest(id: String, userID: String, session: [UInt8]?, now: Date) async throws -> PendingRequestRecord?
     /// The request `id` in whatever state, expired too, when it is `userID`'s or nobody's yet (what
     /// the approval page says of one that is gone, with the way back to its app). Nil otherwise.
     func signerRequest(id: String, visibleTo userID: String) async throws -> PendingRequestRecord?

@@ -114,6 +114,91 @@ extension StoreContractTests {
         #expect(try await !hasSession(store, 2))
     }
 
+    /// The writes that change more than one of an account's sessions, beside a sign-out everywhere.
+    enum ManySessions: String, CaseIterable, Sendable {
+        /// "Lock now" (also after every passkey removal).
+        case lockNow
+        /// An operator locking every session.
+        case lockAll
+        /// A passkey removed: the sessions it signed in.
+        case passkeyRemoval
+        /// An operator ending the account's sessions.
+        case operatorEnd
+        /// The expiry sweep, the sessions expired.
+        case sweep
+        /// The expiry sweep, the sessions' unlock windows over: their data-key copies dropped.
+        case sweepDataKeys
+    }
+
+    /// Every write that changes more than one session takes them in token order, as a sign-out
+    /// everywhere does (the sweep skips the ones held): caught beside a sign-out, one waits for the
+    /// other. In the order a scan found them (the rows' order on disk), the write held a session the
+    /// sign-out needed next while it waited for one the sign-out held: a deadlock, one of the two
+    /// failed.
+    @Test(
+        .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
+        arguments: ManySessions.allCases)
+    func aWriteOfManySessionsAndASignOutWaitInLineNotInACircle(_ write: ManySessions) async throws {
+        let store = try await Self.postgres()
+        let alice = user("alice")
+        // On disk in the order FE, F0, 03; in token order 03, F0, FE. F0 and 03 signed in with passkey 2.
+        func alices(_ byte: UInt8, passkey: UInt8) -> SessionRecord {
+            var s = session(byte, of: alice)
+            s.credentialID = [passkey, passkey]
+            s.dataKey = [byte]
+            return s
+        }
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: alices(0xFE, passkey: 1))
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: alices(0xF0, passkey: 2))
+        try await store.addSession(alices(0x03, passkey: 2))
+        // Unlocked until t0 + 600, expiring at t0 + 3600.
+        let (windowsOver, expired) = (t0 + 1200, t0 + 7200)
+        // The sign-out held at the first session in token order; the write comes meanwhile.
+        let (ended, wrote) = try await whileSigningOut(
+            alice, heldAt: "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(repeating: 3, count: 32)) FOR UPDATE", in: store
+        ) {
+            switch write {
+            case .lockNow: _ = try await store.lockSessions(ofUser: alice.id)
+            case .lockAll: _ = try await store.lockAllSessions()
+            case .passkeyRemoval: #expect(try await store.deleteCredential(id: [2, 2], ofUser: alice.id))
+            case .operatorEnd: try await store.deleteSessions(ofUser: alice.id)
+            case .sweep: _ = try await store.sweepExpired(now: expired, limit: 100)
+            case .sweepDataKeys: _ = try await store.sweepExpired(now: windowsOver, limit: 100)
+            }
+        }
+        try wrote.get()
+        #expect(ended.sessions >= 1)
+        for token: UInt8 in [0x03, 0xF0, 0xFE] {
+            #expect(try await store.rows("SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(repeating: token, count: 32))").isEmpty)
+        }
+    }
+
+    /// An operator's "lock every session" goes through the sessions a thousand at a time in token
+    /// order, each batch its own transaction: every unlocked session of a large deployment is
+    /// locked, counted once, and the locked ones are left as they are.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
+    func lockingEverySessionGoesThroughThemAllInBatches() async throws {
+        let store = try await Self.postgres()
+        let alice = user("alice")
+        try await store.completeRegistration(
+            user: alice, createUser: true, nostrKey: nil, credential: credential(1, of: alice), session: session(1, of: alice))
+        // 2,500 more, every third one already locked.
+        _ = try await store.rows(
+            """
+            INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, data_key)
+            SELECT sha256(int4send(n)), \(alice.id), 0, \(t0.timeIntervalSince1970 + 3600),
+                   CASE WHEN n % 3 = 0 THEN NULL ELSE \(t0.timeIntervalSince1970 + 600) END, NULL
+            FROM generate_series(1, 2500) AS n RETURNING 1
+            """)
+        let unlocked = try #require(try await store.rows("SELECT count(*) FROM sessions WHERE unlocked_until IS NOT NULL").first?.int(0))
+        #expect(unlocked == 1 + 2500 - 833)
+        #expect(try await store.lockAllSessions() == unlocked)
+        #expect(try await store.rows("SELECT count(*) FROM sessions WHERE unlocked_until IS NOT NULL").first?.int(0) == 0)
+        #expect(try await store.lockAllSessions() == 0)
+    }
+
     /// Every call's wait for a lock is bounded at half the store's timeout: a sign-in stuck behind
     /// another transaction's lock fails from PostgreSQL's side (lock_timeout, 55P03) and gives its
     /// connection back, rather than running on after its caller was told it took too long.

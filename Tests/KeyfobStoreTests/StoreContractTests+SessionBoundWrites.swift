@@ -22,9 +22,10 @@ extension StoreContractTests {
         PolkadotMetadataRecord(userID: user.id, origin: origin, genesisHash: "0x91", specVersion: 1, definition: "{}", updatedAt: t0)
     }
 
-    /// Each of the three writes, for `session` (a token byte: 1 is Alice's, 2 Bob's, 9 nobody's).
+    /// Each of the writes, for `session` (a token byte: 1 is Alice's, 2 Bob's, 9 nobody's). A claim
+    /// makes a request nobody owned yet (one a web page opened) the account's.
     enum SessionWrite: String, CaseIterable, Sendable {
-        case secret, pastedClient, metadata
+        case secret, pastedClient, metadata, claim
     }
 
     func write(_ kind: SessionWrite, for user: UserRecord, session byte: UInt8, in store: any KeyfobStore) async throws {
@@ -39,6 +40,13 @@ extension StoreContractTests {
                 session: token)
         case .metadata:
             try await store.putPolkadotMetadata(metadata(of: user), runtime: nil, session: token)
+        case .claim:
+            if try await store.signerRequest(id: "u", visibleTo: user.id) == nil {
+                var unowned = waiting("u", of: user)
+                (unowned.userID, unowned.client, unowned.transport) = (nil, "web:https://app.example", "web")
+                try await store.insertPendingRequest(unowned, now: t0, maxPending: 8, source: nil)
+            }
+            #expect(try await store.claimPendingRequest(id: "u", userID: user.id, session: token, now: t0)?.userID == user.id)
         }
     }
 
@@ -48,6 +56,7 @@ extension StoreContractTests {
         case .secret: try await store.bunkerSigner(ofUser: user.id)?.secretHash == [byte, 8]
         case .pastedClient: try await store.bunkerClient(userID: user.id, clientPubkey: "pasted") != nil
         case .metadata: try await !store.polkadotMetadata(ofUser: user.id, origin: "https://dapp.example").isEmpty
+        case .claim: try await store.signerRequest(id: "u", visibleTo: user.id).map { $0.userID == user.id && $0.state == "pending" } ?? false
         }
     }
 

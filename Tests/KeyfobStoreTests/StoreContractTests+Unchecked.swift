@@ -12,6 +12,12 @@ extension BunkerStore {
     }
 }
 
+extension ApprovalStore {
+    func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
+        try await claimPendingRequest(id: id, userID: userID, session: nil, now: now)
+    }
+}
+
 extension PolkadotStore {
     func putPolkadotMetadata(_ metadata: PolkadotMetadataRecord, runtime: [UInt8]?) async throws {
         try await putPolkadotMetadata(metadata, runtime: runtime, session: nil)

@@ -179,9 +179,14 @@ struct ApprovalController: Sendable {
     /// or with this session's data key; otherwise `signer_locked` (unlock, then load it again).
     func load(_ id: String, auth: Sessions.Authenticated) async throws -> (PendingRequestRecord, IncomingRequest) {
         let gone = KeyfobError(.requestNotFound, "this request was decided already, has expired, or is not yours", status: .notFound)
-        guard id.utf8.count <= 64, let record = try await store.claimPendingRequest(id: id, userID: auth.user.id, now: now()) else {
-            throw gone
-        }
+        guard id.utf8.count <= 64 else { throw gone }
+        // Claimed only while this session exists: one a sign-out everywhere ends as this runs gets
+        // a 401, as any signed-out caller does, and claims nothing.
+        let claimed: PendingRequestRecord?
+        do {
+            claimed = try await store.claimPendingRequest(id: id, userID: auth.user.id, session: auth.session.tokenHash, now: now())
+        } catch StoreError.notFound { throw KeyfobError.unauthorized }
+        guard let record = claimed else { throw gone }
         var signerKey: SecretKey?
         if PendingRequests.isSealedForOwner(record) {
             guard let signer = try await store.bunkerSigner(ofUser: auth.user.id) else { throw gone }
