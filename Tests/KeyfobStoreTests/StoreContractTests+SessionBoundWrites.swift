@@ -270,9 +270,13 @@ extension StoreContractTests {
 
     /// The session checks read committed whatever the database's default isolation: with the
     /// database set to REPEATABLE READ, a write for a session that a sign-out in progress removes
-    /// still waits, then is refused (a 401), rather than failing with a serialization error (a 503).
-    @Test(.timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"))
-    func theSessionChecksReadCommittedWhateverTheDatabasesDefault() async throws {
+    /// still waits, then is refused (a 401), rather than failing with a serialization error (a 503)
+    /// — by the connection's startup parameter, and without it (a pooler in between may drop it) by
+    /// each transaction's own first statement. One case at a time: each sets the database's default.
+    @Test(
+        .serialized, .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
+        arguments: [true, false], SessionWrite.allCases)
+    func theSessionChecksReadCommittedWhateverTheDatabasesDefault(_ atStartup: Bool, _ what: SessionWrite) async throws {
         let admin = try await Self.postgres()
         func setDefault(_ level: String?) async throws {
             let value = level.map { "SET default_transaction_isolation = ''\($0)''" } ?? "RESET default_transaction_isolation"
@@ -280,14 +284,18 @@ extension StoreContractTests {
         }
         try await setDefault("repeatable read")
         do {
-            let store = try await Self.postgres()  // new connections: the database's default applies
-            #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == "read committed")
+            var settings = try TestPostgres.settings()
+            settings.readCommittedAtStartup = atStartup
+            let store = PostgresStore(settings: settings)  // new connections: the database's default applies
+            try await store.migrate()
+            let level = atStartup ? "read committed" : "repeatable read"
+            #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == level)
             let alice = user("alice")
             try await register([alice], in: store)
             _ = try await store.insertBunkerSignerIfAbsent(signer(of: alice))
             try await store.insertPendingRequest(waiting("w", of: alice), now: t0, maxPending: 8)
             let (_, wrote) = try await whileSigningOut(alice, heldAt: "SELECT 1 FROM signer_requests WHERE id = 'w' FOR UPDATE", in: store) {
-                try await self.write(.secret, for: alice, session: 1, in: store)
+                try await self.write(what, for: alice, session: 1, in: store)
             }
             #expect(throws: StoreError.notFound) { try wrote.get() }
         } catch {
