@@ -29,8 +29,11 @@ extension PostgresStore {
         }
     }
 
-    public func addSession(_ session: SessionRecord) async throws {
-        try await transaction { [self] connection in try await insertSession(session, on: connection) }
+    public func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws {
+        try await transaction { [self] connection in
+            try await Self.requireSession(parent, of: session.userID, on: connection, logger: logger)
+            try await insertSession(session, on: connection)
+        }
     }
 
     public func deleteSession(tokenHash: [UInt8]) async throws {

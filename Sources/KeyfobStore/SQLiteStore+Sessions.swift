@@ -93,9 +93,12 @@ extension SQLiteStore {
         }
     }
 
-    public func addSession(_ session: SessionRecord) async throws {
+    public func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws {
         try write {
-            try connection.transaction { try insertSession(session) }
+            try connection.transaction {
+                try requireSession(parent, of: session.userID)
+                try insertSession(session)
+            }
         }
     }
 

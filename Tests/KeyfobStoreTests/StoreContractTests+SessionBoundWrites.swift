@@ -23,9 +23,10 @@ extension StoreContractTests {
     }
 
     /// Each of the writes, for `session` (a token byte: 1 is Alice's, 2 Bob's, 9 nobody's). A claim
-    /// makes a request nobody owned yet (one a web page opened) the account's.
+    /// makes a request nobody owned yet (one a web page opened) the account's; the extension's
+    /// session is given by a signed-in page.
     enum SessionWrite: String, CaseIterable, Sendable {
-        case secret, pastedClient, metadata, claim
+        case secret, pastedClient, metadata, claim, extensionSession
     }
 
     func write(_ kind: SessionWrite, for user: UserRecord, session byte: UInt8, in store: any KeyfobStore) async throws {
@@ -47,6 +48,10 @@ extension StoreContractTests {
                 try await store.insertPendingRequest(unowned, now: t0, maxPending: 8, source: nil)
             }
             #expect(try await store.claimPendingRequest(id: "u", userID: user.id, session: token, now: t0)?.userID == user.id)
+        case .extensionSession:
+            var given = session(0xE0, of: user)
+            given.kind = "extension"
+            try await store.addSession(given, parent: token)
         }
     }
 
@@ -57,6 +62,7 @@ extension StoreContractTests {
         case .pastedClient: try await store.bunkerClient(userID: user.id, clientPubkey: "pasted") != nil
         case .metadata: try await !store.polkadotMetadata(ofUser: user.id, origin: "https://dapp.example").isEmpty
         case .claim: try await store.signerRequest(id: "u", visibleTo: user.id).map { $0.userID == user.id && $0.state == "pending" } ?? false
+        case .extensionSession: try await hasSession(store, 0xE0)
         }
     }
 

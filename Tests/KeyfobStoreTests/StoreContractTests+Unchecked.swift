@@ -12,6 +12,10 @@ extension BunkerStore {
     }
 }
 
+extension SessionStore {
+    func addSession(_ session: SessionRecord) async throws { try await addSession(session, parent: nil) }
+}
+
 extension ApprovalStore {
     func claimPendingRequest(id: String, userID: String, now: Date) async throws -> PendingRequestRecord? {
         try await claimPendingRequest(id: id, userID: userID, session: nil, now: now)

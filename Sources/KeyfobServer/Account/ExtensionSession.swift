@@ -50,7 +50,9 @@ extension AccountController {
         var record = sessions.create(userID: auth.user.id, unlocked: false, credentialID: credential.id).record
         record.tokenHash = tokenHash
         record.kind = Self.extensionKind
-        try await store.addSession(record)
+        // Only while the page's own session lasts: one a sign-out everywhere ended meanwhile
+        // gives no session to anyone (401).
+        do { try await store.addSession(record, parent: auth.session.tokenHash) } catch StoreError.notFound { throw KeyfobError.unauthorized }
         events.record(.extensionConnected, username: auth.user.username)
         return jsonResponse(ExtensionSessionReply(username: auth.user.username, expiresAt: record.expiresAt), status: .created)
     }
