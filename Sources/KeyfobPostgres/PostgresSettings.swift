@@ -35,9 +35,10 @@ public struct PostgresSettings: Sendable, Equatable {
     /// The schema Keyfob's tables live in (`schema=` in the URL's query; default: the user's
     /// search path, normally `public`). Created when missing.
     public var schema: String?
-    /// Whether each connection asks for READ COMMITTED as it starts (always, but in a test that
-    /// plays a pooler which drops startup parameters: each transaction that needs it says so too).
-    var readCommittedAtStartup = true
+    /// The isolation each connection asks for as it starts: READ COMMITTED, but in a test that
+    /// plays a pooler which drops it in front of a server whose default is stricter (each
+    /// transaction that needs READ COMMITTED says so too).
+    var startupIsolation = "read committed"
 
     public struct Invalid: Error, CustomStringConvertible {
         public let description: String
@@ -148,10 +149,9 @@ public struct PostgresSettings: Sendable, Equatable {
         // session or client still exists as something is stored for it (`requireSession`, the
         // waiting requests' inserts) wait for a sign-out in progress, then read what it committed;
         // under REPEATABLE READ they would fail with a serialization error instead.
-        configuration.options.additionalStartupParameters = [("lock_timeout", Self.lockTimeout(halfOf: timeout))]
-        if readCommittedAtStartup {
-            configuration.options.additionalStartupParameters.append(("default_transaction_isolation", "read committed"))
-        }
+        configuration.options.additionalStartupParameters = [
+            ("lock_timeout", Self.lockTimeout(halfOf: timeout)), ("default_transaction_isolation", startupIsolation),
+        ]
         if let schema { configuration.options.additionalStartupParameters.append(("search_path", schema)) }
         return configuration
     }

@@ -31,6 +31,16 @@ extension PostgresStore {
 
     public func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws {
         try await transaction { [self] connection in
+            if parent != nil, let passkey = session.credentialID {
+                // The passkey it names first (passkeys come before sessions): a removal of that
+                // passkey waits for this session and then ends it, or went first and this refuses.
+                try await Self.readCommitted(connection, logger: logger)
+                let held = try await connection.query(
+                    "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: passkey)) AND user_id = \(session.userID) FOR KEY SHARE",
+                    logger: logger
+                ).collect()
+                if held.isEmpty { throw StoreError.notFound }
+            }
             try await Self.requireSession(parent, of: session.userID, on: connection, logger: logger)
             try await insertSession(session, on: connection)
         }

@@ -63,13 +63,25 @@ extension PostgresStore {
     /// the signer's row until its client is committed, so the clients taken last include it. Only
     /// the rows locked are deleted: a session added after the first step (a sign-in that came later,
     /// with a passkey) is left alone by a sign-out, not waited on, so a write holding it cannot
-    /// close a circle with it (an account's deletion removes it with the user row).
+    /// close a circle with it (an account's deletion removes it with the user row); an extension
+    /// session given meanwhile by one of the sessions ended goes too, unless something holds it.
     static func endSessionsAndClients(
         of userID: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sessionKinds: [String?], clientNames: [String]) {
         let tokens = try await lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
-        let sessions = try await connection.query(
+        var sessions = try await connection.query(
             "DELETE FROM sessions WHERE token_hash = ANY(\(tokens)) RETURNING kind", logger: logger
+        ).collect().map { try $0.makeRandomAccess().optionalText(0) }
+        // An extension session a page gave while the lock above waited on that page's session
+        // (`addSession` holds it) was not there when the lock's statement began: this one sees it.
+        // Skipped, not waited on, if another transaction holds it (waiting here is out of order).
+        sessions += try await connection.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = \(userID) AND kind = 'extension' AND NOT token_hash = ANY(\(tokens))
+                 FOR UPDATE SKIP LOCKED)
+            RETURNING kind
+            """, logger: logger
         ).collect().map { try $0.makeRandomAccess().optionalText(0) }
         try await connection.query(
             "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger

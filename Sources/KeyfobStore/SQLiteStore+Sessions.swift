@@ -96,6 +96,12 @@ extension SQLiteStore {
     public func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws {
         try write {
             try connection.transaction {
+                if parent != nil, let passkey = session.credentialID,
+                    try connection.query("SELECT 1 FROM credentials WHERE id = ? AND user_id = ?", [.blob(passkey), .text(session.userID)])
+                        .isEmpty
+                {
+                    throw StoreError.notFound
+                }
                 try requireSession(parent, of: session.userID)
                 try insertSession(session)
             }

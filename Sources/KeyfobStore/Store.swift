@@ -69,8 +69,8 @@ public protocol SessionStore: Sendable {
     func deleteSession(tokenHash: [UInt8]) async throws
     /// Stores a session that no ceremony made (the browser extension's, given by a signed-in page
     /// with a passkey confirmation); the user's oldest sessions past the cap end first. Stored only
-    /// while `parent` (the session that gives it, nil: none) is still the user's, checked as it is
-    /// stored; `notFound` otherwise.
+    /// while `parent` (the session that gives it, nil: none) is still the user's and the passkey the
+    /// new session names is still theirs, checked as it is stored; `notFound` otherwise.
     func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws
     /// Ends every session of the user (sign out everywhere).
     func deleteSessions(ofUser userID: String) async throws

@@ -49,9 +49,7 @@ extension StoreContractTests {
             }
             #expect(try await store.claimPendingRequest(id: "u", userID: user.id, session: token, now: t0)?.userID == user.id)
         case .extensionSession:
-            var given = session(0xE0, of: user)
-            given.kind = "extension"
-            try await store.addSession(given, parent: token)
+            try await store.addSession(extensionSession(of: user, passkey: [1, 1]), parent: token)
         }
     }
 
@@ -91,18 +89,95 @@ extension StoreContractTests {
         .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
         arguments: SessionWrite.allCases)
     func aWriteForASessionASignOutIsRemovingWaitsThenIsRefused(_ what: SessionWrite) async throws {
-        let store = try await Self.postgres()
+        // Without the check the write would not wait, and would outlive the sign-out.
+        let (_, ended) = try await writtenWhileSigningOut(what, in: try await Self.postgres())
+        #expect(ended.sessions == 1)
+    }
+
+    /// Alice's `what` for her session 1, while a sign-out everywhere that removed it has not
+    /// committed (held at its step after, the waiting requests): refused, and nothing written.
+    @discardableResult
+    func writtenWhileSigningOut(_ what: SessionWrite, in store: PostgresStore) async throws -> (UserRecord, SignedOutEverywhere) {
         let alice = user("alice")
         try await register([alice], in: store)
         _ = try await store.insertBunkerSignerIfAbsent(signer(of: alice))
         try await store.insertPendingRequest(waiting("w", of: alice), now: t0, maxPending: 8)
-        // Without the check the write would not wait, and would outlive the sign-out.
         let (ended, wrote) = try await whileSigningOut(alice, heldAt: "SELECT 1 FROM signer_requests WHERE id = 'w' FOR UPDATE", in: store) {
             try await self.write(what, for: alice, session: 1, in: store)
         }
         #expect(throws: StoreError.notFound) { try wrote.get() }
-        #expect(ended.sessions == 1)
         #expect(try await !written(what, of: alice, by: 1, in: store))
+        return (alice, ended)
+    }
+
+    /// The browser extension's session a page gives (token E0), signed with `passkey`.
+    func extensionSession(of user: UserRecord, passkey: [UInt8]) -> SessionRecord {
+        var given = session(0xE0, of: user)
+        (given.kind, given.credentialID) = ("extension", passkey)
+        return given
+    }
+
+    /// The extension's session names the passkey that confirmed it: one that is not (or no longer)
+    /// the account's gives no session.
+    @Test(arguments: Kind.available)
+    func anExtensionSessionIsGivenOnlyForAPasskeyTheAccountHas(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind)
+        let alice = user("alice")
+        try await register([alice, user("bob")], in: store)  // passkeys [1, 1] and [2, 2]
+        let token1 = [UInt8](repeating: 1, count: 32)
+        await #expect(throws: StoreError.notFound) {
+            try await store.addSession(extensionSession(of: alice, passkey: [2, 2]), parent: token1)
+        }
+        #expect(try await !hasSession(store, 0xE0))
+        try await store.addSession(extensionSession(of: alice, passkey: [1, 1]), parent: token1)
+        #expect(try await hasSession(store, 0xE0))
+    }
+
+    /// The remedies an extension's session must not outlive.
+    enum Remedy: String, CaseIterable, Sendable {
+        case signOutEverywhere, passkeyRemoval
+    }
+
+    /// On PostgreSQL, an extension's session given while a remedy runs: held at its insert (its
+    /// foreign key waits on the user row), having locked the passkey it names and the page's
+    /// session; the remedy waits on one of them, then ends the new session too. Before, the
+    /// sign-out's lock had begun before the new row existed and left it, and a passkey's removal
+    /// did not wait at all.
+    @Test(
+        .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
+        arguments: Remedy.allCases)
+    func anExtensionSessionGivenAsARemedyRunsIsEndedByIt(_ remedy: Remedy) async throws {
+        let store = try await Self.postgres()
+        let alice = user("alice")
+        try await register([alice], in: store)  // passkey [1, 1], session 1
+        var second = session(2, of: alice)
+        second.credentialID = [2, 2]
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(2, of: alice), session: second)
+        let now = t0
+        let giving = Mutex<Task<Void, any Error>?>(nil)
+        let remedying = Mutex<Task<Int, any Error>?>(nil)
+        let held = await holding("SELECT 1 FROM users WHERE id = \(alice.id) FOR UPDATE", in: store) { connection in
+            let give = Task {
+                try await store.addSession(self.extensionSession(of: alice, passkey: [2, 2]), parent: [UInt8](repeating: 1, count: 32))
+            }
+            giving.withLock { $0 = give }
+            let giver = try #require(try await Self.backend(blockedBy: try await Self.pid(of: connection, in: store), in: store))
+            let done = Flag()
+            let remedyTask = Task {
+                defer { done.value.store(true, ordering: .releasing) }
+                switch remedy {
+                case .signOutEverywhere: return try await store.signOutEverywhere(userID: alice.id, now: now).extensionSessions
+                case .passkeyRemoval: return try await store.deleteCredential(id: [2, 2], ofUser: alice.id) ? 1 : 0
+                }
+            }
+            remedying.withLock { $0 = remedyTask }
+            _ = try await Self.backend(blockedBy: giver, in: store, unless: done)
+        }
+        try await held.value
+        try await #require(giving.withLock { $0 }).value
+        #expect(try await #require(remedying.withLock { $0 }).value == 1)
+        #expect(try await !hasSession(store, 0xE0), "the extension's session outlived the remedy")
     }
 
     /// A bunker `connect` racing a sign-out everywhere, on PostgreSQL, in both orders: the sign-out
@@ -274,41 +349,25 @@ extension StoreContractTests {
         #expect(try await store.bunkerSigner(ofUser: alice.id)?.secretHash == [2, 8])
     }
 
-    /// The session checks read committed whatever the database's default isolation: with the
-    /// database set to REPEATABLE READ, a write for a session that a sign-out in progress removes
-    /// still waits, then is refused (a 401), rather than failing with a serialization error (a 503)
-    /// — by the connection's startup parameter, and without it (a pooler in between may drop it) by
-    /// each transaction's own first statement. One case at a time: each sets the database's default.
+    /// The session checks read committed whatever the server's default isolation: a write for a
+    /// session that a sign-out in progress removes waits, then is refused (a 401), rather than
+    /// failing with a serialization error (a 503) — by each connection's startup parameter (a
+    /// client setting, which outranks the server's and the database's defaults), and where a
+    /// pooler in between dropped it and the default is REPEATABLE READ, by each transaction's own
+    /// first statement.
     @Test(
-        .serialized, .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
+        .timeLimit(.minutes(1)), .enabled(if: TestPostgres.isConfigured, "needs KEYFOB_TEST_POSTGRES"),
         arguments: [true, false], SessionWrite.allCases)
     func theSessionChecksReadCommittedWhateverTheDatabasesDefault(_ atStartup: Bool, _ what: SessionWrite) async throws {
-        let admin = try await Self.postgres()
-        func setDefault(_ level: String?) async throws {
-            let value = level.map { "SET default_transaction_isolation = ''\($0)''" } ?? "RESET default_transaction_isolation"
-            _ = try await admin.rows("DO $$ BEGIN EXECUTE format('ALTER DATABASE %I \(unescaped: value)', current_database()); END $$")
-        }
-        try await setDefault("repeatable read")
-        do {
-            var settings = try TestPostgres.settings()
-            settings.readCommittedAtStartup = atStartup
-            let store = PostgresStore(settings: settings)  // new connections: the database's default applies
-            try await store.migrate()
-            let level = atStartup ? "read committed" : "repeatable read"
-            #expect(try await store.rows("SHOW default_transaction_isolation").first?.text(0) == level)
-            let alice = user("alice")
-            try await register([alice], in: store)
-            _ = try await store.insertBunkerSignerIfAbsent(signer(of: alice))
-            try await store.insertPendingRequest(waiting("w", of: alice), now: t0, maxPending: 8)
-            let (_, wrote) = try await whileSigningOut(alice, heldAt: "SELECT 1 FROM signer_requests WHERE id = 'w' FOR UPDATE", in: store) {
-                try await self.write(what, for: alice, session: 1, in: store)
-            }
-            #expect(throws: StoreError.notFound) { try wrote.get() }
-        } catch {
-            try await setDefault(nil)
-            throw error
-        }
-        try await setDefault(nil)
+        var settings = try TestPostgres.settings()
+        if !atStartup { settings.startupIsolation = "repeatable read" }
+        let store = PostgresStore(settings: settings)
+        try await store.migrate()
+        let setting = try #require(
+            try await store.rows("SELECT setting, source FROM pg_settings WHERE name = 'default_transaction_isolation'").first)
+        #expect(try setting.text(0) == (atStartup ? "read committed" : "repeatable read"))
+        #expect(try setting.text(1) == "client")
+        try await writtenWhileSigningOut(what, in: store)
     }
 
     /// On PostgreSQL, an unseal and the removal of a passkey at once (one a session signed in
