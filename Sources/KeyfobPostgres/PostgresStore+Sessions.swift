@@ -50,12 +50,11 @@ extension PostgresStore {
         _ = try await call { [self] in try await touched("DELETE FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) RETURNING 1") }
     }
 
-    /// An operator's "end this account's sessions": locked in token order, as a sign-out's.
+    /// An operator's "end this account's sessions": as a sign-out's (`endSessions`).
     public func deleteSessions(ofUser userID: String) async throws {
         try await transaction { [logger] connection in
             try await Self.readCommitted(connection, logger: logger)
-            let tokens = try await Self.lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
-            try await connection.query("DELETE FROM sessions WHERE token_hash = ANY(\(tokens))", logger: logger).collect()
+            _ = try await Self.endSessions(of: userID, on: connection, logger: logger)
         }
     }
 

@@ -61,28 +61,14 @@ extension PostgresStore {
     /// sessions (in token order), the signer's row, the clients (in key order). A write stored for
     /// a session holds that session first (it finishes, or finds it gone); a bunker `connect` holds
     /// the signer's row until its client is committed, so the clients taken last include it. Only
-    /// the rows locked are deleted: a session added after the first step (a sign-in that came later,
-    /// with a passkey) is left alone by a sign-out, not waited on, so a write holding it cannot
-    /// close a circle with it (an account's deletion removes it with the user row); an extension
-    /// session given meanwhile by one of the sessions ended goes too, unless something holds it.
+    /// the rows locked are deleted: a session a sign-in added after the first step (with a passkey)
+    /// is left alone by a sign-out, not waited on, so a write holding it cannot close a circle with
+    /// it (an account's deletion removes it with the user row); an extension session given meanwhile
+    /// goes too (`endSessions`).
     static func endSessionsAndClients(
         of userID: String, on connection: PostgresConnection, logger: Logger
     ) async throws -> (sessionKinds: [String?], clientNames: [String]) {
-        let tokens = try await lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
-        var sessions = try await connection.query(
-            "DELETE FROM sessions WHERE token_hash = ANY(\(tokens)) RETURNING kind", logger: logger
-        ).collect().map { try $0.makeRandomAccess().optionalText(0) }
-        // An extension session a page gave while the lock above waited on that page's session
-        // (`addSession` holds it) was not there when the lock's statement began: this one sees it.
-        // Skipped, not waited on, if another transaction holds it (waiting here is out of order).
-        sessions += try await connection.query(
-            """
-            DELETE FROM sessions WHERE token_hash IN
-                (SELECT token_hash FROM sessions WHERE user_id = \(userID) AND kind = 'extension' AND NOT token_hash = ANY(\(tokens))
-                 FOR UPDATE SKIP LOCKED)
-            RETURNING kind
-            """, logger: logger
-        ).collect().map { try $0.makeRandomAccess().optionalText(0) }
+        let sessions = try await endSessions(of: userID, on: connection, logger: logger)
         try await connection.query(
             "UPDATE bunker_signers SET secret_hash = NULL, secret_expires_at = NULL WHERE user_id = \(userID)", logger: logger
         ).collect()
@@ -92,6 +78,26 @@ extension PostgresStore {
             logger: logger
         ).collect().map { try $0.makeRandomAccess().text(0) }
         return (sessions, clients)
+    }
+
+    /// Ends the account's sessions, locked in token order: their kinds. An extension session given
+    /// while the lock waited on the session that gave it (`addSession` holds that one) was not
+    /// there when the lock's statement began; a second statement ends those too, skipping any that
+    /// another transaction holds at that moment (waiting there would be out of token order).
+    static func endSessions(of userID: String, on connection: PostgresConnection, logger: Logger) async throws -> [String?] {
+        let tokens = try await lockSessions(of: userID, mode: "UPDATE", on: connection, logger: logger)
+        let ended = try await connection.query(
+            "DELETE FROM sessions WHERE token_hash = ANY(\(tokens)) RETURNING kind", logger: logger
+        ).collect()
+        let given = try await connection.query(
+            """
+            DELETE FROM sessions WHERE token_hash IN
+                (SELECT token_hash FROM sessions WHERE user_id = \(userID) AND kind = 'extension' AND NOT token_hash = ANY(\(tokens))
+                 FOR UPDATE SKIP LOCKED)
+            RETURNING kind
+            """, logger: logger
+        ).collect()
+        return try (ended + given).map { try $0.makeRandomAccess().optionalText(0) }
     }
 
     /// Locks the account's sessions in token order (`FOR <mode>`), only those signed in with

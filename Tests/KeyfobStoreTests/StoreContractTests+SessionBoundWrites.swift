@@ -128,6 +128,13 @@ extension StoreContractTests {
         await #expect(throws: StoreError.notFound) {
             try await store.addSession(extensionSession(of: alice, passkey: [2, 2]), parent: token1)
         }
+        // One she removed.
+        try await store.completeRegistration(
+            user: alice, createUser: false, nostrKey: nil, credential: credential(3, of: alice), session: session(3, of: alice))
+        #expect(try await store.deleteCredential(id: [3, 3], ofUser: alice.id))
+        await #expect(throws: StoreError.notFound) {
+            try await store.addSession(extensionSession(of: alice, passkey: [3, 3]), parent: token1)
+        }
         #expect(try await !hasSession(store, 0xE0))
         try await store.addSession(extensionSession(of: alice, passkey: [1, 1]), parent: token1)
         #expect(try await hasSession(store, 0xE0))
@@ -135,7 +142,7 @@ extension StoreContractTests {
 
     /// The remedies an extension's session must not outlive.
     enum Remedy: String, CaseIterable, Sendable {
-        case signOutEverywhere, passkeyRemoval
+        case signOutEverywhere, passkeyRemoval, operatorEnd
     }
 
     /// On PostgreSQL, an extension's session given while a remedy runs: held at its insert (its
@@ -169,6 +176,9 @@ extension StoreContractTests {
                 switch remedy {
                 case .signOutEverywhere: return try await store.signOutEverywhere(userID: alice.id, now: now).extensionSessions
                 case .passkeyRemoval: return try await store.deleteCredential(id: [2, 2], ofUser: alice.id) ? 1 : 0
+                case .operatorEnd:
+                    try await store.deleteSessions(ofUser: alice.id)
+                    return 1
                 }
             }
             remedying.withLock { $0 = remedyTask }
