@@ -42,7 +42,7 @@ extension PostgresStore {
                 if held.isEmpty { throw StoreError.notFound }
             }
             try await Self.requireSession(parent, of: session.userID, on: connection, logger: logger)
-            try await insertSession(session, on: connection)
+            try await insertSession(session, keeping: parent, on: connection)
         }
     }
 
@@ -153,15 +153,18 @@ extension PostgresStore {
         }
     }
 
-    func insertSession(_ s: SessionRecord, on connection: PostgresConnection) async throws {
+    /// Adds `s`, the user's oldest sessions past the cap ending first; never `keeping` (the session
+    /// that gives this one) while the cap leaves room for both.
+    func insertSession(_ s: SessionRecord, keeping parent: [UInt8]? = nil, on connection: PostgresConnection) async throws {
         // At most `maxSessionsPerUser`: the oldest ones end first (but not those another
         // transaction holds, which the next trim removes: no wait outside the lock order).
+        let kept = maxSessionsPerUser >= 2 ? parent.map { ByteBuffer(bytes: $0) } : nil
         try await connection.query(
             """
             DELETE FROM sessions WHERE token_hash IN
                 (SELECT token_hash FROM sessions WHERE token_hash IN
-                    (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) ORDER BY created_at DESC
-                     OFFSET \(max(0, maxSessionsPerUser - 1)))
+                    (SELECT token_hash FROM sessions WHERE user_id = \(s.userID) AND token_hash IS DISTINCT FROM \(kept)
+                     ORDER BY created_at DESC OFFSET \(max(0, maxSessionsPerUser - (kept == nil ? 1 : 2))))
                  FOR UPDATE SKIP LOCKED)
             """, logger: logger
         ).collect()

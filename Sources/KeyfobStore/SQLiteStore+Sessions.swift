@@ -103,7 +103,7 @@ extension SQLiteStore {
                     throw StoreError.notFound
                 }
                 try requireSession(parent, of: session.userID)
-                try insertSession(session)
+                try insertSession(session, keeping: parent)
             }
         }
     }
@@ -114,17 +114,20 @@ extension SQLiteStore {
         }
     }
 
-    func insertSession(_ s: SessionRecord) throws {
+    /// Adds `s`, the user's oldest sessions past the cap ending first; never `keeping` (the session
+    /// that gives this one) while the cap leaves room for both.
+    func insertSession(_ s: SessionRecord, keeping parent: [UInt8]? = nil) throws {
         // At most `maxSessionsPerUser`: the oldest ones end first. The bound is the newest session
         // past the limit, found on the (user_id, created_at) index, whose entries end in the rowid
         // (insertion order breaks ties); everything at or before it goes. A user under the limit has
         // no bound, and nothing is deleted (no temporary table either, as `IN (SELECT …)` needed).
+        let kept = maxSessionsPerUser >= 2 ? parent : nil
         try connection.query(
             """
-            DELETE FROM sessions WHERE user_id = ?1 AND (created_at, rowid) <=
-                (SELECT created_at, rowid FROM sessions WHERE user_id = ?1
+            DELETE FROM sessions WHERE user_id = ?1 AND token_hash IS NOT ?3 AND (created_at, rowid) <=
+                (SELECT created_at, rowid FROM sessions WHERE user_id = ?1 AND token_hash IS NOT ?3
                  ORDER BY created_at DESC, rowid DESC LIMIT 1 OFFSET ?2)
-            """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - 1)))])
+            """, [.text(s.userID), .int(Int64(max(0, maxSessionsPerUser - (kept == nil ? 1 : 2)))), kept.map(SQLValue.blob) ?? .null])
         try connection.query(
             """
             INSERT INTO sessions (token_hash, user_id, created_at, expires_at, unlocked_until, credential_id, data_key, kind)

@@ -140,6 +140,26 @@ extension StoreContractTests {
         #expect(try await hasSession(store, 0xE0))
     }
 
+    /// At the session cap, the extension's session ends the account's oldest session but never the
+    /// page's own that gives it: connecting the extension does not sign that page out.
+    @Test(arguments: Kind.available)
+    func anExtensionSessionAtTheCapKeepsThePageThatGaveIt(_ kind: Kind) async throws {
+        let (store, _) = try await Self.make(kind, maxSessionsPerUser: 3)
+        let alice = user("alice")
+        try await register([alice], in: store)  // passkey [1, 1], session 1, the oldest
+        for byte: UInt8 in [2, 3] {
+            var later = session(byte, of: alice)
+            later.createdAt = t0 + Double(byte)
+            try await store.addSession(later)
+        }
+        var given = extensionSession(of: alice, passkey: [1, 1])
+        given.createdAt = t0 + 9
+        try await store.addSession(given, parent: [UInt8](repeating: 1, count: 32))
+        for (token, kept) in [(UInt8(1), true), (2, false), (3, true), (0xE0, true)] {
+            #expect(try await hasSession(store, token) == kept, "session \(token)")
+        }
+    }
+
     /// The remedies an extension's session must not outlive.
     enum Remedy: String, CaseIterable, Sendable {
         case signOutEverywhere, passkeyRemoval, operatorEnd
