@@ -37,13 +37,21 @@ extension PostgresStore {
     static func require(_ source: PendingRequestSource?, owner: String?, on connection: PostgresConnection, logger: Logger) async throws {
         guard let source else { return }
         try await readCommitted(connection, logger: logger)
-        let lock: PostgresQuery =
-            switch source {
-            case .session(let tokenHash):
-                "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(owner) FOR KEY SHARE"
-            case .bunkerClient(let userID, let clientPubkey):
-                "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) FOR KEY SHARE"
-            }
+        try await requireHeld(lock(source, owner: owner), on: connection, logger: logger)
+    }
+
+    /// The KEY SHARE lock on what `source` names (the session, `owner`'s; or the NIP-46 client).
+    static func lock(_ source: PendingRequestSource, owner: String?) -> PostgresQuery {
+        switch source {
+        case .session(let tokenHash):
+            "SELECT 1 FROM sessions WHERE token_hash = \(ByteBuffer(bytes: tokenHash)) AND user_id = \(owner) FOR KEY SHARE"
+        case .bunkerClient(let userID, let clientPubkey):
+            "SELECT 1 FROM bunker_clients WHERE user_id = \(userID) AND client_pubkey = \(clientPubkey) FOR KEY SHARE"
+        }
+    }
+
+    /// Runs `lock` (a locking SELECT): `StoreError.notFound` when it found nothing to hold.
+    static func requireHeld(_ lock: PostgresQuery, on connection: PostgresConnection, logger: Logger) async throws {
         if try await connection.query(lock, logger: logger).collect().isEmpty { throw StoreError.notFound }
     }
 

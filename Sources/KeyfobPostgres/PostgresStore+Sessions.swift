@@ -31,17 +31,17 @@ extension PostgresStore {
 
     public func addSession(_ session: SessionRecord, parent: [UInt8]?) async throws {
         try await transaction { [self] connection in
-            if parent != nil, let passkey = session.credentialID {
-                // The passkey it names first (passkeys come before sessions): a removal of that
-                // passkey waits for this session and then ends it, or went first and this refuses.
+            if let parent {
                 try await Self.readCommitted(connection, logger: logger)
-                let held = try await connection.query(
-                    "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: passkey)) AND user_id = \(session.userID) FOR KEY SHARE",
-                    logger: logger
-                ).collect()
-                if held.isEmpty { throw StoreError.notFound }
+                if let passkey = session.credentialID {
+                    // The passkey it names first (passkeys come before sessions): a removal of that
+                    // passkey waits for this session and then ends it, or went first and this refuses.
+                    try await Self.requireHeld(
+                        "SELECT 1 FROM credentials WHERE id = \(ByteBuffer(bytes: passkey)) AND user_id = \(session.userID) FOR KEY SHARE",
+                        on: connection, logger: logger)
+                }
+                try await Self.requireHeld(Self.lock(.session(tokenHash: parent), owner: session.userID), on: connection, logger: logger)
             }
-            try await Self.requireSession(parent, of: session.userID, on: connection, logger: logger)
             try await insertSession(session, keeping: parent, on: connection)
         }
     }
@@ -69,19 +69,14 @@ extension PostgresStore {
         while true {
             let (count, last) = try await transaction { [logger, after] connection in
                 try await Self.readCommitted(connection, logger: logger)
-                let range = try await Self.lockedKeys(
-                    """
-                    SELECT token_hash FROM sessions WHERE token_hash > \(after) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
-                    ORDER BY token_hash LIMIT \(batch)
-                    """, on: connection, logger: logger)
-                guard let end = range.last else { return (0, ByteBuffer?.none) }
+                // The limit counts rows locked (LIMIT sits above the row locks in the plan): a row
+                // that changed meanwhile and no longer matches does not end the walk early.
                 let tokens = try await Self.lockedKeys(
                     """
-                    SELECT token_hash FROM sessions WHERE token_hash > \(after) AND token_hash <= \(end)
-                      AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
-                    ORDER BY token_hash FOR NO KEY UPDATE
+                    SELECT token_hash FROM sessions WHERE token_hash > \(after) AND (unlocked_until IS NOT NULL OR data_key IS NOT NULL)
+                    ORDER BY token_hash LIMIT \(batch) FOR NO KEY UPDATE
                     """, on: connection, logger: logger)
-                return (try await Self.lock(tokens, on: connection, logger: logger), range.count == batch ? end : nil)
+                return (try await Self.lock(tokens, on: connection, logger: logger), tokens.count == batch ? tokens.last : nil)
             }
             locked += count
             guard let last else { return locked }
